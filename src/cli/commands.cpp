@@ -1,0 +1,10 @@
+// The list of subcommands, in the order --help shows them.
+#include "cli/commands.h"
+
+namespace parlance::cli {
+
+void register_commands(CLI::App& app, GlobalOptions& globals) {
+    register_info(app, globals);
+}
+
+}  // namespace parlance::cli

@@ -1,0 +1,21 @@
+// Registration of the parlance subcommands. Each subcommand lives in its own cli/cmd_*.cpp and
+// runs inside its CLI11 callback; errors propagate as parlance::Error to main().
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace parlance::cli {
+
+struct GlobalOptions {
+    std::string log_level = "info";
+    int exit_code = 0;  // set by a subcommand that wants a non-zero exit without throwing
+};
+
+void register_commands(CLI::App& app, GlobalOptions& globals);
+
+// One per subcommand file.
+void register_info(CLI::App& app, GlobalOptions& globals);
+
+}  // namespace parlance::cli

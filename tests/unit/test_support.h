@@ -1,0 +1,37 @@
+// Helpers shared by the unit tests: where fixtures and assets live, temporary directories.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace parlance::testing {
+
+// Directory with the assets scripts/setup.sh fetched (vocabularies, recordings, VAD weights).
+std::filesystem::path assets_dir();
+// tests/fixtures in the source tree (committed reference outputs).
+std::filesystem::path fixtures_dir();
+// The parlance binary under test.
+std::filesystem::path parlance_binary();
+
+// A fresh temporary directory, removed when the object dies.
+class TempDir {
+public:
+    TempDir();
+    ~TempDir();
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const std::filesystem::path& path() const { return path_; }
+    std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+private:
+    std::filesystem::path path_;
+};
+
+// Reads a whole file as bytes; writes bytes to a file (creating parent directories).
+std::string read_file(const std::filesystem::path& path);
+void write_file(const std::filesystem::path& path, const std::string& bytes);
+
+// Runs a shell command, returns its exit status; captures stdout+stderr into *output if given.
+int run_command(const std::string& command, std::string* output = nullptr);
+
+}  // namespace parlance::testing
