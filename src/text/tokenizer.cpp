@@ -98,8 +98,8 @@ using RegexPtr = std::unique_ptr<pcre2_code, CodeDeleter>;
 RegexPtr compile_regex(std::string_view pattern, bool literal, const std::string& where) {
     int err = 0;
     PCRE2_SIZE offset = 0;
-    uint32_t options = PCRE2_UTF | PCRE2_UCP;
-    if (literal) options |= PCRE2_LITERAL;
+    // PCRE2_LITERAL refuses PCRE2_UCP (which only matters for character classes anyway).
+    const uint32_t options = literal ? (PCRE2_UTF | PCRE2_LITERAL) : (PCRE2_UTF | PCRE2_UCP);
     pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                      options, &err, &offset, nullptr);
     if (!code) {
@@ -352,7 +352,7 @@ struct Tokenizer::Impl {
         auto emit = [&](size_t b, size_t e, bool is_match) {
             if (b >= e) return;
             if (stage.invert) is_match = !is_match;
-            if (!is_match && stage.behavior == Stage::Behavior::Removed) return;
+            if (is_match && stage.behavior == Stage::Behavior::Removed) return;  // drop delimiters
             out.push_back(piece.substr(b, e - b));
         };
         while (pos <= piece.size()) {
@@ -372,9 +372,8 @@ struct Tokenizer::Impl {
                 pos += std::max<size_t>(1, utf8::scan(piece, pos).length);
                 continue;
             }
-            // A Removed stage drops the matches (the delimiters); the gaps are the pieces.
             emit(last, b, false);
-            if (stage.behavior == Stage::Behavior::Isolated || stage.invert) emit(b, e, true);
+            emit(b, e, true);
             last = pos = e;
         }
         emit(last, piece.size(), false);
