@@ -1,0 +1,75 @@
+// Audio decoding (any container/codec FFmpeg knows, from memory), raw PCM/G.711, and resampling.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace parlance {
+
+struct DecodeOptions {
+    // Output sample rate in Hz, in [1000, 768000]. Whisper-family models want 16000.
+    int sample_rate = 16000;
+    // Longest accepted duration in seconds. Decoding stops with Error(TooLarge) as soon as the decoded
+    // audio passes this, so a huge file costs at most this much work and memory.
+    double max_seconds = 3.0 * 3600.0;
+};
+
+// Decodes a complete audio file held in memory: wav, flac, mp3/mpga, mp4/m4a (AAC), ogg (vorbis,
+// opus), webm/mkv, aac, aiff, caf and a few more. The best audio stream is downmixed to mono (channel
+// average, so the output stays in [-1, 1] for in-range input) and resampled with libswresample.
+// Returns float32 samples at opts.sample_rate.
+// Throws Error(InvalidAudio) for empty input, unrecognised bytes, no audio stream, sample rates
+// outside [1000, 768000] Hz, channel counts outside [1, 64], or input that decodes to no samples.
+// Throws Error(TooLarge) when the audio is longer than opts.max_seconds.
+// A truncated or partly corrupt file that still yields audio returns what decoded (packets that fail
+// to decode are skipped; reading stops at the first demuxer error). Only the given bytes are read:
+// demuxers that would open other files or URLs (playlists, concat) are not allowed.
+// Thread-safe (no shared state besides FFmpeg's log level, set once to quiet).
+std::vector<float> decode_audio(std::span<const uint8_t> bytes, const DecodeOptions& opts = {});
+
+// Headerless sample encodings accepted by decode_pcm.
+enum class PcmEncoding {
+    S16LE,  // signed 16-bit little-endian, 2 bytes per sample
+    MuLaw,  // ITU-T G.711 mu-law, 1 byte per sample
+    ALaw,   // ITU-T G.711 A-law, 1 byte per sample
+};
+
+// Decodes headerless mono samples at sample_rate (in [1000, 768000] Hz) to float32 mono at out_rate.
+// Integer samples map to value / 32768 (G.711 via its 16-bit linear expansion, so mu-law peaks at
+// +-32124/32768 and A-law at +-32256/32768). Throws Error(InvalidAudio) for an odd byte count with
+// S16LE and Error(InvalidArgument) for a rate outside the range. Empty input gives empty output.
+std::vector<float> decode_pcm(std::span<const uint8_t> bytes, PcmEncoding encoding, int sample_rate,
+                              int out_rate = 16000);
+
+// G.711 expansions of one code to 16-bit linear PCM (exposed for tests and streaming).
+int16_t mulaw_to_linear(uint8_t code);
+int16_t alaw_to_linear(uint8_t code);
+
+// Resamples mono float32 audio from from_rate to to_rate (Hz, each in [1000, 768000]) with
+// libswresample's default filter; the output has about n * to_rate / from_rate samples (filter
+// delay compensated, tail flushed). Returns a copy when the rates are equal.
+std::vector<float> resample(std::span<const float> pcm, int from_rate, int to_rate);
+
+// Stateful mono float32 resampler for streams: push() chunks as they arrive, flush() at the end.
+// Concatenating all outputs equals resample() of the concatenated input. Not thread-safe; one per
+// stream.
+class Resampler {
+public:
+    Resampler(int from_rate, int to_rate);
+    ~Resampler();
+    Resampler(const Resampler&) = delete;
+    Resampler& operator=(const Resampler&) = delete;
+
+    // Appends the resampled output for this chunk to *out (possibly nothing for tiny chunks).
+    void push(std::span<const float> pcm, std::vector<float>* out);
+    // Drains the filter's buffered tail into *out; the resampler must not be pushed to afterwards.
+    void flush(std::vector<float>* out);
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace parlance
