@@ -2,6 +2,7 @@
 #include "audio/decode.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -292,6 +293,8 @@ std::vector<float> decode_audio(std::span<const uint8_t> bytes, const DecodeOpti
     if (static_cast<double>(pcm.size()) > opts.max_seconds * opts.sample_rate + 1.0) {
         throw Error(ErrorKind::TooLarge, "audio is longer than the limit of " + std::to_string(opts.max_seconds) + " s");
     }
+    // Float sources (float WAV, some decoders) can carry NaN/Inf or overshoot: keep the contract.
+    for (float& v : pcm) v = std::isfinite(v) ? std::clamp(v, -1.0f, 1.0f) : 0.0f;
     return std::move(pcm);
 }
 

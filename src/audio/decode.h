@@ -18,8 +18,8 @@ struct DecodeOptions {
 
 // Decodes a complete audio file held in memory: wav, flac, mp3/mpga, mp4/m4a (AAC), ogg (vorbis,
 // opus), webm/mkv, aac, aiff, caf and a few more. The best audio stream is downmixed to mono (channel
-// average, so the output stays in [-1, 1] for in-range input) and resampled with libswresample.
-// Returns float32 samples at opts.sample_rate.
+// average) and resampled with libswresample. Returns float32 samples at opts.sample_rate, clamped
+// to [-1, 1]; non-finite samples (possible in float sources) become 0.
 // Throws Error(InvalidAudio) for empty input, unrecognised bytes, no audio stream, sample rates
 // outside [1000, 768000] Hz, channel counts outside [1, 64], or input that decodes to no samples.
 // Throws Error(TooLarge) when the audio is longer than opts.max_seconds.
