@@ -754,7 +754,9 @@ Tokenizer Tokenizer::from_gguf(const std::filesystem::path& path) {
             return it->second;
         };
         const std::string joined = std::string(s.substr(0, sp)) + std::string(s.substr(sp + 1));
-        impl->add_merge(id_of(s.substr(0, sp)), id_of(s.substr(sp + 1)), static_cast<int32_t>(i), id_of(joined));
+        const int32_t a = id_of(s.substr(0, sp));
+        const int32_t b = id_of(s.substr(sp + 1));
+        impl->add_merge(a, b, static_cast<int32_t>(i), id_of(joined));
     }
     return Tokenizer(std::move(impl));
 }

@@ -24,6 +24,8 @@ namespace parlance {
 //    parse_special is true, otherwise their text is tokenized like any other text.
 //  - The text between added tokens is normalized (NFC when the tokenizer.json asks for it),
 //    pre-tokenized (regex splits) and BPE-encoded over raw bytes.
+//    Added-token flags lstrip/rstrip/single_word/normalized are not implemented (content is
+//    matched exactly on the raw text); the tokenizers we serve (Qwen, Whisper) do not set them.
 //  - encode never adds BOS/EOS or any template (post_processor is ignored).
 //  - Invalid UTF-8 is not an error: each maximal ill-formed subpart is cut out of the text and
 //    encoded as its own byte tokens (no normalization, no regex), the well-formed stretches around

@@ -1,5 +1,6 @@
 // Tokenizer loading errors: each names the file and field; small hand-made tokenizer.json files
 // exercise the json features (merge forms, ByteLevel options, Split stages, ignore_merges).
+#include <gguf.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -128,6 +129,39 @@ TEST(TokenizerErrors, GgufProblems) {
     testing::TempDir dir;
     testing::write_file(dir / "junk.gguf", "this is not a gguf file at all");
     expect_error(ErrorKind::InvalidModel, [&] { Tokenizer::from_gguf(dir / "junk.gguf"); }, {"junk.gguf"});
+}
+
+// Writes a small GGUF vocabulary: tokens a, b, ab, <|end|> (control); the given merges and pre.
+void write_gguf(const std::filesystem::path& path, const char* model, const char* pre,
+                std::vector<const char*> merges) {
+    gguf_context* ctx = gguf_init_empty();
+    gguf_set_val_str(ctx, "tokenizer.ggml.model", model);
+    gguf_set_val_str(ctx, "tokenizer.ggml.pre", pre);
+    std::vector<const char*> tokens = {"a", "b", "ab", "<|end|>"};
+    gguf_set_arr_str(ctx, "tokenizer.ggml.tokens", tokens.data(), tokens.size());
+    const int32_t types[] = {1, 1, 1, 3};
+    gguf_set_arr_data(ctx, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, 4);
+    gguf_set_arr_str(ctx, "tokenizer.ggml.merges", merges.data(), merges.size());
+    ASSERT_TRUE(gguf_write_to_file(ctx, path.c_str(), true));
+    gguf_free(ctx);
+}
+
+TEST(TokenizerGguf, SmallVocabularyAndErrors) {
+    testing::TempDir dir;
+    write_gguf(dir / "ok.gguf", "gpt2", "gpt-2", {"a b"});
+    const Tokenizer ok = Tokenizer::from_gguf(dir / "ok.gguf");
+    EXPECT_EQ(ok.encode("abba<|end|>", true), (Ids{2, 1, 0, 3}));
+    EXPECT_TRUE(ok.is_special(3));
+
+    write_gguf(dir / "pre.gguf", "gpt2", "llama-bpe", {"a b"});
+    expect_error(ErrorKind::Unsupported, [&] { Tokenizer::from_gguf(dir / "pre.gguf"); },
+                 {"pre.gguf", "tokenizer.ggml.pre", "llama-bpe"});
+    write_gguf(dir / "model.gguf", "llama", "gpt-2", {"a b"});
+    expect_error(ErrorKind::Unsupported, [&] { Tokenizer::from_gguf(dir / "model.gguf"); },
+                 {"model.gguf", "tokenizer.ggml.model", "llama"});
+    write_gguf(dir / "merge.gguf", "gpt2", "gpt-2", {"a b", "b q"});
+    expect_error(ErrorKind::InvalidModel, [&] { Tokenizer::from_gguf(dir / "merge.gguf"); },
+                 {"merge.gguf", "tokenizer.ggml.merges[1]", "'q'"});
 }
 
 TEST(TokenizerErrors, RankedBytesDuplicates) {
