@@ -25,7 +25,6 @@ Fft::Fft(int n) : n_(n) {
     }
     twiddle_.resize(static_cast<size_t>(n));
     for (int j = 0; j < n; ++j) {
-        // Exact values at the quarter points keep small transforms exact (e.g. the DC/Nyquist bins).
         const double angle = -2.0 * std::numbers::pi * static_cast<double>(j) / static_cast<double>(n);
         twiddle_[static_cast<size_t>(j)] = {std::cos(angle), std::sin(angle)};
     }
