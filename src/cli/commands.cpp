@@ -4,7 +4,9 @@
 namespace parlance::cli {
 
 void register_commands(CLI::App& app, GlobalOptions& globals) {
+    register_transcribe(app, globals);
     register_info(app, globals);
+    register_parity(app, globals);
 }
 
 }  // namespace parlance::cli

@@ -17,5 +17,7 @@ void register_commands(CLI::App& app, GlobalOptions& globals);
 
 // One per subcommand file.
 void register_info(CLI::App& app, GlobalOptions& globals);
+void register_transcribe(CLI::App& app, GlobalOptions& globals);
+void register_parity(CLI::App& app, GlobalOptions& globals);
 
 }  // namespace parlance::cli

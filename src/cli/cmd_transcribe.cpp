@@ -1,0 +1,124 @@
+// `parlance transcribe FILE... --model PATH`: decodes each file (any format FFmpeg reads),
+// transcribes it with Whisper and writes json, text, srt, vtt or verbose_json to stdout or -o.
+// A progress bar goes to stderr when stderr is a terminal.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "audio/decode.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "decoding/transcript.h"
+#include "models/whisper/model.h"
+#include "models/whisper/runner.h"
+#include "models/whisper/transcriber.h"
+
+namespace parlance::cli {
+namespace {
+
+struct TranscribeArgs {
+    std::vector<std::string> files;
+    std::string model;
+    std::string format = "text";
+    std::string output;
+    std::string device = "cpu";
+    std::string quantize;
+    int threads = 0;
+    double max_seconds = 4 * 3600;
+    whisper::TranscribeOptions options;
+    float temperature = -1.0f;
+    bool no_timestamps = false;
+};
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(ErrorKind::NotFound, "cannot read " + path);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void run(TranscribeArgs& a) {
+    if (a.model.empty())
+        throw Error(ErrorKind::InvalidArgument,
+                    "no model given: pass --model PATH (a Whisper HF snapshot directory or a "
+                    "whisper.cpp .bin file)");
+    ResponseFormat format = parse_response_format(a.format);
+    if (a.temperature >= 0.0f) a.options.temperatures = {a.temperature};
+    a.options.timestamps = !a.no_timestamps || format == ResponseFormat::Srt ||
+                           format == ResponseFormat::Vtt || format == ResponseFormat::VerboseJson;
+
+    BackendOptions bo;
+    bo.device = a.device;
+    bo.threads = a.threads;
+    Backend backend(bo);
+    whisper::WeightOptions wo;
+    wo.quantize = a.quantize;
+    auto model = whisper::WhisperModel::load(a.model, backend, wo);
+    whisper::WhisperRunner runner(model->config, *model->weights, backend,
+                                  std::max(2, 2 * a.options.beam_size));
+    const bool tty = isatty(fileno(stderr));
+    std::fprintf(stderr, "loaded %s (%d+%d layers, d_model %d) in %.2f s on %s, %d threads\n",
+                 a.model.c_str(), model->config.encoder_layers, model->config.decoder_layers,
+                 model->config.d_model, model->load_seconds, backend.device_name().c_str(),
+                 backend.threads());
+
+    std::FILE* out = stdout;
+    if (!a.output.empty()) {
+        out = std::fopen(a.output.c_str(), "wb");
+        if (!out) throw Error(ErrorKind::Io, "cannot write " + a.output);
+    }
+    for (const std::string& file : a.files) {
+        DecodeOptions dopts;
+        dopts.max_seconds = a.max_seconds;
+        std::vector<uint8_t> bytes = read_bytes(file);
+        std::vector<float> pcm;
+        try {
+            pcm = decode_audio(bytes, dopts);
+        } catch (const Error& e) {
+            throw Error(e.kind(), file + ": " + e.what());
+        }
+        if (pcm.empty()) throw Error(ErrorKind::InvalidAudio, file + ": the audio decodes to nothing");
+        whisper::TranscribeOptions o = a.options;
+        if (tty) {
+            o.progress = [&](double done, double total) {
+                int width = 30, filled = total > 0 ? static_cast<int>(width * done / total) : width;
+                std::fprintf(stderr, "\r%s [%.*s%*s] %5.1f / %.1f s", file.c_str(), filled,
+                             "##############################", width - filled, "", done, total);
+                std::fflush(stderr);
+            };
+        }
+        Transcript t = whisper::transcribe(*model, runner, pcm, o);
+        if (tty) std::fprintf(stderr, "\n");
+        if (a.files.size() > 1 && format == ResponseFormat::Text) std::fprintf(out, "== %s\n", file.c_str());
+        std::string rendered = render_transcript(t, format, true, false);
+        std::fwrite(rendered.data(), 1, rendered.size(), out);
+    }
+    if (out != stdout) std::fclose(out);
+}
+
+}  // namespace
+
+void register_transcribe(CLI::App& app, GlobalOptions&) {
+    auto a = std::make_shared<TranscribeArgs>();
+    auto* cmd = app.add_subcommand("transcribe", "Transcribe or translate audio files with a Whisper model");
+    cmd->add_option("files", a->files, "Audio files (wav, flac, mp3, m4a, ogg, webm, ...)")->required();
+    cmd->add_option("-m,--model", a->model, "Whisper model: HF snapshot directory or whisper.cpp .bin");
+    cmd->add_option("-f,--format", a->format, "json|text|srt|vtt|verbose_json")->default_val("text");
+    cmd->add_option("-o,--output", a->output, "Write here instead of stdout");
+    cmd->add_option("-l,--language", a->options.language, "Spoken language code (default: detect)");
+    cmd->add_option("--task", a->options.task, "transcribe|translate")->default_val("transcribe");
+    cmd->add_option("--beam-size", a->options.beam_size, "Beams (1 = greedy)")->default_val(1);
+    cmd->add_option("--temperature", a->temperature,
+                    "Fixed sampling temperature (default: 0 with fallback 0.2..1.0)");
+    cmd->add_option("--prompt", a->options.initial_prompt, "Initial prompt (vocabulary, style)");
+    cmd->add_flag("--no-timestamps", a->no_timestamps, "Do not predict timestamps (text and json only)");
+    cmd->add_option("--max-new-tokens", a->options.max_new_tokens, "Tokens per 30 s window")->default_val(224);
+    cmd->add_option("-t,--threads", a->threads, "CPU threads (0 = all, up to 8)");
+    cmd->add_option("--device", a->device, "cpu|cuda|metal")->default_val("cpu");
+    cmd->add_option("--quantize", a->quantize, "Quantize linear weights at load: f16|q8_0|q5_k|q4_k");
+    cmd->add_option("--max-seconds", a->max_seconds, "Refuse audio longer than this")->default_val(4 * 3600);
+    cmd->callback([a] { run(*a); });
+}
+
+}  // namespace parlance::cli

@@ -1,0 +1,121 @@
+// Backend selection and the scheduler (see backend.h).
+#include "core/backend.h"
+
+#include <algorithm>
+#include <thread>
+
+#include <ggml-cpu.h>
+
+#include "core/error.h"
+
+namespace parlance {
+namespace {
+
+ggml_backend_dev_t find_device(const std::string& device) {
+    for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
+        ggml_backend_dev_t dev = ggml_backend_dev_get(i);
+        std::string name = ggml_backend_dev_name(dev);
+        std::string lower;
+        for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        auto type = ggml_backend_dev_type(dev);
+        if (device == "cpu" && type == GGML_BACKEND_DEVICE_TYPE_CPU) return dev;
+        if ((device == "cuda" || device == "metal") && type == GGML_BACKEND_DEVICE_TYPE_GPU &&
+            lower.find(device == "cuda" ? "cuda" : "metal") != std::string::npos)
+            return dev;
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+size_t graph_context_size(size_t max_nodes) {
+    return ggml_tensor_overhead() * max_nodes + ggml_graph_overhead_custom(max_nodes, false);
+}
+
+bool Backend::available(const std::string& device) { return find_device(device) != nullptr; }
+
+std::vector<std::string> Backend::device_names() {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
+        ggml_backend_dev_t dev = ggml_backend_dev_get(i);
+        names.push_back(std::string(ggml_backend_dev_name(dev)) + " (" +
+                        ggml_backend_dev_description(dev) + ")");
+    }
+    return names;
+}
+
+Backend::Backend(const BackendOptions& options) {
+    if (options.device != "cpu" && options.device != "cuda" && options.device != "metal")
+        throw Error(ErrorKind::InvalidArgument,
+                    "unknown device '" + options.device + "' (cpu|cuda|metal)");
+    ggml_backend_dev_t dev = find_device(options.device);
+    if (dev == nullptr)
+        throw Error(ErrorKind::Unsupported, "device '" + options.device +
+                                                "' is not available in this build (rebuild with "
+                                                "scripts/setup.sh --cuda and -DPARLANCE_CUDA=ON)");
+    primary_ = ggml_backend_dev_init(dev, nullptr);
+    if (primary_ == nullptr)
+        throw Error(ErrorKind::Io, "could not initialise device '" + options.device + "'");
+    device_name_ = ggml_backend_dev_name(dev);
+    device_description_ = ggml_backend_dev_description(dev);
+    backends_.push_back(primary_);
+
+    if (options.device == "cpu") {
+        cpu_ = primary_;
+        if (options.use_blas) {
+            // BLAS goes first so the scheduler offers it the large products it supports.
+            for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
+                ggml_backend_dev_t d = ggml_backend_dev_get(i);
+                if (std::string(ggml_backend_dev_name(d)) == "BLAS") {
+                    if (ggml_backend_t blas = ggml_backend_dev_init(d, nullptr))
+                        backends_.insert(backends_.begin(), blas);
+                }
+            }
+        }
+    } else {
+        cpu_ = ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_CPU, nullptr);
+        backends_.push_back(cpu_);
+    }
+    int threads = options.threads > 0
+                      ? options.threads
+                      : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
+    set_threads(threads);
+
+    sched_ = ggml_backend_sched_new(backends_.data(), nullptr, static_cast<int>(backends_.size()),
+                                    kMaxGraphNodes, false, true);
+    if (sched_ == nullptr) throw Error(ErrorKind::Internal, "ggml_backend_sched_new failed");
+}
+
+Backend::~Backend() {
+    if (sched_) ggml_backend_sched_free(sched_);
+    for (ggml_backend_t b : backends_) ggml_backend_free(b);
+}
+
+ggml_backend_buffer_type_t Backend::primary_buffer_type() const {
+    return ggml_backend_get_default_buffer_type(primary_);
+}
+
+void Backend::set_threads(int threads) {
+    threads_ = std::max(1, threads);
+    for (ggml_backend_t b : backends_) {
+        ggml_backend_dev_t dev = ggml_backend_get_device(b);
+        ggml_backend_reg_t reg = dev ? ggml_backend_dev_backend_reg(dev) : nullptr;
+        if (!reg) continue;
+        auto fn = reinterpret_cast<ggml_backend_set_n_threads_t>(
+            ggml_backend_reg_get_proc_address(reg, "ggml_backend_set_n_threads"));
+        if (fn) fn(b, threads_);
+    }
+}
+
+void Backend::alloc_graph(ggml_cgraph* graph) {
+    ggml_backend_sched_reset(sched_);
+    if (!ggml_backend_sched_alloc_graph(sched_, graph))
+        throw Error(ErrorKind::Internal, "could not allocate the compute graph");
+}
+
+void Backend::compute(ggml_cgraph* graph) {
+    if (ggml_backend_sched_graph_compute(sched_, graph) != GGML_STATUS_SUCCESS)
+        throw Error(ErrorKind::Internal, "graph computation failed");
+}
+
+}  // namespace parlance

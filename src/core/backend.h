@@ -1,0 +1,61 @@
+// The compute device: one ggml backend (CPU, CUDA or Metal) plus the CPU (and BLAS) backends it
+// falls back to, and the scheduler that places a graph's ops on them. Created once per model
+// runner; used by one thread at a time (the engine thread that owns it).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ggml-backend.h>
+#include <ggml.h>
+
+namespace parlance {
+
+struct BackendOptions {
+    std::string device = "cpu";  // "cpu", "cuda", "metal" (the latter two only when built with them)
+    int threads = 0;             // CPU threads; 0 = hardware concurrency (capped at 8)
+    bool use_blas = true;        // route large f32/f16 products through the BLAS backend if present
+};
+
+class Backend {
+public:
+    explicit Backend(const BackendOptions& options);
+    ~Backend();
+    Backend(const Backend&) = delete;
+    Backend& operator=(const Backend&) = delete;
+
+    // Where weights and caches live (the accelerator if there is one, else the CPU).
+    ggml_backend_t primary() const { return primary_; }
+    ggml_backend_buffer_type_t primary_buffer_type() const;
+    const std::string& device_name() const { return device_name_; }
+    const std::string& device_description() const { return device_description_; }
+    int threads() const { return threads_; }
+    void set_threads(int threads);
+
+    // Allocates the graph's intermediate tensors on the right backends. Call, then set the
+    // input tensors' data, then compute(). Throws Error(Internal) if allocation fails.
+    void alloc_graph(ggml_cgraph* graph);
+    // Runs the graph allocated by alloc_graph; throws Error(Internal) on failure.
+    void compute(ggml_cgraph* graph);
+
+    // Whether the build links the named device kind ("cpu", "cuda", "metal").
+    static bool available(const std::string& device);
+    // Names of the devices ggml registered, for `parlance info --devices` and logs.
+    static std::vector<std::string> device_names();
+
+private:
+    std::vector<ggml_backend_t> backends_;  // primary first, CPU last
+    ggml_backend_t primary_ = nullptr;
+    ggml_backend_t cpu_ = nullptr;
+    ggml_backend_sched_t sched_ = nullptr;
+    std::string device_name_;
+    std::string device_description_;
+    int threads_ = 1;
+};
+
+// Size of a graph and its tensor metadata, for ggml_init of a no_alloc context.
+constexpr size_t kMaxGraphNodes = 16384;
+size_t graph_context_size(size_t max_nodes = kMaxGraphNodes);
+
+}  // namespace parlance

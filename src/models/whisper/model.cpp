@@ -1,0 +1,89 @@
+// Whisper model loading (see model.h).
+#include "models/whisper/model.h"
+
+#include <chrono>
+#include <iomanip>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/model_files.h"
+
+namespace parlance::whisper {
+namespace {
+
+// whisper.cpp files carry only the text vocabulary; the special tokens follow from the layout.
+void add_layout_specials(Tokenizer& tok, const SpecialTokens& t, int vocab_size) {
+    auto add = [&](const std::string& text, int id) {
+        if (id >= 0 && id < vocab_size && !tok.token_to_id(text)) tok.add_special_token(text, id);
+    };
+    add("<|endoftext|>", t.eot);
+    add("<|startoftranscript|>", t.sot);
+    for (const auto& [code, id] : t.languages) add("<|" + code + "|>", id);
+    add("<|translate|>", t.translate);
+    add("<|transcribe|>", t.transcribe);
+    add("<|startoflm|>", t.startoflm);
+    add("<|startofprev|>", t.startofprev);
+    add("<|nospeech|>", t.nospeech);
+    add("<|notimestamps|>", t.notimestamps);
+    for (int id = t.timestamp_begin; id < vocab_size; ++id) {
+        std::ostringstream os;
+        os << "<|" << std::fixed << std::setprecision(2) << (id - t.timestamp_begin) * 0.02 << "|>";
+        add(os.str(), id);
+    }
+}
+
+}  // namespace
+
+std::unique_ptr<WhisperModel> WhisperModel::load(const std::filesystem::path& path, Backend& backend,
+                                                 const WeightOptions& options) {
+    auto t0 = std::chrono::steady_clock::now();
+    ModelFiles files = open_model_files(path);
+    auto m = std::make_unique<WhisperModel>();
+    m->source = path;
+    m->format = files.tensors->format();
+    m->bytes_on_disk = files.bytes_on_disk();
+    const std::string arch = files.architecture();
+    if (arch != "whisper")
+        throw Error(ErrorKind::Unsupported, path.string() + ": architecture '" + arch +
+                                                "' is not Whisper (config model_type)");
+
+    if (m->format == FileFormat::WhisperCpp) {
+        m->config = WhisperConfig::from_whispercpp(files.tensors->metadata().at("hparams"), path.string());
+        m->tokens = special_tokens_from_layout(m->config.vocab_size);
+        m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_ranked_bytes(files.tensors->vocab_bytes()));
+        add_layout_specials(*m->tokenizer, m->tokens, m->config.vocab_size);
+    } else {
+        const std::string cfg_name = (path / "config.json").string();
+        m->config = WhisperConfig::from_hf(files.config, cfg_name);
+        m->tokens = special_tokens_from_hf(files.generation_config, m->config.vocab_size,
+                                           (path / "generation_config.json").string());
+        if (files.tokenizer_json.empty())
+            throw Error(ErrorKind::InvalidModel, path.string() + ": missing tokenizer.json");
+        m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_json_file(files.tokenizer_json));
+    }
+    // The tokenizer must agree with the weights' vocabulary and the special-token layout.
+    const auto& tok = *m->tokenizer;
+    if (static_cast<int>(tok.vocab_size()) > m->config.vocab_size)
+        throw Error(ErrorKind::InvalidModel,
+                    path.string() + ": tokenizer has " + std::to_string(tok.vocab_size()) +
+                        " tokens but the model's vocab_size is " + std::to_string(m->config.vocab_size));
+    auto expect = [&](const char* text, int id) {
+        auto got = tok.token_to_id(text);
+        if (!got || *got != id)
+            throw Error(ErrorKind::InvalidModel,
+                        path.string() + ": tokenizer maps " + text + " to " +
+                            (got ? std::to_string(*got) : std::string("nothing")) + ", expected " +
+                            std::to_string(id) + " from the token layout");
+    };
+    expect("<|endoftext|>", m->tokens.eot);
+    expect("<|startoftranscript|>", m->tokens.sot);
+    expect("<|notimestamps|>", m->tokens.notimestamps);
+
+    m->mel = std::make_unique<LogMel>(m->config.n_mels);
+    m->weights = std::make_unique<WhisperWeights>(m->config, *files.tensors, backend, options);
+    m->load_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return m;
+}
+
+}  // namespace parlance::whisper

@@ -1,0 +1,206 @@
+// Whisper parity against transformers reference outputs (see parity.h).
+#include "models/whisper/parity.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "audio/wav.h"
+#include "core/error.h"
+#include "decoding/search.h"
+#include "models/whisper/model.h"
+#include "models/whisper/runner.h"
+#include "models/whisper/transcriber.h"
+
+namespace parlance::whisper {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<float> read_f32(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(ErrorKind::NotFound, "cannot read " + path.string());
+    in.seekg(0, std::ios::end);
+    size_t bytes = static_cast<size_t>(in.tellg());
+    in.seekg(0);
+    std::vector<float> v(bytes / sizeof(float));
+    in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+    return v;
+}
+
+fs::path find_clip(const fs::path& ref_dir, const std::string& name) {
+    for (const fs::path& dir : {ref_dir, ref_dir.parent_path(), ref_dir.parent_path().parent_path() / "audio"}) {
+        if (fs::exists(dir / name)) return dir / name;
+    }
+    throw Error(ErrorKind::NotFound, "reference clip " + name + " not found near " + ref_dir.string());
+}
+
+// Index of the first difference between two id sequences, or -1.
+int first_divergence(const std::vector<int>& a, const std::vector<int>& b) {
+    size_t n = std::min(a.size(), b.size());
+    for (size_t i = 0; i < n; ++i)
+        if (a[i] != b[i]) return static_cast<int>(i);
+    return a.size() == b.size() ? -1 : static_cast<int>(n);
+}
+
+}  // namespace
+
+bool ParityReport::all_pass() const {
+    for (const auto& r : rows)
+        if (!r.pass) return false;
+    return !rows.empty();
+}
+
+std::string ParityReport::table() const {
+    std::ostringstream os;
+    os << "config " << config << "\n";
+    char line[512];
+    std::snprintf(line, sizeof line, "%-44s %-14s %-6s %s\n", "clip", "check", "result", "detail");
+    os << line;
+    int passed = 0;
+    for (const auto& r : rows) {
+        std::snprintf(line, sizeof line, "%-44s %-14s %-6s %s\n", r.clip.c_str(), r.check.c_str(),
+                      r.pass ? "ok" : (r.near_tie ? "TIE" : "FAIL"), r.detail.c_str());
+        os << line;
+        passed += r.pass;
+    }
+    os << passed << " of " << rows.size() << " checks identical or within tolerance\n";
+    return os.str();
+}
+
+ParityReport run_parity(const fs::path& ref_dir, const ParityOptions& options) {
+    std::ifstream in(ref_dir / "reference.json");
+    if (!in) throw Error(ErrorKind::NotFound, "no reference.json in " + ref_dir.string());
+    nlohmann::json ref = nlohmann::json::parse(in);
+
+    Backend backend(options.backend);
+    WeightOptions wo;
+    wo.quantize = options.quantize;
+    auto model = WhisperModel::load(ref_dir / ref.value("model_dir", "model"), backend, wo);
+    WhisperRunner runner(model->config, *model->weights, backend, 8);
+    WhisperStepModel steps(runner);
+    CrossKv cross(model->config, backend);
+    std::vector<int> slots;
+    for (int i = 0; i < 8; ++i) {
+        slots.push_back(i);
+        steps.bind(i, &cross);
+    }
+
+    ParityReport report;
+    report.config = ref.value("config", ref_dir.filename().string());
+    for (const auto& [clip, c] : ref.at("clips").items()) {
+        std::vector<float> pcm = read_wav_file(find_clip(ref_dir, c.at("wav").get<std::string>())).samples;
+        std::vector<float> mel = window_mel(*model, pcm);
+        std::vector<std::vector<float>> enc;
+        std::vector<CrossKv*> crosses{&cross};
+        runner.encode(std::span<const std::vector<float>>(&mel, 1), crosses, &enc);
+
+        // Encoder output.
+        {
+            std::vector<float> want = read_f32(ref_dir / c.at("encoder_output").at("file").get<std::string>());
+            ParityRow row;
+            row.clip = clip;
+            row.check = "encoder";
+            double num = 0, den = 0;
+            if (want.size() != enc[0].size()) {
+                row.detail = "size " + std::to_string(enc[0].size()) + " vs " + std::to_string(want.size());
+            } else {
+                for (size_t i = 0; i < want.size(); ++i) {
+                    num += (enc[0][i] - want[i]) * double(enc[0][i] - want[i]);
+                    den += double(want[i]) * want[i];
+                }
+                row.value = std::sqrt(num / std::max(den, 1e-30));
+                row.pass = row.value <= options.encoder_tolerance;
+                char buf[96];
+                std::snprintf(buf, sizeof buf, "relative error %.2e (limit %.0e)", row.value, options.encoder_tolerance);
+                row.detail = buf;
+            }
+            report.rows.push_back(row);
+        }
+        // First-step logits at probe ids.
+        if (c.contains("first_step") && c.at("first_step").contains("probe_ids")) {
+            const auto& fsj = c.at("first_step");
+            StepInput inp{0, fsj.at("prompt_ids").get<std::vector<int>>(), 0};
+            std::vector<float> logits = steps.step(std::span<const StepInput>(&inp, 1))[0];
+            auto ids = fsj.at("probe_ids").get<std::vector<int>>();
+            auto want = fsj.at("probe_logits").get<std::vector<double>>();
+            ParityRow row;
+            row.clip = clip;
+            row.check = "first_step";
+            for (size_t i = 0; i < ids.size(); ++i) row.value = std::max(row.value, std::abs(logits[ids[i]] - want[i]));
+            row.pass = row.value <= 1e-3 * std::max(1.0, fsj.value("std", 1.0));
+            char buf[96];
+            std::snprintf(buf, sizeof buf, "max |logit diff| %.2e over %zu probes", row.value, ids.size());
+            row.detail = buf;
+            report.rows.push_back(row);
+        }
+        // Token sequences.
+        auto compare_ids = [&](const std::string& name, const nlohmann::json& cj, bool timestamps,
+                               const std::vector<int>& want_ids, const std::vector<double>& margins) {
+            const auto& p = cj.at("params");
+            std::vector<int> prompt = cj.at("prompt_ids").get<std::vector<int>>();
+            SearchOptions so;
+            so.max_new_tokens = p.value("max_new_tokens", 24);
+            so.eos = model->tokens.eot;
+            so.num_beams = p.value("num_beams", 1);
+            int min_new = p.contains("min_new_tokens") && p.at("min_new_tokens").is_number()
+                              ? p.at("min_new_tokens").get<int>() : 0;
+            so.processors = whisper_processors(*model, static_cast<int>(prompt.size()), timestamps, min_new);
+            auto search = make_search(prompt, slots, so);
+            Search* sp = search.get();
+            run_searches(steps, std::span<Search* const>(&sp, 1));
+            std::vector<int> got = search->result().tokens;
+            ParityRow row;
+            row.clip = clip;
+            row.check = name;
+            int div = first_divergence(got, want_ids);
+            row.value = div;
+            row.pass = div < 0;
+            if (div >= 0 && div < static_cast<int>(margins.size()) && margins[div] < 1e-3) row.near_tie = true;
+            row.detail = std::to_string(got.size()) + " tokens" +
+                         (div < 0 ? ", identical" : ", first divergence at step " + std::to_string(div));
+            report.rows.push_back(row);
+        };
+        for (const char* name : {"greedy_fixed", "greedy_stop", "beam", "beam_stop"}) {
+            if (!c.contains(name) || c.at(name).value("status", "") != "ok") continue;
+            const auto& cj = c.at(name);
+            std::vector<double> margins;
+            if (cj.contains("step_margins"))
+                for (const auto& m : cj.at("step_margins")) margins.push_back(m.is_number() ? m.get<double>() : 1e9);
+            compare_ids(name, cj, false, cj.at("generated_ids").get<std::vector<int>>(), margins);
+        }
+        if (c.contains("timestamps") && c.at("timestamps").value("status", "") == "ok") {
+            const auto& call = c.at("timestamps").at("calls").at(0);
+            std::vector<double> margins;
+            for (const auto& m : call.at("step_margins")) margins.push_back(m.is_number() ? m.get<double>() : 1e9);
+            nlohmann::json cj = c.at("timestamps");
+            cj["prompt_ids"] = call.at("decoder_input_ids");
+            compare_ids("timestamps", cj, true, call.at("generated_ids").get<std::vector<int>>(), margins);
+        }
+        if (c.contains("language") && c.at("language").value("status", "") == "ok") {
+            StepInput inp{0, {model->tokens.sot}, 0};
+            std::vector<float> logits = steps.step(std::span<const StepInput>(&inp, 1))[0];
+            auto probs = language_probabilities(logits, model->tokens);
+            std::string best;
+            float bp = -1;
+            for (const auto& [code, p] : probs)
+                if (p > bp) { bp = p; best = code; }
+            ParityRow row;
+            row.clip = clip;
+            row.check = "language";
+            std::string want = c.at("language").at("detected").get<std::string>();
+            row.pass = "<|" + best + "|>" == want || best == want;
+            double want_p = c.at("language").at("top5").at(0).at("prob").get<double>();
+            row.value = std::abs(bp - want_p);
+            char buf[128];
+            std::snprintf(buf, sizeof buf, "%s p=%.4f (reference %s p=%.4f)", best.c_str(), bp, want.c_str(), want_p);
+            row.detail = buf;
+            report.rows.push_back(row);
+        }
+    }
+    return report;
+}
+
+}  // namespace parlance::whisper

@@ -1,0 +1,41 @@
+// Qualification against transformers: runs a Whisper checkpoint on the inputs of a reference
+// directory written by tools/reference/whisper_reference.py and compares encoder outputs,
+// first-step logits, greedy/beam token ids, timestamp tokens and the detected language.
+// `parlance parity` prints its report; the golden tests assert on it.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+
+namespace parlance::whisper {
+
+struct ParityRow {
+    std::string clip;
+    std::string check;    // "encoder", "first_step", "greedy_fixed", ...
+    bool pass = false;
+    bool near_tie = false;  // diverged where the reference's top-2 margin was < 1e-3
+    double value = 0.0;     // relative error, max abs diff, or index of first divergence (-1: none)
+    std::string detail;
+};
+
+struct ParityReport {
+    std::string config;
+    std::vector<ParityRow> rows;
+    bool all_pass() const;
+    std::string table() const;  // human-readable, one line per row
+};
+
+struct ParityOptions {
+    BackendOptions backend;
+    std::string quantize;              // "" = weights as stored
+    double encoder_tolerance = 1e-3;   // relative L2 error
+};
+
+// reference_dir holds reference.json, model/ and the encoder arrays; clips are looked up next to
+// it, in its parent, and in tests/fixtures/audio-style sibling directories named in the JSON.
+ParityReport run_parity(const std::filesystem::path& reference_dir, const ParityOptions& options);
+
+}  // namespace parlance::whisper

@@ -1,0 +1,88 @@
+// Whisper compute on ggml: the encoder (log-mel -> cross-attention keys/values) and a batched
+// decoder step over many sequences, each with its own self-attention cache slot. Holds per-worker
+// state (caches, scratch); the weights are shared and immutable. Not thread-safe: one engine
+// thread owns a runner.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/backend.h"
+#include "models/whisper/config.h"
+#include "models/whisper/weights.h"
+
+namespace parlance::whisper {
+
+// Cross-attention keys and values of one encoded audio window, on the device.
+// k[l]: ne [d, n_audio_ctx]; vt[l]: ne [n_audio_ctx, d] (stored transposed for the product).
+class CrossKv {
+public:
+    CrossKv(const WhisperConfig& config, Backend& backend);
+    ~CrossKv();
+    CrossKv(const CrossKv&) = delete;
+    CrossKv& operator=(const CrossKv&) = delete;
+    std::vector<ggml_tensor*> k, vt;
+
+private:
+    ggml_context* ctx_ = nullptr;
+    ggml_backend_buffer_t buffer_ = nullptr;
+};
+
+// Self-attention cache: `n_slots` sequences of up to n_text_ctx tokens.
+// k[l], v[l]: ne [d, n_text_ctx, n_slots].
+class SelfKvCache {
+public:
+    SelfKvCache(const WhisperConfig& config, Backend& backend, int n_slots);
+    ~SelfKvCache();
+    SelfKvCache(const SelfKvCache&) = delete;
+    SelfKvCache& operator=(const SelfKvCache&) = delete;
+    int n_slots() const { return n_slots_; }
+    size_t bytes() const;
+    std::vector<ggml_tensor*> k, v;
+
+private:
+    int n_slots_;
+    ggml_context* ctx_ = nullptr;
+    ggml_backend_buffer_t buffer_ = nullptr;
+};
+
+// One sequence's share of a decoder step.
+struct DecodeItem {
+    int slot = 0;                 // its SelfKvCache slot
+    const CrossKv* cross = nullptr;
+    std::vector<int> tokens;      // new tokens (the prompt at the first step, then one)
+    int n_past = 0;               // tokens already in the slot's cache
+};
+
+class WhisperRunner {
+public:
+    WhisperRunner(const WhisperConfig& config, const WhisperWeights& weights, Backend& backend,
+                  int max_sequences);
+
+    const WhisperConfig& config() const { return config_; }
+    SelfKvCache& kv() { return kv_; }
+    Backend& backend() { return backend_; }
+
+    // mels: B arrays of [n_mels, n_mel_frames] row-major (exactly 30 s each). Writes each one's
+    // cross-attention K/V into crosses[b]. If encoder_out is given, also returns the encoder
+    // output of each, [n_audio_ctx, d] row-major.
+    void encode(std::span<const std::vector<float>> mels, std::span<CrossKv* const> crosses,
+                std::vector<std::vector<float>>* encoder_out = nullptr);
+
+    // One decoder step for all items: appends their tokens to their caches and returns the
+    // logits of each item's last token, [items][vocab].
+    std::vector<std::vector<float>> decode(std::span<const DecodeItem> items);
+
+    // Copies the first n tokens of cache slot `from` into slot `to` (beam search reordering).
+    void copy_slot(int from, int to, int n);
+
+private:
+    const WhisperConfig& config_;
+    const WhisperWeights& w_;
+    Backend& backend_;
+    SelfKvCache kv_;
+    std::vector<uint8_t> graph_buf_;
+};
+
+}  // namespace parlance::whisper

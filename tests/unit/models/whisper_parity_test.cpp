@@ -1,0 +1,35 @@
+// Golden tests: our Whisper on ggml against transformers 5.17 on three random-init checkpoints
+// (tests/fixtures/whisper, made by tools/reference/whisper_reference.py): encoder relative error
+// <= 1e-3 at f32, first-step logits, and identical greedy, beam and timestamp token ids.
+#include <gtest/gtest.h>
+
+#include "models/whisper/parity.h"
+#include "test_support.h"
+
+namespace {
+
+using parlance::whisper::ParityOptions;
+using parlance::whisper::run_parity;
+
+class WhisperParity : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(WhisperParity, MatchesTransformers) {
+    auto dir = parlance::testing::fixtures_dir() / "whisper" / GetParam();
+    ASSERT_TRUE(std::filesystem::exists(dir / "reference.json")) << dir;
+    ParityOptions o;
+    o.backend.threads = 2;
+    auto report = run_parity(dir, o);
+    int checks = 0;
+    for (const auto& row : report.rows) {
+        ++checks;
+        EXPECT_TRUE(row.pass) << row.clip << " " << row.check << ": " << row.detail
+                              << (row.near_tie ? " (reference margin < 1e-3 at that step)" : "");
+    }
+    // Every clip must contribute encoder, first-step and at least four decoding checks.
+    EXPECT_GE(checks, 5 * 6) << report.table();
+    std::printf("%s", report.table().c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, WhisperParity, ::testing::Values("tiny-multi", "tiny-en", "v3-layout"));
+
+}  // namespace
