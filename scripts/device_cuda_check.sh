@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Builds ggml's CUDA backend and parlance on a bare GPU machine that has CUDA (nvcc), CMake, ninja and
+# a C++ compiler but none of our apt packages and no network, then runs `parlance info` and the
+# Whisper parity check on cuda and cpu. Everything it needs travels in .device/cuda/ (ignored by git):
+#   .device/cuda/ggml-src.tar.gz   llama.cpp's ggml/ folder (CMakeLists, cmake/, include/, src/ with
+#                                  only the cpu, blas and cuda backends), from $LLAMA_SRC of setup.sh
+#   .device/cuda/debs/*.deb        Debian bookworm packages of our small build deps (see docs/cuda.md),
+#                                  unpacked with dpkg -x into a private sysroot, never into /
+# Prepare that folder here with `scripts/device_cuda_check.sh --prepare` (needs apt-get and setup.sh's
+# cache), then on the GPU machine run `scripts/device_cuda_check.sh` from the repo root.
+#
+# The build runs detached (setsid) under $STATE, so a command-time limit does not kill it: the script
+# waits up to WAIT_S seconds (default 540), copies logs into $OUT (default $STATE/out), and exits 3 if
+# still running. Running it again on the same machine picks up the same build and waits again.
+# Exit: 0 all steps ran (see summary.txt for their status), 1 a step failed, 3 still running.
+#
+# Options: --prepare (fill .device/cuda here)   --cpu (no CUDA: use setup.sh's cpu ggml, -j1; to
+# check this script and the PARLANCE_FFMPEG=OFF build on a CPU-only machine)
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+CARRY="$ROOT/.device/cuda"
+MODE=cuda
+ACTION=run
+for arg in "$@"; do
+  case "$arg" in
+    --prepare) ACTION=prepare ;;
+    --cpu) MODE=cpu ;;
+    --stages) ACTION=stages ;;
+    *) echo "device_cuda_check.sh: unknown argument '$arg'" >&2; exit 2 ;;
+  esac
+done
+STATE="${STATE:-/tmp/parlance-device-$MODE}"
+OUT="${OUT:-$STATE/out}"
+WAIT_S="${WAIT_S:-540}"
+JOBS="${JOBS:-$(nproc)}"
+[ "$MODE" = cpu ] && JOBS=1
+SYSROOT="$STATE/sysroot"
+ARCH_LIB=x86_64-linux-gnu
+
+# ---------------------------------------------------------------- --prepare (on the dev machine)
+if [ "$ACTION" = prepare ]; then
+  set -e
+  LLAMA_SRC="${LLAMA_SRC:-$HOME/.cache/parlance/llama.cpp-3.21.1}"
+  mkdir -p "$CARRY/debs"
+  skip=()
+  for b in cann et hexagon hip metal musa opencl openvino rpc sycl virtgpu vulkan webgpu zdnn zendnn; do
+    skip+=("--exclude=ggml/src/ggml-$b")
+  done
+  tar czf "$CARRY/ggml-src.tar.gz" -C "$LLAMA_SRC" "${skip[@]}" ggml
+  (cd "$CARRY/debs" && apt-get download nlohmann-json3-dev libcli11-dev libpcre2-dev libpcre2-8-0 \
+    libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2 zlib1g-dev zlib1g \
+    pkgconf pkgconf-bin libpkgconf3)
+  du -sh "$CARRY"
+  exit 0
+fi
+
+# ---------------------------------------------------------------- --stages (the detached build)
+stage() {  # stage NAME COMMAND... : runs one step, logs to $STATE/NAME.log, records status and time
+  local name="$1"; shift
+  local t0=$SECONDS
+  "$@" >"$STATE/$name.log" 2>&1
+  local rc=$?
+  printf '%-16s rc=%-3s %4ss\n' "$name" "$rc" "$((SECONDS - t0))" >>"$STATE/summary.txt"
+  return $rc
+}
+
+unpack_sysroot() {
+  rm -rf "$SYSROOT"; mkdir -p "$SYSROOT"
+  for f in "$CARRY"/debs/*.deb; do dpkg -x "$f" "$SYSROOT" || return 1; done
+  # .pc files say prefix=/usr: point them at the sysroot.
+  for pc in "$SYSROOT"/usr/lib/$ARCH_LIB/pkgconfig/*.pc "$SYSROOT"/usr/share/pkgconfig/*.pc; do
+    [ -f "$pc" ] && sed -i "s|^prefix=/usr|prefix=$SYSROOT/usr|" "$pc"
+  done
+  mkdir -p "$STATE/bin"
+  if ! command -v pkg-config >/dev/null; then  # the machine has none: use Debian's pkgconf
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$SYSROOT/usr/lib/$ARCH_LIB" \
+      "$SYSROOT/usr/bin/pkgconf" >"$STATE/bin/pkg-config"
+    chmod +x "$STATE/bin/pkg-config"
+  fi
+  ls -R "$SYSROOT" | head -50
+  PATH="$STATE/bin:$PATH" PKG_CONFIG_PATH="$PKGCFG" pkg-config --modversion libpcre2-8 libutf8proc zlib
+}
+
+build_ggml_cuda() {
+  rm -rf "$STATE/ggml-src" "$STATE/ggml-build"; mkdir -p "$STATE/ggml-src"
+  tar xzf "$CARRY/ggml-src.tar.gz" -C "$STATE/ggml-src" || return 1
+  # ggml/ alone is not standalone here (its ggml.pc.in lives outside it): configure it as a
+  # subproject, the way llama.cpp's root does.
+  printf 'cmake_minimum_required(VERSION 3.18)\nproject(ggml_outer C CXX)\nadd_subdirectory(ggml)\n' \
+    >"$STATE/ggml-src/CMakeLists.txt"
+  cmake -S "$STATE/ggml-src" -B "$STATE/ggml-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DGGML_NATIVE=ON -DGGML_OPENMP=ON \
+    -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" -DGGML_CUDA_FA=OFF \
+    -DGGML_CUDA_NCCL=OFF -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF \
+    -DCMAKE_INSTALL_PREFIX="$GGML_PREFIX" || return 1
+  cmake --build "$STATE/ggml-build" --target ggml ggml-base ggml-cpu ggml-cuda -j"$JOBS" || return 1
+  cmake --install "$STATE/ggml-build/ggml" || return 1
+  touch "$GGML_PREFIX/.parlance-ok"
+}
+
+build_parlance() {
+  local cuda=OFF; [ "$MODE" = cuda ] && cuda=ON
+  PATH="$STATE/bin:$PATH" PKG_CONFIG_PATH="$PKGCFG" cmake -S "$ROOT" -B "$STATE/build" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release -DPARLANCE_CUDA=$cuda -DPARLANCE_FFMPEG=OFF -DPARLANCE_TESTS=OFF \
+    -DPARLANCE_CACHE="$PCACHE" -DCMAKE_PREFIX_PATH="$SYSROOT/usr" || return 1
+  cmake --build "$STATE/build" --target parlance -j"$JOBS" || return 1
+  ldd "$STATE/build/parlance"
+}
+
+run_parlance() { LD_LIBRARY_PATH="$SYSROOT/usr/lib/$ARCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$STATE/build/parlance" "$@"; }
+
+environment() {
+  uname -a; cat /etc/os-release 2>/dev/null | head -3; ldd --version | head -1; nproc
+  command -v nvidia-smi >/dev/null && nvidia-smi
+  command -v nvcc >/dev/null && nvcc --version | tail -2
+  cmake --version | head -1; ninja --version; c++ --version | head -1
+  command -v pkg-config || echo "no pkg-config on the machine"
+  command -v dpkg || echo "no dpkg on the machine"
+}
+
+if [ "$ACTION" = stages ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+  PKGCFG="$SYSROOT/usr/lib/$ARCH_LIB/pkgconfig:$SYSROOT/usr/share/pkgconfig"
+  if [ "$MODE" = cuda ]; then
+    PCACHE="$STATE/cache"; GGML_PREFIX="$PCACHE/ggml-0.23.0-cuda"
+  else
+    PCACHE="${PARLANCE_CACHE:-$HOME/.cache/parlance}"
+  fi
+  fail() { echo "FAILED at $1" >>"$STATE/summary.txt"; touch "$STATE/done"; exit 1; }
+  fx="$ROOT/tests/fixtures/whisper/tiny-en"
+  stage env environment
+  stage sysroot unpack_sysroot || fail sysroot
+  if [ "$MODE" = cuda ]; then
+    if [ ! -f "$GGML_PREFIX/.parlance-ok" ]; then stage ggml_cuda build_ggml_cuda || fail ggml_cuda; fi
+  fi
+  stage parlance_build build_parlance || fail parlance_build
+  stage info run_parlance info "$fx/model"
+  [ "$MODE" = cuda ] && stage parity_cuda run_parlance parity "$fx" --device cuda
+  stage parity_cpu run_parlance parity "$fx" --device cpu
+  echo "all steps ran" >>"$STATE/summary.txt"
+  touch "$STATE/done"
+  exit 0
+fi
+
+# ---------------------------------------------------------------- run: start or rejoin, wait, collect
+mkdir -p "$STATE" "$OUT"
+if [ ! -f "$STATE/started" ]; then
+  for need in "$CARRY/ggml-src.tar.gz" "$CARRY/debs"; do
+    [ -e "$need" ] || [ "$MODE" = cpu ] || { echo "missing $need (run --prepare and carry .device)" >&2; exit 2; }
+  done
+  touch "$STATE/started"; : >"$STATE/summary.txt"
+  extra=(); [ "$MODE" = cpu ] && extra=(--cpu)
+  setsid nohup bash "$0" --stages "${extra[@]}" >"$STATE/stages.out" 2>&1 </dev/null &
+fi
+t0=$SECONDS
+while [ ! -f "$STATE/done" ] && [ $((SECONDS - t0)) -lt "$WAIT_S" ]; do sleep 5; done
+collect() {
+  cp "$STATE/summary.txt" "$OUT/summary.txt"
+  for f in env sysroot ggml_cuda parlance_build info parity_cuda parity_cpu; do
+    [ -f "$STATE/$f.log" ] && cp "$STATE/$f.log" "$OUT/$f.log"
+  done
+  [ -f "$STATE/stages.out" ] && cat "$STATE/stages.out" >>"$OUT/summary.txt"
+}
+cat "$STATE/summary.txt"
+if [ ! -f "$STATE/done" ]; then
+  echo "still running after ${WAIT_S}s; last lines of the current step:"
+  tail -3 "$(ls -t "$STATE"/*.log 2>/dev/null | head -1)" 2>/dev/null
+  collect; exit 3
+fi
+collect
+grep -q FAILED "$STATE/summary.txt" && exit 1
+exit 0

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine needs, builds parlance, and runs every test:
+#   1. the Release build: unit, golden (transformers parity) and black-box CLI tests;
+#   2. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer (clang);
+#   3. each libFuzzer target for a short run (FUZZ_SECONDS, default 20).
+# Usage: scripts/test.sh     (CI runs this through .ci/run)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS="${JOBS:-$(nproc)}"
+FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
+
+bash scripts/setup.sh
+
+echo "== Release build"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$JOBS"
+echo "== Tests (Release)"
+ctest --test-dir build --output-on-failure -j"$JOBS"
+
+echo "== ASan+UBSan build (clang) with fuzz targets"
+cmake -S . -B build-asan -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPARLANCE_SANITIZE=ON -DPARLANCE_FUZZ=ON >/dev/null
+cmake --build build-asan -j"$JOBS"
+echo "== Tests (ASan+UBSan)"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$JOBS"
+
+echo "== Fuzzing, ${FUZZ_SECONDS}s per target"
+source "${PARLANCE_CACHE:-$HOME/.cache/parlance}/env"
+export PARLANCE_ASSETS
+for target in build-asan/tests/fuzz_*; do
+  [ -x "$target" ] || continue
+  corpus="$(mktemp -d)"
+  cp tests/fixtures/audio/*.wav "$corpus/" 2>/dev/null || true
+  echo "-- $(basename "$target")"
+  "$target" -max_total_time="$FUZZ_SECONDS" -max_len=65536 -rss_limit_mb=2048 "$corpus" 2>&1 | tail -3
+  rm -rf "$corpus"
+done
+echo "all tests passed"
