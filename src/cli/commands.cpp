@@ -7,6 +7,7 @@ void register_commands(CLI::App& app, GlobalOptions& globals) {
     register_transcribe(app, globals);
     register_info(app, globals);
     register_parity(app, globals);
+    register_convert(app, globals);
 }
 
 }  // namespace parlance::cli

@@ -7,9 +7,20 @@
 
 #include "core/error.h"
 #include "core/model_files.h"
+#include "models/whisper/tensor_names.h"
 
 namespace parlance::whisper {
 namespace {
+
+// <|0.00|> .. <|30.00|> for the ids from timestamp_begin up to vocab_size not already present.
+void add_timestamp_tokens(Tokenizer& tok, const SpecialTokens& t, int vocab_size) {
+    for (int id = t.timestamp_begin; id < vocab_size; ++id) {
+        if (id < static_cast<int>(tok.vocab_size()) && tok.is_special(id)) continue;
+        std::ostringstream os;
+        os << "<|" << std::fixed << std::setprecision(2) << (id - t.timestamp_begin) * 0.02 << "|>";
+        if (!tok.token_to_id(os.str())) tok.add_special_token(os.str(), id);
+    }
+}
 
 // whisper.cpp files carry only the text vocabulary; the special tokens follow from the layout.
 void add_layout_specials(Tokenizer& tok, const SpecialTokens& t, int vocab_size) {
@@ -25,11 +36,7 @@ void add_layout_specials(Tokenizer& tok, const SpecialTokens& t, int vocab_size)
     add("<|startofprev|>", t.startofprev);
     add("<|nospeech|>", t.nospeech);
     add("<|notimestamps|>", t.notimestamps);
-    for (int id = t.timestamp_begin; id < vocab_size; ++id) {
-        std::ostringstream os;
-        os << "<|" << std::fixed << std::setprecision(2) << (id - t.timestamp_begin) * 0.02 << "|>";
-        add(os.str(), id);
-    }
+    add_timestamp_tokens(tok, t, vocab_size);
 }
 
 }  // namespace
@@ -44,11 +51,19 @@ std::unique_ptr<WhisperModel> WhisperModel::load(const std::filesystem::path& pa
     m->bytes_on_disk = files.bytes_on_disk();
     const std::string arch = files.architecture();
     if (arch != "whisper")
-        throw Error(ErrorKind::Unsupported, path.string() + ": architecture '" + arch +
-                                                "' is not Whisper (config model_type)");
+        throw Error(ErrorKind::Unsupported,
+                    (files.is_directory ? (path / "config.json").string() : path.string()) +
+                        ": model_type '" + arch + "' is not Whisper");
 
     if (m->format == FileFormat::WhisperCpp) {
         m->config = WhisperConfig::from_whispercpp(files.tensors->metadata().at("hparams"), path.string());
+        // whisper.cpp's header has no FFN width (its loader assumes 4 * d_model); read it from
+        // the first fc1 of each stack so that conversions of other widths load too.
+        for (const TensorName& n : whisper_tensor_names(m->config)) {
+            if (n.role != TensorRole::Fc1W || n.layer != 0) continue;
+            if (const TensorInfo* t = files.tensors->find(n.cpp); t && t->shape.size() == 2)
+                (n.decoder ? m->config.decoder_ffn : m->config.encoder_ffn) = static_cast<int>(t->shape[0]);
+        }
         m->tokens = special_tokens_from_layout(m->config.vocab_size);
         m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_ranked_bytes(files.tensors->vocab_bytes()));
         add_layout_specials(*m->tokenizer, m->tokens, m->config.vocab_size);
@@ -62,16 +77,30 @@ std::unique_ptr<WhisperModel> WhisperModel::load(const std::filesystem::path& pa
         m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_json_file(files.tokenizer_json));
     }
     // The tokenizer must agree with the weights' vocabulary and the special-token layout.
-    const auto& tok = *m->tokenizer;
+    auto& tok = *m->tokenizer;
+    const std::string tok_name =
+        m->format == FileFormat::WhisperCpp ? path.string() : files.tokenizer_json.string();
     if (static_cast<int>(tok.vocab_size()) > m->config.vocab_size)
         throw Error(ErrorKind::InvalidModel,
-                    path.string() + ": tokenizer has " + std::to_string(tok.vocab_size()) +
+                    tok_name + ": tokenizer has " + std::to_string(tok.vocab_size()) +
                         " tokens but the model's vocab_size is " + std::to_string(m->config.vocab_size));
+    // Older HF snapshots lack the timestamp tokens; they follow from the layout. Every other id
+    // must exist, or decoding it would fail mid-request.
+    add_timestamp_tokens(tok, m->tokens, m->config.vocab_size);
+    for (int id = 0; id < m->config.vocab_size; ++id) {
+        try {
+            (void)tok.token_bytes(id);
+        } catch (const Error&) {
+            throw Error(ErrorKind::InvalidModel,
+                        tok_name + ": tokenizer has no token " + std::to_string(id) + " (vocab_size " +
+                            std::to_string(m->config.vocab_size) + " needs every id below it)");
+        }
+    }
     auto expect = [&](const char* text, int id) {
         auto got = tok.token_to_id(text);
         if (!got || *got != id)
             throw Error(ErrorKind::InvalidModel,
-                        path.string() + ": tokenizer maps " + text + " to " +
+                        tok_name + ": tokenizer maps " + text + " to " +
                             (got ? std::to_string(*got) : std::string("nothing")) + ", expected " +
                             std::to_string(id) + " from the token layout");
     };

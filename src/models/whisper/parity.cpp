@@ -78,7 +78,10 @@ ParityReport run_parity(const fs::path& ref_dir, const ParityOptions& options) {
     Backend backend(options.backend);
     WeightOptions wo;
     wo.quantize = options.quantize;
-    auto model = WhisperModel::load(ref_dir / ref.value("model_dir", "model"), backend, wo);
+    const fs::path model_path = options.model_override.empty()
+                                    ? ref_dir / ref.value("model_dir", "model")
+                                    : options.model_override;
+    auto model = WhisperModel::load(model_path, backend, wo);
     WhisperRunner runner(model->config, *model->weights, backend, 8);
     WhisperStepModel steps(runner);
     CrossKv cross(model->config, backend);
@@ -90,7 +93,11 @@ ParityReport run_parity(const fs::path& ref_dir, const ParityOptions& options) {
 
     ParityReport report;
     report.config = ref.value("config", ref_dir.filename().string());
-    for (const auto& [clip, c] : ref.at("clips").items()) {
+    if (!options.model_override.empty()) report.config += " (model " + model_path.string() + ")";
+    for (const auto& item : ref.at("clips").items()) {
+        // Named copies, not structured bindings: lambdas below capture them (clang 14).
+        const std::string clip = item.key();
+        const nlohmann::json& c = item.value();
         std::vector<float> pcm = read_wav_file(find_clip(ref_dir, c.at("wav").get<std::string>())).samples;
         std::vector<float> mel = window_mel(*model, pcm);
         std::vector<std::vector<float>> enc;

@@ -32,6 +32,9 @@ struct ParityOptions {
     BackendOptions backend;
     std::string quantize;              // "" = weights as stored
     double encoder_tolerance = 1e-3;   // relative L2 error
+    // Run this model (HF directory or whisper.cpp .bin holding the same weights, e.g. a
+    // conversion) instead of the reference directory's model/. Empty = the reference's own.
+    std::filesystem::path model_override;
 };
 
 // reference_dir holds reference.json, model/ and the encoder arrays; clips are looked up next to

@@ -1,4 +1,4 @@
-// Whisper weight binding (see weights.h). All tensor names of both naming schemes live here.
+// Whisper weight binding (see weights.h). The tensor names come from tensor_names.h.
 #include "models/whisper/weights.h"
 
 #include <cstring>
@@ -8,20 +8,10 @@
 #include <ggml-cpu.h>
 
 #include "core/error.h"
+#include "models/whisper/tensor_names.h"
 
 namespace parlance::whisper {
 namespace {
-
-enum class Kind { Linear, Dense };  // Linear: may be quantized; Dense: kept/converted to f32
-
-struct Binding {
-    ggml_tensor** slot;
-    std::string hf;                // HF transformers name
-    std::string cpp;               // whisper.cpp (OpenAI) name
-    std::vector<int64_t> shape;    // expected PyTorch shape
-    Kind kind;
-    bool optional = false;
-};
 
 ggml_type quantize_type(const std::string& name) {
     if (name.empty()) return GGML_TYPE_COUNT;
@@ -55,81 +45,72 @@ std::vector<float> to_f32(const TensorInfo& t) {
     return out;
 }
 
+// The member of `w` that holds the tensor `n` names.
+ggml_tensor** slot_of(WhisperWeights& w, const TensorName& n) {
+    using R = TensorRole;
+    LayerWeights* l = n.layer < 0 ? nullptr : n.decoder ? &w.dec_layers.at(n.layer) : &w.enc_layers.at(n.layer);
+    switch (n.role) {
+        case R::Conv1W: return &w.conv1_w;
+        case R::Conv1B: return &w.conv1_b;
+        case R::Conv2W: return &w.conv2_w;
+        case R::Conv2B: return &w.conv2_b;
+        case R::EncPos: return &w.enc_pos;
+        case R::EncLnW: return &w.enc_ln_w;
+        case R::EncLnB: return &w.enc_ln_b;
+        case R::TokEmb: return &w.tok_emb;
+        case R::DecPos: return &w.dec_pos;
+        case R::DecLnW: return &w.dec_ln_w;
+        case R::DecLnB: return &w.dec_ln_b;
+        case R::ProjOut: return &w.proj_out;
+        case R::AttnLnW: return &l->attn_ln_w;
+        case R::AttnLnB: return &l->attn_ln_b;
+        case R::AttnQW: return &l->attn.q_w;
+        case R::AttnQB: return &l->attn.q_b;
+        case R::AttnKW: return &l->attn.k_w;
+        case R::AttnVW: return &l->attn.v_w;
+        case R::AttnVB: return &l->attn.v_b;
+        case R::AttnOW: return &l->attn.o_w;
+        case R::AttnOB: return &l->attn.o_b;
+        case R::CrossLnW: return &l->cross_ln_w;
+        case R::CrossLnB: return &l->cross_ln_b;
+        case R::CrossQW: return &l->cross.q_w;
+        case R::CrossQB: return &l->cross.q_b;
+        case R::CrossKW: return &l->cross.k_w;
+        case R::CrossVW: return &l->cross.v_w;
+        case R::CrossVB: return &l->cross.v_b;
+        case R::CrossOW: return &l->cross.o_w;
+        case R::CrossOB: return &l->cross.o_b;
+        case R::MlpLnW: return &l->mlp_ln_w;
+        case R::MlpLnB: return &l->mlp_ln_b;
+        case R::Fc1W: return &l->fc1_w;
+        case R::Fc1B: return &l->fc1_b;
+        case R::Fc2W: return &l->fc2_w;
+        case R::Fc2B: return &l->fc2_b;
+    }
+    throw Error(ErrorKind::Internal, "unhandled Whisper tensor role for " + n.hf);
+}
+
 }  // namespace
 
 WhisperWeights::WhisperWeights(const WhisperConfig& c, const TensorStore& store, Backend& backend,
                                const WeightOptions& options) {
-    const int64_t d = c.d_model;
-    std::vector<Binding> table;
-    auto add = [&](ggml_tensor** slot, std::string hf, std::string cpp, std::vector<int64_t> shape,
-                   Kind kind, bool optional = false) {
-        table.push_back({slot, std::move(hf), std::move(cpp), std::move(shape), kind, optional});
-    };
-    add(&conv1_w, "model.encoder.conv1.weight", "encoder.conv1.weight", {d, c.n_mels, 3}, Kind::Linear);
-    add(&conv1_b, "model.encoder.conv1.bias", "encoder.conv1.bias", {d}, Kind::Dense);
-    add(&conv2_w, "model.encoder.conv2.weight", "encoder.conv2.weight", {d, d, 3}, Kind::Linear);
-    add(&conv2_b, "model.encoder.conv2.bias", "encoder.conv2.bias", {d}, Kind::Dense);
-    add(&enc_pos, "model.encoder.embed_positions.weight", "encoder.positional_embedding",
-        {c.max_source_positions, d}, Kind::Dense);
-    add(&enc_ln_w, "model.encoder.layer_norm.weight", "encoder.ln_post.weight", {d}, Kind::Dense);
-    add(&enc_ln_b, "model.encoder.layer_norm.bias", "encoder.ln_post.bias", {d}, Kind::Dense);
-    add(&tok_emb, "model.decoder.embed_tokens.weight", "decoder.token_embedding.weight",
-        {c.vocab_size, d}, Kind::Dense);
-    add(&dec_pos, "model.decoder.embed_positions.weight", "decoder.positional_embedding",
-        {c.max_target_positions, d}, Kind::Dense);
-    add(&dec_ln_w, "model.decoder.layer_norm.weight", "decoder.ln.weight", {d}, Kind::Dense);
-    add(&dec_ln_b, "model.decoder.layer_norm.bias", "decoder.ln.bias", {d}, Kind::Dense);
-    add(&proj_out, "proj_out.weight", "", {c.vocab_size, d}, Kind::Dense, /*optional=*/true);
-
-    auto add_attention = [&](AttentionWeights& a, const std::string& hf, const std::string& cpp) {
-        add(&a.q_w, hf + ".q_proj.weight", cpp + ".query.weight", {d, d}, Kind::Linear);
-        add(&a.q_b, hf + ".q_proj.bias", cpp + ".query.bias", {d}, Kind::Dense);
-        add(&a.k_w, hf + ".k_proj.weight", cpp + ".key.weight", {d, d}, Kind::Linear);
-        add(&a.v_w, hf + ".v_proj.weight", cpp + ".value.weight", {d, d}, Kind::Linear);
-        add(&a.v_b, hf + ".v_proj.bias", cpp + ".value.bias", {d}, Kind::Dense);
-        add(&a.o_w, hf + ".out_proj.weight", cpp + ".out.weight", {d, d}, Kind::Linear);
-        add(&a.o_b, hf + ".out_proj.bias", cpp + ".out.bias", {d}, Kind::Dense);
-    };
-    auto add_layer = [&](LayerWeights& l, const std::string& hf, const std::string& cpp, int ffn,
-                         bool decoder) {
-        add(&l.attn_ln_w, hf + ".self_attn_layer_norm.weight", cpp + ".attn_ln.weight", {d}, Kind::Dense);
-        add(&l.attn_ln_b, hf + ".self_attn_layer_norm.bias", cpp + ".attn_ln.bias", {d}, Kind::Dense);
-        add_attention(l.attn, hf + ".self_attn", cpp + ".attn");
-        if (decoder) {
-            add(&l.cross_ln_w, hf + ".encoder_attn_layer_norm.weight", cpp + ".cross_attn_ln.weight",
-                {d}, Kind::Dense);
-            add(&l.cross_ln_b, hf + ".encoder_attn_layer_norm.bias", cpp + ".cross_attn_ln.bias",
-                {d}, Kind::Dense);
-            add_attention(l.cross, hf + ".encoder_attn", cpp + ".cross_attn");
-        }
-        add(&l.mlp_ln_w, hf + ".final_layer_norm.weight", cpp + ".mlp_ln.weight", {d}, Kind::Dense);
-        add(&l.mlp_ln_b, hf + ".final_layer_norm.bias", cpp + ".mlp_ln.bias", {d}, Kind::Dense);
-        add(&l.fc1_w, hf + ".fc1.weight", cpp + ".mlp.0.weight", {ffn, d}, Kind::Linear);
-        add(&l.fc1_b, hf + ".fc1.bias", cpp + ".mlp.0.bias", {ffn}, Kind::Dense);
-        add(&l.fc2_w, hf + ".fc2.weight", cpp + ".mlp.2.weight", {d, ffn}, Kind::Linear);
-        add(&l.fc2_b, hf + ".fc2.bias", cpp + ".mlp.2.bias", {d}, Kind::Dense);
-    };
     enc_layers.resize(c.encoder_layers);
     dec_layers.resize(c.decoder_layers);
-    for (int i = 0; i < c.encoder_layers; ++i)
-        add_layer(enc_layers[i], "model.encoder.layers." + std::to_string(i),
-                  "encoder.blocks." + std::to_string(i), c.encoder_ffn, false);
-    for (int i = 0; i < c.decoder_layers; ++i)
-        add_layer(dec_layers[i], "model.decoder.layers." + std::to_string(i),
-                  "decoder.blocks." + std::to_string(i), c.decoder_ffn, true);
+    const std::vector<TensorName> table = whisper_tensor_names(c);
 
     const bool cpp_names = store.format() == FileFormat::WhisperCpp;
     const ggml_type target = quantize_type(options.quantize);
 
     // Resolve every binding to a stored tensor, validating its shape.
     struct Resolved {
-        const Binding* binding;
+        const TensorName* binding;
+        ggml_tensor** slot;
         const TensorInfo* info;
         ggml_type type;
     };
     std::vector<Resolved> resolved;
     std::set<std::string> used;
-    for (const Binding& b : table) {
+    for (const TensorName& b : table) {
         const std::string& name = cpp_names ? b.cpp : b.hf;
         const TensorInfo* info = name.empty() ? nullptr : store.find(name);
         if (!info) {
@@ -147,10 +128,11 @@ WhisperWeights::WhisperWeights(const WhisperConfig& c, const TensorStore& store,
                                                      shape_str(info->shape) + ", expected " +
                                                      shape_str(b.shape) + " from the config");
         ggml_type type = info->type;
-        if (b.kind == Kind::Dense) {
+        ggml_tensor** slot = slot_of(*this, b);
+        if (!b.linear) {
             // Embeddings may stay f16/bf16 (get_rows and the output product read them); the
             // small vectors become f32 so element-wise ops see one type.
-            if (!(b.slot == &tok_emb || b.slot == &proj_out) || ggml_is_quantized(type))
+            if (!(slot == &tok_emb || slot == &proj_out) || ggml_is_quantized(type))
                 type = GGML_TYPE_F32;
         } else if (target != GGML_TYPE_COUNT && b.shape.size() == 2 &&
                    b.shape[1] % ggml_blck_size(target) == 0) {
@@ -158,7 +140,7 @@ WhisperWeights::WhisperWeights(const WhisperConfig& c, const TensorStore& store,
         } else if (ggml_is_quantized(type) && b.shape.size() != 2) {
             type = GGML_TYPE_F32;  // convolutions need a float kernel
         }
-        resolved.push_back({&b, info, type});
+        resolved.push_back({&b, slot, info, type});
     }
     for (const TensorInfo& t : store.tensors()) {
         if (!used.count(t.name))
@@ -172,14 +154,14 @@ WhisperWeights::WhisperWeights(const WhisperConfig& c, const TensorStore& store,
         std::vector<int64_t> ne(r.binding->shape.rbegin(), r.binding->shape.rend());
         ggml_tensor* t = ggml_new_tensor(ctx_, r.type, static_cast<int>(ne.size()), ne.data());
         ggml_set_name(t, r.binding->hf.c_str());
-        *r.binding->slot = t;
+        *r.slot = t;
     }
     buffer_ = ggml_backend_alloc_ctx_tensors(ctx_, backend.primary());
     if (!buffer_) throw Error(ErrorKind::Io, "could not allocate device memory for the weights");
     ggml_backend_buffer_set_usage(buffer_, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
 
     for (Resolved& r : resolved) {
-        ggml_tensor* t = *r.binding->slot;
+        ggml_tensor* t = *r.slot;
         if (r.type == r.info->type) {
             ggml_backend_tensor_set(t, r.info->data, 0, r.info->nbytes);
             continue;
