@@ -11,7 +11,8 @@
 #
 # The build runs detached (setsid) under $STATE, so a command-time limit does not kill it: the script
 # waits up to WAIT_S seconds (default 540), copies logs into $OUT (default $STATE/out), and exits 3 if
-# still running. Running it again on the same machine picks up the same build and waits again.
+# still running. Running it again on the same machine waits again for a build still running, or,
+# after a finished one, rebuilds parlance and reruns the checks (keeping the installed ggml).
 # Exit: 0 all steps ran (see summary.txt for their status), 1 a step failed, 3 still running.
 #
 # Options: --prepare (fill .device/cuda here)   --cpu (no CUDA: use setup.sh's cpu ggml, -j1; to
@@ -73,13 +74,17 @@ unpack_sysroot() {
     [ -f "$pc" ] && sed -i "s|^prefix=/usr|prefix=$SYSROOT/usr|" "$pc"
   done
   mkdir -p "$STATE/bin"
-  if ! command -v pkg-config >/dev/null; then  # the machine has none: use Debian's pkgconf
+  # The machine's pkg-config if it has one, else Debian's pkgconf from the sysroot (named explicitly:
+  # CMake would otherwise pick the sysroot's usr/bin/pkg-config through CMAKE_PREFIX_PATH).
+  if command -v pkg-config >/dev/null; then
+    ln -sf "$(command -v pkg-config)" "$STATE/bin/pkg-config"
+  else
     printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$SYSROOT/usr/lib/$ARCH_LIB" \
       "$SYSROOT/usr/bin/pkgconf" >"$STATE/bin/pkg-config"
     chmod +x "$STATE/bin/pkg-config"
   fi
   ls -R "$SYSROOT" | head -50
-  PATH="$STATE/bin:$PATH" PKG_CONFIG_PATH="$PKGCFG" pkg-config --modversion libpcre2-8 libutf8proc zlib
+  PKG_CONFIG_PATH="$PKGCFG" "$STATE/bin/pkg-config" --modversion libpcre2-8 libutf8proc zlib
 }
 
 build_ggml_cuda() {
@@ -101,7 +106,8 @@ build_ggml_cuda() {
 
 build_parlance() {
   local cuda=OFF; [ "$MODE" = cuda ] && cuda=ON
-  PATH="$STATE/bin:$PATH" PKG_CONFIG_PATH="$PKGCFG" cmake -S "$ROOT" -B "$STATE/build" -G Ninja \
+  PKG_CONFIG_PATH="$PKGCFG" cmake -S "$ROOT" -B "$STATE/build" -G Ninja \
+    -DPKG_CONFIG_EXECUTABLE="$STATE/bin/pkg-config" \
     -DCMAKE_BUILD_TYPE=Release -DPARLANCE_CUDA=$cuda -DPARLANCE_FFMPEG=OFF -DPARLANCE_TESTS=OFF \
     -DPARLANCE_CACHE="$PCACHE" -DCMAKE_PREFIX_PATH="$SYSROOT/usr" || return 1
   cmake --build "$STATE/build" --target parlance -j"$JOBS" || return 1
@@ -145,6 +151,9 @@ fi
 
 # ---------------------------------------------------------------- run: start or rejoin, wait, collect
 mkdir -p "$STATE" "$OUT"
+if [ -f "$STATE/done" ]; then  # a finished earlier run on this machine: run again (ggml is kept)
+  rm -rf "$STATE/started" "$STATE/done" "$STATE/build" "$STATE"/*.log
+fi
 if [ ! -f "$STATE/started" ]; then
   for need in "$CARRY/ggml-src.tar.gz" "$CARRY/debs"; do
     [ -e "$need" ] || [ "$MODE" = cpu ] || { echo "missing $need (run --prepare and carry .device)" >&2; exit 2; }
