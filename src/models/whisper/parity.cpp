@@ -126,6 +126,7 @@ ParityReport run_parity(const fs::path& ref_dir, const ParityOptions& options) {
             }
             report.rows.push_back(row);
         }
+        if (options.encoder_only) continue;
         // First-step logits at probe ids.
         if (c.contains("first_step") && c.at("first_step").contains("probe_ids")) {
             const auto& fsj = c.at("first_step");

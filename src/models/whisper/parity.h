@@ -35,6 +35,8 @@ struct ParityOptions {
     // Run this model (HF directory or whisper.cpp .bin holding the same weights, e.g. a
     // conversion) instead of the reference directory's model/. Empty = the reference's own.
     std::filesystem::path model_override;
+    // Only the encoder check per clip (fast: no decoding), e.g. to measure a weight dtype.
+    bool encoder_only = false;
 };
 
 // reference_dir holds reference.json, model/ and the encoder arrays; clips are looked up next to
