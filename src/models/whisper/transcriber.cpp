@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include "core/error.h"
+#include "decoding/repetition.h"
 #include "models/whisper/timestamp_rules.h"
 
 namespace parlance::whisper {
@@ -190,7 +191,10 @@ Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::spa
             so.seed = o.seed + ti;
             so.processors = whisper_processors(model, static_cast<int>(prompt.size()), o.timestamps, 0,
                                                o.suppress_blank);
-            auto search = make_search(prompt, slots, so, static_cast<int>(prefix.size()));
+            // The search needs at least one uncached prompt token to get its first logits; when
+            // the prompt is the prefix itself (.en with timestamps), it re-runs the last one.
+            const int cached = static_cast<int>(std::min(prefix.size(), prompt.size() - 1));
+            auto search = make_search(prompt, slots, so, cached);
             Search* sp = search.get();
             run_searches(steps, std::span<Search* const>(&sp, 1));
             best = search->result();
@@ -212,13 +216,15 @@ Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::spa
 
         std::vector<int> tokens = best.tokens;
         if (!tokens.empty() && tokens.back() == t.eot) tokens.pop_back();
+        if (o.repetition_cut > 0) tokens.resize(repetition_cut(tokens, o.repetition_cut));
         auto is_ts = [&](int tok) { return tok >= t.timestamp_begin; };
         auto add_segment = [&](double start, double end, std::vector<int> seg_tokens) {
             Segment s;
             s.id = static_cast<int>(result.segments.size());
             s.seek = static_cast<int>(seek);
-            s.start = start;
-            s.end = end;
+            // A window's last timestamp can lie in the zero padding after the audio.
+            s.start = std::min(start, result.duration);
+            s.end = std::min(end, result.duration);
             s.text = text_of(model, seg_tokens);
             s.tokens = std::move(seg_tokens);
             s.temperature = used_temperature;

@@ -32,6 +32,7 @@ struct TranscribeOptions {
     bool condition_on_previous_text = true;
     int max_new_tokens = 224;        // per window (half the decoder context, as OpenAI)
     bool suppress_blank = true;      // no space or eot as the first token
+    int repetition_cut = 4;          // cut a window's output looping >= N times (0 = keep all)
     uint64_t seed = 0;
     // Called after each window with (seconds done, seconds total).
     std::function<void(double, double)> progress;
