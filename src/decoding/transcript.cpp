@@ -98,10 +98,14 @@ nlohmann::json verbose_json(const Transcript& t, bool include_segments, bool inc
 std::string render_transcript(const Transcript& t, ResponseFormat format, bool include_segments,
                               bool include_words) {
     switch (format) {
-        case ResponseFormat::Json: return nlohmann::json{{"text", t.text}}.dump() + "\n";
+        // Token boundaries can split a UTF-8 character: invalid bytes become U+FFFD, as in
+        // OpenAI's decode(errors="replace"), instead of failing the whole response.
+        case ResponseFormat::Json:
+            return nlohmann::json{{"text", t.text}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
         case ResponseFormat::Text: return t.text + "\n";
         case ResponseFormat::VerboseJson:
-            return verbose_json(t, include_segments, include_words).dump() + "\n";
+            return verbose_json(t, include_segments, include_words)
+                       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
         case ResponseFormat::Srt: {
             std::string out;
             int n = 1;
