@@ -40,23 +40,8 @@ if ((${#missing[@]})); then
 fi
 
 # ---------------------------------------------------------------- npm tarballs, pinned
-# fetch_npm NAME VERSION SHA512-INTEGRITY -> prints the path of the verified tarball
-fetch_npm() {
-  local name="$1" version="$2" integrity="$3"
-  local file="$CACHE/npm/$(echo "$name" | tr '/@' '__')-$version.tgz"
-  if [ ! -f "$file" ] || [ "sha512-$(openssl dgst -sha512 -binary "$file" | base64 -w0)" != "$integrity" ]; then
-    log "fetching npm $name@$version"
-    local tmp; tmp="$(mktemp -d)"
-    (cd "$tmp" && npm pack "$name@$version" --silent >/dev/null)
-    mv "$tmp"/*.tgz "$file"; rm -rf "$tmp"
-    local got="sha512-$(openssl dgst -sha512 -binary "$file" | base64 -w0)"
-    if [ "$got" != "$integrity" ]; then
-      rm -f "$file"
-      log "integrity mismatch for $name@$version: expected $integrity, got $got"; exit 1
-    fi
-  fi
-  echo "$file"
-}
+# fetch_npm NAME VERSION SHA512-INTEGRITY (scripts/lib/fetch_npm.sh, shared with bench/run.sh)
+source "$(dirname "${BASH_SOURCE[0]}")/lib/fetch_npm.sh"
 
 LLAMA_TGZ=$(fetch_npm node-llama-cpp 3.21.1 \
   'sha512-E3N0Ev2Va0wzydvXYFwM9Hvyo07PoWjt8T/9GMc43Cvt8YkV/NU/tYUgEMC1grTPv2o9PRjQi0G3Wb5P/awiMg==')
