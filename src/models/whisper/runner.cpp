@@ -114,8 +114,10 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels,
         ggml_tensor* q = linear(ctx, h, l.attn.q_w, l.attn.q_b);
         ggml_tensor* k = linear(ctx, h, l.attn.k_w, nullptr);
         ggml_tensor* v = linear(ctx, h, l.attn.v_w, l.attn.v_b);
-        q = ggml_permute(ctx, ggml_reshape_4d(ctx, q, hd, H, T, B), 0, 2, 1, 3);  // [hd, T, H, B]
-        k = ggml_permute(ctx, ggml_reshape_4d(ctx, k, hd, H, T, B), 0, 2, 1, 3);
+        // Contiguous q and k let the BLAS backend take the [T, T] products (a permuted view
+        // falls back to ggml's f32 dot products, ~25% of the encoder's time; BENCHMARKS.md).
+        q = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, q, hd, H, T, B), 0, 2, 1, 3));  // [hd, T, H, B]
+        k = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, k, hd, H, T, B), 0, 2, 1, 3));
         ggml_tensor* vt = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, v, hd, H, T, B), 1, 2, 0, 3));  // [T, hd, H, B]
         ggml_tensor* kq = ggml_mul_mat(ctx, k, q);                   // [T, T, H, B]
         kq = ggml_soft_max_ext(ctx, kq, nullptr, scale, 0.0f);
