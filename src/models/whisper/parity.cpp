@@ -10,6 +10,7 @@
 #include "audio/wav.h"
 #include "core/error.h"
 #include "decoding/search.h"
+#include "models/whisper/alignment.h"
 #include "models/whisper/model.h"
 #include "models/whisper/runner.h"
 #include "models/whisper/transcriber.h"
@@ -186,6 +187,57 @@ ParityReport run_parity(const fs::path& ref_dir, const ParityOptions& options) {
             nlohmann::json cj = c.at("timestamps");
             cj["prompt_ids"] = call.at("decoder_input_ids");
             compare_ids("timestamps", cj, true, call.at("generated_ids").get<std::vector<int>>(), margins);
+        }
+        // Token timestamps from cross-attention + DTW, on the reference's own sequence (so the
+        // row measures the alignment alone; the decoding rows above cover the tokens).
+        for (const char* name : {"word_timestamps", "word_timestamps_cropped"}) {
+            if (!c.contains(name) || c.at(name).value("status", "") != "ok") continue;
+            const auto& cj = c.at(name);
+            const auto& p = cj.at("params");
+            std::vector<int> seq = cj.at("sequences").get<std::vector<int>>();
+            std::vector<double> want = cj.at("token_timestamps").get<std::vector<double>>();
+            std::vector<std::pair<int, int>> heads;
+            for (const auto& lh : p.at("alignment_heads")) heads.emplace_back(lh.at(0).get<int>(), lh.at(1).get<int>());
+            AlignmentOptions ao;
+            ao.median_filter_width = p.value("median_filter_width", 7);
+            ao.time_precision = p.value("time_precision", 0.02);
+            // transformers 5.17 drops `num_frames` on this path (generate pops it into the
+            // generation config, but the short-form call computes the timestamps without it): its
+            // cropped outputs equal the uncropped ones, which a crop to num_frames / 2 frames
+            // could not produce (e.g. 29.98 s for a 1100-frame clip). We match that: no crop here;
+            // the crop itself is unit-tested and used by transcription.
+            ao.num_frames = 0;
+            ParityRow row;
+            row.clip = clip;
+            row.check = name;
+            if (seq.size() < 2 || want.size() != seq.size()) {
+                row.detail = "reference has " + std::to_string(want.size()) + " timestamps for " +
+                             std::to_string(seq.size()) + " tokens";
+                report.rows.push_back(row);
+                continue;
+            }
+            std::span<const int> rows_in(seq.data(), seq.size() - 1);
+            auto weights = runner.cross_attention(cross, 0, rows_in, heads);
+            const int prompt_len = static_cast<int>(cj.at("prompt_ids").size());
+            std::vector<float> got = token_timestamps(weights, static_cast<int>(rows_in.size()),
+                                                      model->config.max_source_positions, prompt_len, ao);
+            double max_diff = 0.0;
+            int first_bad = -1;
+            for (size_t i = 0; i < want.size(); ++i) {
+                double d = std::abs(double(got[i]) - want[i]);
+                if (d > 1e-6 && first_bad < 0) first_bad = static_cast<int>(i);
+                max_diff = std::max(max_diff, d);
+            }
+            row.value = max_diff;
+            row.pass = first_bad < 0;
+            char buf[160];
+            if (row.pass)
+                std::snprintf(buf, sizeof buf, "%zu timestamps, max |diff| %.1e s", want.size(), max_diff);
+            else
+                std::snprintf(buf, sizeof buf, "%zu timestamps, first differs at %d (%.2f vs %.2f), max |diff| %.2f s",
+                              want.size(), first_bad, got[first_bad], want[first_bad], max_diff);
+            row.detail = buf;
+            report.rows.push_back(row);
         }
         if (c.contains("language") && c.at("language").value("status", "") == "ok") {
             StepInput inp{0, {model->tokens.sot}, 0};

@@ -1,6 +1,7 @@
 // Qualification against transformers: runs a Whisper checkpoint on the inputs of a reference
 // directory written by tools/reference/whisper_reference.py and compares encoder outputs,
-// first-step logits, greedy/beam token ids, timestamp tokens and the detected language.
+// first-step logits, greedy/beam token ids, timestamp tokens, the detected language and token
+// timestamps from cross-attention DTW (word_timestamps, word_timestamps_cropped).
 // `parlance parity` prints its report; the golden tests assert on it.
 #pragma once
 

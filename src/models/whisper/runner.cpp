@@ -161,6 +161,30 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels,
 }
 
 std::vector<std::vector<float>> WhisperRunner::decode(std::span<const DecodeItem> items) {
+    return run_decoder(items, nullptr);
+}
+
+std::vector<std::vector<float>> WhisperRunner::cross_attention(const CrossKv& cross, int slot,
+                                                               std::span<const int> tokens,
+                                                               std::span<const std::pair<int, int>> heads,
+                                                               std::vector<std::vector<float>>* logits) {
+    for (const auto& lh : heads)
+        if (lh.first < 0 || lh.first >= config_.decoder_layers || lh.second < 0 ||
+            lh.second >= config_.decoder_heads)
+            throw Error(ErrorKind::InvalidArgument,
+                        "alignment head (" + std::to_string(lh.first) + ", " + std::to_string(lh.second) +
+                            ") is outside the decoder's " + std::to_string(config_.decoder_layers) +
+                            " layers of " + std::to_string(config_.decoder_heads) + " heads");
+    DecodeItem item{slot, &cross, std::vector<int>(tokens.begin(), tokens.end()), 0};
+    std::vector<std::vector<float>> weights;
+    Capture capture{heads, &weights, logits != nullptr};
+    std::vector<std::vector<float>> out = run_decoder(std::span<const DecodeItem>(&item, 1), &capture);
+    if (logits) *logits = std::move(out);
+    return weights;
+}
+
+std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const DecodeItem> items,
+                                                           const Capture* capture) {
     const WhisperConfig& c = config_;
     const int64_t d = c.d_model;
     const int H = c.decoder_heads, hd = c.decoder_head_dim();
@@ -178,16 +202,20 @@ std::vector<std::vector<float>> WhisperRunner::decode(std::span<const DecodeItem
                 throw Error(ErrorKind::Internal, "decode: token id out of range");
             ids.push_back(it.tokens[i]);
             pos.push_back(it.n_past + static_cast<int>(i));
+            if (capture && capture->all_logits) last.push_back(static_cast<int32_t>(ids.size()) - 1);
         }
-        last.push_back(static_cast<int32_t>(ids.size()) - 1);
+        if (!(capture && capture->all_logits)) last.push_back(static_cast<int32_t>(ids.size()) - 1);
     }
+    if (capture && n_items != 1) throw Error(ErrorKind::Internal, "cross_attention: one sequence at a time");
+    const int n_out = static_cast<int>(last.size());
+    std::vector<ggml_tensor*> captured(c.decoder_layers, nullptr);  // softmaxed kq per layer, [T, n, H]
     const int64_t N = static_cast<int64_t>(ids.size());
 
     GraphContext g(graph_buf_);
     ggml_context* ctx = g.ctx;
     ggml_tensor* t_ids = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, N);
     ggml_tensor* t_pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, N);
-    ggml_tensor* t_last = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_items);
+    ggml_tensor* t_last = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_out);
     ggml_set_input(t_ids);
     ggml_set_input(t_pos);
     ggml_set_input(t_last);
@@ -243,6 +271,14 @@ std::vector<std::vector<float>> WhisperRunner::decode(std::span<const DecodeItem
             ggml_tensor* qi = ggml_view_3d(ctx, q, hd, H, n, hd * ggml_element_size(q), q->nb[1], off * q->nb[1]);
             qi = ggml_permute(ctx, qi, 0, 2, 1, 3);
             ggml_tensor* kq = ggml_soft_max_ext(ctx, ggml_mul_mat(ctx, K, qi), nullptr, scale, 0.0f);  // [T, n, H]
+            if (capture) {
+                for (const auto& lh : capture->heads) {
+                    if (lh.first != li) continue;
+                    // The whole (contiguous) tensor stays allocated; heads are read as slabs of it.
+                    ggml_set_output(kq);
+                    captured[li] = kq;
+                }
+            }
             ggml_tensor* o = ggml_mul_mat(ctx, Vt, kq);  // [hd, n, H]
             o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), d, n);
             att = att ? ggml_concat(ctx, att, o, 1) : o;
@@ -254,11 +290,13 @@ std::vector<std::vector<float>> WhisperRunner::decode(std::span<const DecodeItem
         h = ggml_gelu_erf(ctx, linear(ctx, h, l.fc1_w, l.fc1_b));
         x = ggml_add(ctx, x, linear(ctx, h, l.fc2_w, l.fc2_b));
     }
-    x = ggml_get_rows(ctx, x, t_last);  // [d, items]
+    x = ggml_get_rows(ctx, x, t_last);  // [d, n_out]
     x = layer_norm(ctx, x, w_.dec_ln_w, w_.dec_ln_b, c.layer_norm_eps);
-    ggml_tensor* logits = ggml_mul_mat(ctx, w_.proj_out, x);  // [vocab, items]
+    ggml_tensor* logits = ggml_mul_mat(ctx, w_.proj_out, x);  // [vocab, n_out]
     ggml_set_output(logits);
     ggml_build_forward_expand(g.graph, logits);
+    for (ggml_tensor* kq : captured)
+        if (kq) ggml_build_forward_expand(g.graph, kq);
 
     backend_.alloc_graph(g.graph);
     ggml_backend_tensor_set(t_ids, ids.data(), 0, ids.size() * sizeof(int32_t));
@@ -266,9 +304,19 @@ std::vector<std::vector<float>> WhisperRunner::decode(std::span<const DecodeItem
     ggml_backend_tensor_set(t_last, last.data(), 0, last.size() * sizeof(int32_t));
     backend_.compute(g.graph);
 
-    std::vector<std::vector<float>> out(n_items, std::vector<float>(c.vocab_size));
-    for (int i = 0; i < n_items; ++i)
+    std::vector<std::vector<float>> out(n_out, std::vector<float>(c.vocab_size));
+    for (int i = 0; i < n_out; ++i)
         ggml_backend_tensor_get(logits, out[i].data(), i * logits->nb[1], c.vocab_size * sizeof(float));
+    if (capture) {
+        // kq ne [T, n, H]: head h is the contiguous slab of n rows of T at h * nb[2].
+        const size_t slab = static_cast<size_t>(N) * c.max_source_positions;
+        capture->weights->assign(capture->heads.size(), std::vector<float>(slab));
+        for (size_t i = 0; i < capture->heads.size(); ++i) {
+            const auto& lh = capture->heads[i];
+            ggml_tensor* kq = captured[lh.first];
+            ggml_backend_tensor_get(kq, (*capture->weights)[i].data(), lh.second * kq->nb[2], slab * sizeof(float));
+        }
+    }
     return out;
 }
 

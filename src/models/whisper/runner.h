@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/backend.h"
@@ -77,7 +78,27 @@ public:
     // Copies the first n tokens of cache slot `from` into slot `to` (beam search reordering).
     void copy_slot(int from, int to, int n);
 
+    // The alignment pass: runs the decoder over `tokens` from position 0 in cache slot `slot`
+    // (overwriting whatever it held) against `cross`, and returns the softmaxed cross-attention
+    // probabilities of each requested (decoder layer, head), in the order given:
+    // [heads][n_tokens * n_audio_ctx], row-major with one row of n_audio_ctx per token (what eager
+    // attention in transformers returns for these positions, computed in one pass instead of one
+    // step at a time). If `logits` is given, it receives every position's logits [n_tokens][vocab].
+    // Throws Error(InvalidArgument) for a head outside the model, Error(TooLarge) past the context.
+    std::vector<std::vector<float>> cross_attention(const CrossKv& cross, int slot,
+                                                    std::span<const int> tokens,
+                                                    std::span<const std::pair<int, int>> heads,
+                                                    std::vector<std::vector<float>>* logits = nullptr);
+
 private:
+    // What decode() additionally reads back for cross_attention() (one item only).
+    struct Capture {
+        std::span<const std::pair<int, int>> heads;
+        std::vector<std::vector<float>>* weights = nullptr;  // out: [heads][n * n_audio_ctx]
+        bool all_logits = false;  // logits of every position instead of the last
+    };
+    std::vector<std::vector<float>> run_decoder(std::span<const DecodeItem> items, const Capture* capture);
+
     const WhisperConfig& config_;
     const WhisperWeights& w_;
     Backend& backend_;
