@@ -72,6 +72,7 @@ struct Args {
     std::string model;
     int threads = 1;
     int reps = 3;
+    int warmup = 1;           // untimed encoder/decoder runs before the timed ones
     int tokens = 64;
     bool flash_attn = false;  // whisper.cpp only
     bool bandwidth = false;   // parlance_bench only: measure streaming-read bandwidth and exit
@@ -88,13 +89,14 @@ inline Args parse_args(int argc, char** argv) {
         if (k == "--model") a.model = val();
         else if (k == "--threads") a.threads = std::stoi(val());
         else if (k == "--reps") a.reps = std::stoi(val());
+        else if (k == "--warmup") a.warmup = std::stoi(val());
         else if (k == "--tokens") a.tokens = std::stoi(val());
         else if (k == "--flash-attn") a.flash_attn = std::stoi(val()) != 0;
         else if (k == "--bandwidth") a.bandwidth = true;
         else { std::fprintf(stderr, "unknown argument %s\n", k.c_str()); std::exit(2); }
     }
     if (a.model.empty() && !a.bandwidth) {
-        std::fprintf(stderr, "usage: %s --model FILE [--threads N] [--reps R] [--tokens T] [--flash-attn 0|1]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s --model FILE [--threads N] [--reps R] [--warmup W] [--tokens T] [--flash-attn 0|1]\n", argv[0]);
         std::exit(2);
     }
     return a;

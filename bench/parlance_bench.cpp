@@ -93,13 +93,14 @@ int main(int argc, char** argv) {
             mel_ms.push_back(bench::now_ms() - t0);
         }
         CrossKv* crosses[] = {&cross};
-        for (int r = 0; r <= a.reps; ++r) {  // the first run warms up (allocations, page faults)
+        for (int r = 0; r < a.warmup + a.reps; ++r) {  // warm-up runs first (allocations, page faults)
             t0 = bench::now_ms();
             runner.encode(mels, crosses);
-            if (r > 0) enc_ms.push_back(bench::now_ms() - t0);
+            if (r >= a.warmup) enc_ms.push_back(bench::now_ms() - t0);
         }
         const std::vector<int> toks = bench::decode_tokens(a.tokens);
-        for (int r = 0; r <= a.reps; ++r) {
+        const int dw = std::max(1, a.warmup);  // decoding always warms up once (cheap)
+        for (int r = 0; r < dw + a.reps; ++r) {
             DecodeItem it;
             it.slot = 0;
             it.cross = &cross;
@@ -114,7 +115,7 @@ int main(int argc, char** argv) {
                 it.n_past = 1 + i;
                 runner.decode(std::span<const DecodeItem>(&it, 1));
             }
-            if (r > 0) {
+            if (r >= dw) {
                 prompt_ms.push_back(p);
                 dec_ms.push_back((bench::now_ms() - t0) / a.tokens);
             }

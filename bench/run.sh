@@ -3,18 +3,17 @@
 # against our ggml), generates full-size random-weight Whisper checkpoints, runs parlance and
 # whisper.cpp on the same .bin file with the same threads, and prints the markdown table.
 #
-# Usage: bench/run.sh [--layouts "base small large-v3-turbo"] [--threads "1 2"] [--reps 3]
-#                     [--tokens 64] [--jobs 1]
+# Usage: bench/run.sh [--plan "LAYOUT:THREADS:REPS[:WARMUP] ..."] [--tokens 64] [--jobs 1]
+#   default plan: "base:1,2:5 small:1,2:3 large-v3-turbo:2:3:0" (THREADS comma-separated; each
+#   tool runs REPS timed encodes and REPS x TOKENS decoder steps after WARMUP untimed encodes)
 # Env: PARLANCE_CACHE (default ~/.cache/parlance); models go to $PARLANCE_CACHE/bench.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${PARLANCE_CACHE:-$HOME/.cache/parlance}"
-LAYOUTS="base small large-v3-turbo"; THREADS="1 2"; REPS=3; TOKENS=64; JOBS=1
+PLAN="base:1,2:5 small:1,2:3 large-v3-turbo:2:3:0"; TOKENS=64; JOBS=1
 while [ $# -gt 0 ]; do
   case "$1" in
-    --layouts) LAYOUTS="$2"; shift 2 ;;
-    --threads) THREADS="$2"; shift 2 ;;
-    --reps) REPS="$2"; shift 2 ;;
+    --plan) PLAN="$2"; shift 2 ;;
     --tokens) TOKENS="$2"; shift 2 ;;
     --jobs) JOBS="$2"; shift 2 ;;
     *) echo "bench/run.sh: unknown argument '$1'" >&2; exit 2 ;;
@@ -46,6 +45,11 @@ cmake --build "$B" --target make_random_whisper parlance_bench whisper_cpp_bench
 # ---------------------------------------------------------------- random full-size checkpoints
 M="$CACHE/bench"
 mkdir -p "$M"
+LAYOUTS=""; ALL_THREADS=""
+for p in $PLAN; do
+  LAYOUTS="$LAYOUTS ${p%%:*}"; t="${p#*:}"; ALL_THREADS="$ALL_THREADS ${t%%:*}"
+done
+ALL_THREADS=$(echo "$ALL_THREADS" | tr ', ' '\n\n' | sort -un | tr '\n' ' ')
 for L in $LAYOUTS; do
   if [ ! -f "$M/$L.bin" ]; then
     log "generating $L (random f16 weights) into $M"
@@ -56,11 +60,14 @@ done
 # ---------------------------------------------------------------- measure
 OUTF="$B/results-$(date +%Y%m%d-%H%M%S).jsonl"
 log "load before: $(uptime)"
-for T in $THREADS; do "$B/parlance_bench" --bandwidth --threads "$T" >>"$OUTF"; done
-for L in $LAYOUTS; do
-  for T in $THREADS; do
-    args=(--model "$M/$L.bin" --threads "$T" --reps "$REPS" --tokens "$TOKENS")
-    log "$L, $T thread(s)"
+for T in $ALL_THREADS; do "$B/parlance_bench" --bandwidth --threads "$T" >>"$OUTF"; done
+for p in $PLAN; do
+  IFS=: read -r L TS REPS WARMUP <<<"$p"
+  for T in ${TS//,/ }; do
+    args=(--model "$M/$L.bin" --threads "$T" --reps "$REPS" --warmup "${WARMUP:-1}" --tokens "$TOKENS")
+    up="$(uptime | sed 's/.*load average: //')"
+    log "$L, $T thread(s), $REPS reps (load average $up)"
+    echo "{\"tool\":\"load\",\"model\":\"$L\",\"threads\":$T,\"loadavg\":\"$up\",\"date\":\"$(date -Iseconds)\"}" >>"$OUTF"
     "$B/parlance_bench" "${args[@]}" >>"$OUTF" 2>>"$B/run.log"
     "$B/whisper_cpp_bench" "${args[@]}" --flash-attn 0 >>"$OUTF" 2>>"$B/run.log"
     "$B/whisper_cpp_bench" "${args[@]}" --flash-attn 1 >>"$OUTF" 2>>"$B/run.log"

@@ -19,7 +19,7 @@ def main(path):
     bw = {r["threads"]: r["read_gbs"] for r in rows if r["tool"] == "bandwidth"}
     runs = {}
     for r in rows:
-        if r["tool"] == "bandwidth":
+        if r["tool"] in ("bandwidth", "load"):
             continue
         name = r["model"].rsplit("/", 1)[-1].removesuffix(".bin")
         key = (name, r["threads"])
@@ -43,6 +43,9 @@ def main(path):
               f"{floor:.2f} | **{dec / floor:.2f}** | {p['peak_rss_mib']:.0f} / {w['peak_rss_mib']:.0f} / "
               f"{wf['peak_rss_mib']:.0f} |")
     print()
+    for r in rows:
+        if r["tool"] == "load":
+            print(f"- {r['date']}: {r['model']}, {r['threads']} thread(s), load average before: {r['loadavg']}")
     for t, g in sorted(bw.items()):
         print(f"- streaming-read bandwidth, {t} thread(s): {g:.1f} GB/s")
     for (name, t), d in runs.items():

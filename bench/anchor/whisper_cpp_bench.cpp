@@ -27,14 +27,15 @@ int main(int argc, char** argv) {
         if (whisper_pcm_to_mel(ctx, pcm.data(), static_cast<int>(pcm.size()), a.threads) != 0) return 1;
         mel_ms.push_back(bench::now_ms() - t0);
     }
-    for (int r = 0; r <= a.reps; ++r) {  // the first run warms up
+    for (int r = 0; r < a.warmup + a.reps; ++r) {  // warm-up runs first
         t0 = bench::now_ms();
         if (whisper_encode(ctx, 0, a.threads) != 0) return 1;
-        if (r > 0) enc_ms.push_back(bench::now_ms() - t0);
+        if (r >= a.warmup) enc_ms.push_back(bench::now_ms() - t0);
     }
     const std::vector<int> toks = bench::decode_tokens(a.tokens);
     const whisper_token sot = whisper_token_sot(ctx);
-    for (int r = 0; r <= a.reps; ++r) {
+    const int dw = std::max(1, a.warmup);  // decoding always warms up once (cheap)
+    for (int r = 0; r < dw + a.reps; ++r) {
         t0 = bench::now_ms();
         if (whisper_decode(ctx, &sot, 1, 0, a.threads) != 0) return 1;
         const double p = bench::now_ms() - t0;
