@@ -91,7 +91,7 @@ void run(TranscribeArgs& a) {
         Transcript t = whisper::transcribe(*model, runner, pcm, o);
         if (tty) std::fprintf(stderr, "\n");
         if (a.files.size() > 1 && format == ResponseFormat::Text) std::fprintf(out, "== %s\n", file.c_str());
-        std::string rendered = render_transcript(t, format, true, false);
+        std::string rendered = render_transcript(t, format, true, a.options.word_timestamps);
         std::fwrite(rendered.data(), 1, rendered.size(), out);
     }
     if (out != stdout) std::fclose(out);
@@ -113,6 +113,8 @@ void register_transcribe(CLI::App& app, GlobalOptions&) {
                     "Fixed sampling temperature (default: 0 with fallback 0.2..1.0)");
     cmd->add_option("--prompt", a->options.initial_prompt, "Initial prompt (vocabulary, style)");
     cmd->add_flag("--no-timestamps", a->no_timestamps, "Do not predict timestamps (text and json only)");
+    cmd->add_flag("--word-timestamps", a->options.word_timestamps,
+                  "Time each word by cross-attention alignment (verbose_json gets a words array)");
     cmd->add_option("--max-new-tokens", a->options.max_new_tokens, "Tokens per 30 s window")->default_val(224);
     cmd->add_option("-t,--threads", a->threads, "CPU threads (0 = all, up to 8)");
     cmd->add_option("--device", a->device, "cpu|cuda|metal")->default_val("cpu");

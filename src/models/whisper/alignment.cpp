@@ -37,7 +37,18 @@ constexpr std::string_view kAsciiPunctuation = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|
 constexpr std::string_view kPrepended = "\"'\u201c\u00bf([{-";
 constexpr std::string_view kAppended = "\"'.\u3002,\uff0c!\uff01?\uff1f:\uff1a\u201d)]}\u3001";
 
-bool is_complete_utf8(const std::string& s) { return utf8::valid_prefix(s) == s.size(); }
+// True while more tokens could still complete the text's last character: it ends inside a
+// well-formed prefix of a code point. Ill-formed bytes never heal, so they do not hold a group open
+// (OpenAI keeps a U+FFFD that the full decoding has too).
+bool ends_mid_character(const std::string& s) {
+    size_t pos = 0;
+    while (pos < s.size()) {
+        utf8::Scan sc = utf8::scan(s, pos);
+        if (sc.status == utf8::Scan::Status::Incomplete) return true;
+        pos += sc.length;
+    }
+    return false;
+}
 
 }  // namespace
 
@@ -201,7 +212,7 @@ std::vector<WordTokens> split_words(std::span<const int> tokens,
         current.push_back(tokens[i]);
         current_idx.push_back(i);
         std::string text = decode(current);
-        if (is_complete_utf8(text) || i + 1 == tokens.size()) {
+        if (!ends_mid_character(text) || i + 1 == tokens.size()) {
             pieces.push_back({std::move(text), current_idx});
             current.clear();
             current_idx.clear();

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "decoding/repetition.h"
+#include "models/whisper/alignment.h"
 #include "models/whisper/timestamp_rules.h"
 
 namespace parlance::whisper {
@@ -22,6 +23,44 @@ std::string text_of(const WhisperModel& m, std::span<const int> tokens) {
     for (int t : tokens)
         if (t < m.tokens.eot) text.push_back(t);
     return m.tokenizer->decode(text);
+}
+
+// Token timestamps and probabilities of one window's tokens (see TranscribeOptions::word_timestamps).
+struct WindowAlignment {
+    std::vector<float> timestamps;   // per position of prompt + tokens + <|endoftext|>, seconds in the window
+    std::vector<float> token_probs;  // per token of `tokens`: its probability among text tokens
+};
+
+WindowAlignment align_window(const WhisperModel& model, WhisperRunner& runner, const CrossKv& cross, int slot,
+                             const std::vector<int>& prompt, const std::vector<int>& tokens, int content_frames) {
+    const SpecialTokens& t = model.tokens;
+    const WhisperConfig& c = model.config;
+    std::vector<int> seq = prompt;
+    seq.insert(seq.end(), tokens.begin(), tokens.end());
+    seq.push_back(t.eot);
+    const std::vector<std::pair<int, int>> heads = alignment_heads_or_default(t, c);
+    std::vector<std::vector<float>> logits;
+    std::span<const int> rows(seq.data(), seq.size() - 1);  // the last token is never an input
+    std::vector<std::vector<float>> weights = runner.cross_attention(cross, slot, rows, heads, &logits);
+    AlignmentOptions ao;
+    ao.num_frames = content_frames;
+    WindowAlignment out;
+    out.timestamps = token_timestamps(weights, static_cast<int>(rows.size()), c.max_source_positions,
+                                      static_cast<int>(prompt.size()), ao);
+    // OpenAI's word probability: softmax over the text tokens of the logits that predicted it.
+    for (size_t k = 0; k < tokens.size(); ++k) {
+        const std::vector<float>& l = logits[prompt.size() + k - 1];
+        if (tokens[k] >= t.eot) {
+            out.token_probs.push_back(0.0f);
+            continue;
+        }
+        float m = kNegInf;
+        for (int v = 0; v < t.eot; ++v) m = std::max(m, l[v]);
+        double z = 0.0;
+        for (int v = 0; v < t.eot; ++v) z += std::exp(double(l[v]) - m);
+        out.token_probs.push_back(static_cast<float>(std::exp(double(l[tokens[k]]) - m) / z));
+    }
+    return out;
 }
 
 }  // namespace
@@ -128,6 +167,10 @@ Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::spa
 
     CrossKv cross(c, runner.backend());
     WhisperStepModel steps(runner);
+    auto decode_fn = [&](std::span<const int> ids) {
+        std::vector<int32_t> v(ids.begin(), ids.end());
+        return model.tokenizer->decode(v);
+    };
     std::vector<int> slots;
     for (int i = 0; i < 2 * o.beam_size; ++i) {
         slots.push_back(i);
@@ -216,9 +259,18 @@ Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::spa
 
         std::vector<int> tokens = best.tokens;
         if (!tokens.empty() && tokens.back() == t.eot) tokens.pop_back();
-        if (o.repetition_cut > 0) tokens.resize(repetition_cut(tokens, o.repetition_cut));
+        if (o.repetition_cut > 0) {
+            // Look for a loop in the text before any closing timestamps.
+            size_t text_end = tokens.size();
+            while (text_end > 0 && tokens[text_end - 1] >= t.timestamp_begin) --text_end;
+            size_t keep = repetition_cut(std::span<const int>(tokens.data(), text_end), o.repetition_cut);
+            if (keep < text_end) tokens.resize(keep);
+        }
         auto is_ts = [&](int tok) { return tok >= t.timestamp_begin; };
-        auto add_segment = [&](double start, double end, std::vector<int> seg_tokens) {
+        WindowAlignment align;
+        if (o.word_timestamps)
+            align = align_window(model, runner, cross, slots[0], prompt, tokens, static_cast<int>(segment_frames));
+        auto add_segment = [&](double start, double end, std::vector<int> seg_tokens, size_t first) {
             Segment s;
             s.id = static_cast<int>(result.segments.size());
             s.seek = static_cast<int>(seek);
@@ -231,6 +283,15 @@ Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::spa
             s.avg_logprob = static_cast<float>(best.avg_logprob());
             s.compression_ratio = ratio;
             s.no_speech_prob = no_speech_prob;
+            if (o.word_timestamps) {
+                std::span<const float> probs(align.token_probs);
+                s.words = timed_words(s.tokens, prompt.size() + first, align.timestamps, time_offset, t.eot,
+                                      decode_fn, result.language, probs.subspan(first, s.tokens.size()));
+                for (Word& w : s.words) {
+                    w.start = std::min(w.start, result.duration);
+                    w.end = std::min(w.end, result.duration);
+                }
+            }
             if (!s.text.empty()) result.segments.push_back(std::move(s));
         };
         const size_t n = tokens.size();
@@ -245,7 +306,7 @@ Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::spa
                 std::vector<int> seg(tokens.begin() + last, tokens.begin() + cut);
                 double start = time_offset + (seg.front() - t.timestamp_begin) * kSecondsPerTimestamp;
                 double end = time_offset + (seg.back() - t.timestamp_begin) * kSecondsPerTimestamp;
-                add_segment(start, end, seg);
+                add_segment(start, end, seg, last);
                 last = cut;
             }
             if (single_timestamp_ending) {
@@ -259,7 +320,7 @@ Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::spa
             for (int tok : tokens)
                 if (is_ts(tok)) last_ts = tok;
             if (last_ts > t.timestamp_begin) duration = (last_ts - t.timestamp_begin) * kSecondsPerTimestamp;
-            add_segment(time_offset, time_offset + duration, tokens);
+            add_segment(time_offset, time_offset + duration, tokens, 0);
             seek += segment_frames;
         }
         // Remember the context for the next window; a hot temperature means an unreliable one.

@@ -34,6 +34,12 @@ struct TranscribeOptions {
     bool suppress_blank = true;      // no space or eot as the first token
     int repetition_cut = 4;          // cut a window's output looping >= N times (0 = keep all)
     uint64_t seed = 0;
+    // Fill Segment::words: after each window, one alignment pass over its prompt + tokens gives
+    // token timestamps by cross-attention DTW (alignment.h; transformers' algorithm, with the
+    // weights cropped to the window's real audio as OpenAI does) and per-token probabilities; the
+    // tokens are grouped into words as OpenAI whisper does. Models without alignment_heads use all
+    // heads of the upper half of the decoder layers (alignment_heads_or_default).
+    bool word_timestamps = false;
     // Called after each window with (seconds done, seconds total).
     std::function<void(double, double)> progress;
 };
