@@ -70,7 +70,8 @@ for d in /usr/lib/*/cmake/ggml /usr/lib/cmake/ggml /usr/local/lib/cmake/ggml /us
 done
 if [ -z "$GGML_PREFIX" ]; then
   variant="cpu"; [ "$WITH_CUDA" = 1 ] && variant="cuda"
-  GGML_PREFIX="$CACHE/ggml-0.23.0-$variant"
+  # The suffix names the build flavour: bump it when the flags below change.
+  GGML_PREFIX="$CACHE/ggml-0.23.0-$variant-b2"
   if [ ! -f "$GGML_PREFIX/.parlance-ok" ]; then
     log "building ggml ($variant) into $GGML_PREFIX (about a minute for cpu on 2 cores)"
     extra=(-DGGML_BLAS=ON -DGGML_BLAS_VENDOR=OpenBLAS)
@@ -80,10 +81,11 @@ if [ -z "$GGML_PREFIX" ]; then
       targets+=(ggml-cuda)
       export PATH="/usr/local/cuda/bin:$PATH"
     fi
-    bdir="$CACHE/ggml-build-$variant"
+    bdir="$CACHE/ggml-build-$variant-b2"
     rm -rf "$bdir"
     cmake -S "$SRC" -B "$bdir" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
       -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DGGML_NATIVE="${GGML_NATIVE:-ON}" -DGGML_OPENMP=ON \
+      -DGGML_LLAMAFILE=OFF \
       -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
       -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_COMMON=OFF \
       -DCMAKE_INSTALL_PREFIX="$GGML_PREFIX" "${extra[@]}" >"$bdir.configure.log" 2>&1 \

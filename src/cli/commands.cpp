@@ -4,6 +4,7 @@
 namespace parlance::cli {
 
 void register_commands(CLI::App& app, GlobalOptions& globals) {
+    register_serve(app, globals);
     register_transcribe(app, globals);
     register_info(app, globals);
     register_parity(app, globals);

@@ -19,6 +19,7 @@ void register_commands(CLI::App& app, GlobalOptions& globals);
 void register_info(CLI::App& app, GlobalOptions& globals);
 void register_transcribe(CLI::App& app, GlobalOptions& globals);
 void register_parity(CLI::App& app, GlobalOptions& globals);
+void register_serve(CLI::App& app, GlobalOptions& globals);
 void register_convert(CLI::App& app, GlobalOptions& globals);
 
 }  // namespace parlance::cli

@@ -84,9 +84,18 @@ Backend::Backend(const BackendOptions& options) {
     sched_ = ggml_backend_sched_new(backends_.data(), nullptr, static_cast<int>(backends_.size()),
                                     kMaxGraphNodes, false, true);
     if (sched_ == nullptr) throw Error(ErrorKind::Internal, "ggml_backend_sched_new failed");
+    std::vector<ggml_backend_t> no_blas;
+    for (ggml_backend_t b : backends_)
+        if (std::string(ggml_backend_name(b)) != "BLAS") no_blas.push_back(b);
+    sched_invariant_ = no_blas.size() == backends_.size()
+                           ? sched_
+                           : ggml_backend_sched_new(no_blas.data(), nullptr, static_cast<int>(no_blas.size()),
+                                                    kMaxGraphNodes, false, true);
+    if (sched_invariant_ == nullptr) throw Error(ErrorKind::Internal, "ggml_backend_sched_new failed");
 }
 
 Backend::~Backend() {
+    if (sched_invariant_ && sched_invariant_ != sched_) ggml_backend_sched_free(sched_invariant_);
     if (sched_) ggml_backend_sched_free(sched_);
     for (ggml_backend_t b : backends_) ggml_backend_free(b);
 }
@@ -107,14 +116,15 @@ void Backend::set_threads(int threads) {
     }
 }
 
-void Backend::alloc_graph(ggml_cgraph* graph) {
-    ggml_backend_sched_reset(sched_);
-    if (!ggml_backend_sched_alloc_graph(sched_, graph))
+void Backend::alloc_graph(ggml_cgraph* graph, bool batch_invariant) {
+    current_ = batch_invariant ? sched_invariant_ : sched_;
+    ggml_backend_sched_reset(current_);
+    if (!ggml_backend_sched_alloc_graph(current_, graph))
         throw Error(ErrorKind::Internal, "could not allocate the compute graph");
 }
 
 void Backend::compute(ggml_cgraph* graph) {
-    if (ggml_backend_sched_graph_compute(sched_, graph) != GGML_STATUS_SUCCESS)
+    if (current_ == nullptr || ggml_backend_sched_graph_compute(current_, graph) != GGML_STATUS_SUCCESS)
         throw Error(ErrorKind::Internal, "graph computation failed");
 }
 

@@ -35,7 +35,10 @@ public:
 
     // Allocates the graph's intermediate tensors on the right backends. Call, then set the
     // input tensors' data, then compute(). Throws Error(Internal) if allocation fails.
-    void alloc_graph(ggml_cgraph* graph);
+    // batch_invariant: keep every product on the primary backend, so a row's result does not
+    // depend on how many rows share the graph (BLAS takes only products of >= 32 rows, and its
+    // summation order differs): decoder steps use it so batched requests equal solo ones.
+    void alloc_graph(ggml_cgraph* graph, bool batch_invariant = false);
     // Runs the graph allocated by alloc_graph; throws Error(Internal) on failure.
     void compute(ggml_cgraph* graph);
 
@@ -48,7 +51,9 @@ private:
     std::vector<ggml_backend_t> backends_;  // primary first, CPU last
     ggml_backend_t primary_ = nullptr;
     ggml_backend_t cpu_ = nullptr;
-    ggml_backend_sched_t sched_ = nullptr;
+    ggml_backend_sched_t sched_ = nullptr;           // all backends (BLAS first if present)
+    ggml_backend_sched_t sched_invariant_ = nullptr; // without BLAS; == sched_ when no BLAS
+    ggml_backend_sched_t current_ = nullptr;         // the one the last alloc_graph used
     std::string device_name_;
     std::string device_description_;
     int threads_ = 1;

@@ -12,6 +12,9 @@ const char* error_kind_name(ErrorKind kind) noexcept {
         case ErrorKind::NotFound: return "not_found";
         case ErrorKind::TooLarge: return "too_large";
         case ErrorKind::Io: return "io_error";
+        case ErrorKind::Overloaded: return "overloaded";
+        case ErrorKind::Cancelled: return "cancelled";
+        case ErrorKind::Timeout: return "timeout";
         case ErrorKind::Internal: return "internal_error";
     }
     return "unknown";

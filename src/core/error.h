@@ -15,6 +15,9 @@ enum class ErrorKind {
     NotFound,         // a file, tensor or model that does not exist -> 404
     TooLarge,         // over a configured limit (bytes, seconds, tokens) -> 413
     Io,               // the operating system said no (open, read, mmap)
+    Overloaded,       // a bounded queue is full -> 429 with Retry-After
+    Cancelled,        // the client went away or the server is shutting down
+    Timeout,          // a request ran past its time limit -> 504
     Internal,         // a bug: an invariant of ours broke
 };
 

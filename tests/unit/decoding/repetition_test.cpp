@@ -24,3 +24,10 @@ TEST(Repetition, ThreeRepeatsAreNotALoop) {
     std::vector<int> t{1, 7, 7, 7};
     EXPECT_EQ(repetition_cut(t), t.size());
 }
+
+TEST(Repetition, LongRunAfterOtherText) {
+    std::vector<int> t{25166, 10437, 10437, 10437, 35254, 35254, 35254, 35254, 35254, 35254, 9054, 22080, 22080};
+    for (int i = 0; i < 27; ++i) t.push_back(35254);
+    const size_t keep = repetition_cut(t);
+    EXPECT_EQ(keep, 14u);  // ... 22080 22080 35254
+}

@@ -1,0 +1,95 @@
+// `parlance serve --model PATH`: loads the model once, serves the OpenAI-compatible API until
+// SIGINT/SIGTERM, then drains in-flight requests and exits.
+#include <csignal>
+#include <cstdlib>
+
+#include "cli/commands.h"
+#include "core/backend.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/transcription_engine.h"
+#include "models/whisper/model.h"
+#include "server/http_server.h"
+
+namespace parlance::cli {
+namespace {
+
+struct ServeArgs {
+    std::string model;
+    server::ServerOptions server;
+    EngineOptions engine;
+    int threads = 0;
+    std::string quantize;
+    double max_upload_mb = 25;
+    int max_new_tokens = 224;
+};
+
+void run(ServeArgs& a, GlobalOptions& globals) {
+    Logger log(parse_log_level(globals.log_level));
+    if (a.model.empty())
+        throw Error(ErrorKind::InvalidArgument,
+                    "no model given: pass --model PATH (a Whisper HF snapshot directory or a whisper.cpp .bin file)");
+    if (a.server.api_key.empty())
+        if (const char* k = std::getenv("PARLANCE_API_KEY")) a.server.api_key = k;
+    a.server.max_upload_bytes = static_cast<size_t>(a.max_upload_mb * 1024 * 1024);
+    // Signals are taken by wait_for_signal; block them in every thread we start.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+    server::HttpServer http(a.server, log);
+    http.start();
+    log.info("listening on http://", a.server.host, ":", http.port(), " (loading ", a.model, ")");
+    BackendOptions bo;
+    bo.device = a.server.device;
+    bo.threads = a.threads;
+    Backend backend(bo);
+    whisper::WeightOptions wo;
+    wo.quantize = a.quantize;
+    auto model = whisper::WhisperModel::load(a.model, backend, wo);
+    a.engine.max_new_tokens = a.max_new_tokens;
+    TranscriptionEngine engine(*model, backend, a.engine, log);
+    std::string description = "whisper " + std::to_string(model->config.encoder_layers) + "+" +
+                              std::to_string(model->config.decoder_layers) + " layers, d_model " +
+                              std::to_string(model->config.d_model) +
+                              (model->tokens.multilingual ? ", multilingual" : ", English");
+    http.set_engine(&engine, description);
+    log.info("ready: ", description, " loaded in ", model->load_seconds, " s on ", backend.device_name(), ", ",
+             backend.threads(), " threads; model id '", a.server.model_id, "'");
+    http.wait_for_signal();
+    engine.shutdown(true);
+    log.info("stopped");
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app, GlobalOptions& globals) {
+    auto a = std::make_shared<ServeArgs>();
+    auto* cmd = app.add_subcommand("serve", "Serve the OpenAI-compatible API (transcriptions, translations)");
+    cmd->add_option("-m,--model", a->model, "Whisper model: HF snapshot directory or whisper.cpp .bin");
+    cmd->add_option("--host", a->server.host, "Address to listen on")->default_val("127.0.0.1");
+    cmd->add_option("--port", a->server.port, "Port (0 = any free port)")->default_val(8000);
+    cmd->add_option("--api-key", a->server.api_key, "Require 'Authorization: Bearer KEY' (or PARLANCE_API_KEY)");
+    cmd->add_option("--model-id", a->server.model_id, "The model name clients send (whisper-1 is also accepted)")
+        ->default_val("whisper");
+    cmd->add_option("--max-upload-mb", a->max_upload_mb, "Largest upload")->default_val(25);
+    cmd->add_option("--max-audio-seconds", a->server.max_audio_seconds, "Longest audio accepted")->default_val(10800);
+    cmd->add_option("--max-queue", a->engine.max_queue, "Requests waiting beyond the active ones (then 429)")
+        ->default_val(32);
+    cmd->add_option("--cache-slots", a->engine.cache_slots, "Decoder cache slots (2 per greedy request)")
+        ->default_val(16);
+    cmd->add_option("--max-new-tokens", a->max_new_tokens, "Decoded tokens per 30 s window (cap)")
+        ->default_val(224);
+    cmd->add_option("--encode-batch", a->engine.max_encode_batch, "30 s windows encoded in one graph")
+        ->default_val(4);
+    cmd->add_option("--timeout", a->engine.request_timeout_seconds, "Per-request time limit in seconds (0 = none)")
+        ->default_val(600);
+    cmd->add_option("-t,--threads", a->threads, "CPU threads for compute (0 = all, up to 8)");
+    cmd->add_option("--device", a->server.device, "cpu|cuda|metal")->default_val("cpu");
+    cmd->add_option("--quantize", a->quantize, "Quantize linear weights at load: f16|q8_0|q5_k|q4_k");
+    cmd->callback([a, &globals] { run(*a, globals); });
+}
+
+}  // namespace parlance::cli

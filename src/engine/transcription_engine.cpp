@@ -1,0 +1,226 @@
+// The transcription engine's step loop (see transcription_engine.h).
+#include "engine/transcription_engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace parlance {
+
+using Clock = std::chrono::steady_clock;
+
+struct TranscriptionEngine::Job {
+    TranscriptionRequest request;
+    std::promise<Transcript> promise;
+    std::unique_ptr<whisper::Session> session;
+    std::vector<int> slots;
+    Clock::time_point submitted = Clock::now();
+};
+
+TranscriptionEngine::TranscriptionEngine(const whisper::WhisperModel& model, Backend& backend,
+                                         const EngineOptions& options, Logger& logger)
+    : model_(model), backend_(backend), options_(options), log_(logger),
+      runner_(model.config, *model.weights, backend, std::max(2, options.cache_slots)),
+      steps_(runner_) {
+    for (int i = 0; i < runner_.kv().n_slots(); ++i) free_slots_.push_back(i);
+    stats_.free_slots = static_cast<int>(free_slots_.size());
+    thread_ = std::thread([this] { loop(); });
+}
+
+TranscriptionEngine::~TranscriptionEngine() { shutdown(false); }
+
+std::future<Transcript> TranscriptionEngine::submit(TranscriptionRequest request) {
+    const int need = 2 * std::max(1, request.options.beam_size);
+    if (need > runner_.kv().n_slots())
+        throw Error(ErrorKind::InvalidArgument,
+                    "beam_size " + std::to_string(request.options.beam_size) + " needs " +
+                        std::to_string(need) + " cache slots; this server has " +
+                        std::to_string(runner_.kv().n_slots()));
+    auto job = std::make_unique<Job>();
+    job->request = std::move(request);
+    job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, options_.max_new_tokens);
+    auto future = job->promise.get_future();
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stopping_) throw Error(ErrorKind::Cancelled, "the server is shutting down");
+        if (static_cast<int>(queue_.size()) >= options_.max_queue)
+            throw Error(ErrorKind::Overloaded, "the request queue is full (" +
+                                                   std::to_string(options_.max_queue) + " waiting)");
+        queue_.push_back(std::move(job));
+        stats_.queued = static_cast<int>(queue_.size());
+    }
+    wake_.notify_one();
+    return future;
+}
+
+EngineStats TranscriptionEngine::stats() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+}
+
+void TranscriptionEngine::shutdown(bool drain) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!thread_.joinable()) return;
+        stopping_ = true;
+        draining_ = drain;
+    }
+    wake_.notify_all();
+    thread_.join();
+}
+
+void TranscriptionEngine::finish(Job& job, std::exception_ptr error) {
+    if (error) {
+        job.promise.set_exception(error);
+    } else {
+        job.promise.set_value(std::move(job.session->transcript()));
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int s : job.slots) free_slots_.push_back(s);
+    job.slots.clear();
+    stats_.free_slots = static_cast<int>(free_slots_.size());
+}
+
+// Moves queued jobs into the active set while their cache slots are free (FIFO: a large beam
+// request at the head waits rather than being overtaken forever).
+void TranscriptionEngine::admit_locked() {
+    while (!queue_.empty()) {
+        Job& head = *queue_.front();
+        const size_t need = 2 * std::max(1, head.request.options.beam_size);
+        if (free_slots_.size() < need) break;
+        std::unique_ptr<Job> job = std::move(queue_.front());
+        queue_.pop_front();
+        job->slots.assign(free_slots_.end() - need, free_slots_.end());
+        free_slots_.resize(free_slots_.size() - need);
+        active_.push_back(std::move(job));
+    }
+    stats_.queued = static_cast<int>(queue_.size());
+    stats_.active = static_cast<int>(active_.size());
+    stats_.free_slots = static_cast<int>(free_slots_.size());
+}
+
+void TranscriptionEngine::loop() {
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lock(mutex_);
+            wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
+            if (stopping_ && !draining_) {
+                for (auto& j : queue_)
+                    j->promise.set_exception(std::make_exception_ptr(
+                        Error(ErrorKind::Cancelled, "the server is shutting down")));
+                queue_.clear();
+                lock.unlock();
+                for (auto& j : active_)
+                    finish(*j, std::make_exception_ptr(Error(ErrorKind::Cancelled, "the server is shutting down")));
+                active_.clear();
+                return;
+            }
+            if (stopping_ && queue_.empty() && active_.empty()) return;
+            size_t before = active_.size();
+            admit_locked();
+            // Sessions are created outside the lock below; mark new ones.
+            for (size_t i = before; i < active_.size(); ++i) active_[i]->session.reset();
+        }
+        // Create sessions for newly admitted jobs (validation errors fail only that request).
+        for (auto& j : active_) {
+            if (j->session || j->slots.empty()) continue;
+            try {
+                j->session = std::make_unique<whisper::Session>(model_, backend_, std::move(j->request.pcm),
+                                                                j->request.options, j->slots);
+                j->session->on_segment = j->request.on_segment;
+                for (int s : j->slots) steps_.bind(s, j->session->cross());
+            } catch (...) {
+                finish(*j, std::current_exception());
+                std::lock_guard<std::mutex> lock(mutex_);
+                stats_.failed++;
+            }
+        }
+        auto t0 = Clock::now();
+        try {
+            step_once();
+        } catch (...) {
+            // A failure of the shared step (device error): fail every active request.
+            auto error = std::current_exception();
+            for (auto& j : active_)
+                if (!j->slots.empty()) finish(*j, error);
+        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        active_.erase(std::remove_if(active_.begin(), active_.end(),
+                                     [](const std::unique_ptr<Job>& j) { return j->slots.empty(); }),
+                      active_.end());
+        stats_.active = static_cast<int>(active_.size());
+    }
+}
+
+void TranscriptionEngine::step_once() {
+    // Cancellations and time limits land between steps.
+    const auto now = Clock::now();
+    for (auto& j : active_) {
+        if (j->slots.empty() || !j->session) continue;
+        bool timed_out = options_.request_timeout_seconds > 0 &&
+                         std::chrono::duration<double>(now - j->submitted).count() > options_.request_timeout_seconds;
+        if (j->request.cancelled->load() || timed_out) {
+            finish(*j, std::make_exception_ptr(timed_out ? Error(ErrorKind::Timeout, "the request ran past its time limit")
+                                                         : Error(ErrorKind::Cancelled, "the client went away")));
+            std::lock_guard<std::mutex> lock(mutex_);
+            stats_.cancelled++;
+        }
+    }
+    // Encode every window that needs it, a few per graph.
+    std::vector<Job*> pending;
+    for (auto& j : active_)
+        if (!j->slots.empty() && j->session && j->session->phase() == whisper::Session::Phase::NeedEncode)
+            pending.push_back(j.get());
+    for (size_t i = 0; i < pending.size(); i += options_.max_encode_batch) {
+        size_t n = std::min<size_t>(options_.max_encode_batch, pending.size() - i);
+        std::vector<std::vector<float>> mels;
+        std::vector<whisper::CrossKv*> crosses;
+        for (size_t k = 0; k < n; ++k) {
+            mels.push_back(pending[i + k]->session->window_mel());
+            crosses.push_back(pending[i + k]->session->cross());
+        }
+        runner_.encode(mels, crosses);
+        for (size_t k = 0; k < n; ++k) pending[i + k]->session->encoded();
+    }
+    // One decoder step over all live hypotheses of all requests.
+    std::vector<StepInput> batch;
+    std::vector<std::pair<Job*, size_t>> owners;
+    for (auto& j : active_) {
+        if (j->slots.empty() || !j->session || j->session->phase() != whisper::Session::Phase::Decoding) continue;
+        auto in = j->session->inputs();
+        owners.emplace_back(j.get(), in.size());
+        for (auto& x : in) batch.push_back(std::move(x));
+    }
+    if (!batch.empty()) {
+        auto logits = steps_.step(batch);
+        size_t off = 0;
+        uint64_t produced = 0;
+        for (auto& [job, n] : owners) {
+            try {
+                job->session->consume(std::span<std::vector<float>>(logits.data() + off, n), steps_);
+            } catch (...) {
+                finish(*job, std::current_exception());
+                std::lock_guard<std::mutex> lock(mutex_);
+                stats_.failed++;
+            }
+            off += n;
+            produced += n;
+        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        stats_.decoder_steps++;
+        stats_.decode_tokens += produced;
+    }
+    for (auto& j : active_) {
+        if (!j->slots.empty() && j->session && j->session->phase() == whisper::Session::Phase::Done) {
+            double seconds = j->session->transcript().duration;
+            finish(*j, nullptr);
+            std::lock_guard<std::mutex> lock(mutex_);
+            stats_.completed++;
+            stats_.audio_seconds += seconds;
+        }
+    }
+}
+
+}  // namespace parlance

@@ -1,0 +1,236 @@
+// Resumable Whisper transcription (see session.h).
+#include "models/whisper/session.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "decoding/repetition.h"
+
+namespace parlance::whisper {
+namespace {
+
+constexpr double kSecondsPerFrame = 0.01;      // mel hop 160 / 16 kHz
+constexpr double kSecondsPerTimestamp = 0.02;  // timestamp token resolution
+constexpr int kFramesPerTimestamp = 2;         // encoder stride
+
+std::string text_of(const WhisperModel& m, std::span<const int> tokens) {
+    std::vector<int32_t> text;
+    for (int t : tokens)
+        if (t < m.tokens.eot) text.push_back(t);
+    return m.tokenizer->decode(text);
+}
+
+}  // namespace
+
+Session::Session(const WhisperModel& model, Backend& backend, std::vector<float> pcm,
+                 const TranscribeOptions& o, std::vector<int> slots)
+    : model_(model), pcm_(std::move(pcm)), o_(o), slots_(std::move(slots)) {
+    const SpecialTokens& t = model.tokens;
+    if (o_.task != "transcribe" && o_.task != "translate")
+        throw Error(ErrorKind::InvalidArgument, "task must be transcribe or translate, not '" + o_.task + "'");
+    if (o_.task == "translate" && !t.multilingual)
+        throw Error(ErrorKind::InvalidArgument, "this English-only model cannot translate");
+    if (o_.beam_size < 1 || 2 * o_.beam_size > static_cast<int>(slots_.size()))
+        throw Error(ErrorKind::InvalidArgument, "beam_size must be between 1 and " +
+                                                    std::to_string(slots_.size() / 2));
+    if (o_.temperatures.empty()) o_.temperatures = {0.0f};
+    if (pcm_.empty()) throw Error(ErrorKind::InvalidAudio, "the audio is empty");
+    result_.task = o_.task;
+    result_.duration = static_cast<double>(pcm_.size()) / 16000.0;
+    total_frames_ = static_cast<int64_t>(pcm_.size()) / 160;
+    if (total_frames_ == 0) throw Error(ErrorKind::InvalidAudio, "the audio is shorter than 10 ms");
+    if (t.multilingual) {
+        if (!o_.language.empty()) {
+            language_token_ = t.language_token(o_.language);
+            result_.language = o_.language;
+        }
+    } else {
+        if (!o_.language.empty() && o_.language != "en")
+            throw Error(ErrorKind::InvalidArgument,
+                        "this English-only model cannot transcribe language '" + o_.language + "'");
+        result_.language = "en";
+    }
+    if (!o_.initial_prompt.empty()) {
+        auto ids = model.tokenizer->encode(" " + o_.initial_prompt);
+        previous_.assign(ids.begin(), ids.end());
+    }
+    cross_ = std::make_unique<CrossKv>(model.config, backend);
+}
+
+double Session::seconds_done() const {
+    return std::min<double>(seek_, total_frames_) * kSecondsPerFrame;
+}
+
+std::vector<float> Session::window_mel() const {
+    const int64_t frames = std::min<int64_t>(model_.config.n_mel_frames(), total_frames_ - seek_);
+    std::span<const float> chunk(pcm_.data() + seek_ * 160, static_cast<size_t>(frames * 160));
+    return whisper::window_mel(model_, chunk);
+}
+
+void Session::encoded() {
+    const SpecialTokens& t = model_.tokens;
+    segment_frames_ = std::min<int64_t>(model_.config.n_mel_frames(), total_frames_ - seek_);
+    // The prefix up to <|startoftranscript|> runs first: its last logits give the no-speech
+    // probability and the language.
+    prefix_.clear();
+    const int max_context = model_.config.max_target_positions / 2 - 1;
+    if (!previous_.empty() && (o_.condition_on_previous_text || seek_ == 0)) {
+        prefix_.push_back(t.startofprev);
+        size_t n = std::min<size_t>(previous_.size(), max_context);
+        prefix_.insert(prefix_.end(), previous_.end() - n, previous_.end());
+    }
+    prefix_.push_back(t.sot);
+    prefix_pending_ = true;
+    phase_ = Phase::Decoding;
+}
+
+std::vector<StepInput> Session::inputs() {
+    if (phase_ != Phase::Decoding) return {};
+    if (prefix_pending_) return {StepInput{slots_[0], prefix_, 0}};
+    return search_->inputs();
+}
+
+void Session::consume(std::span<std::vector<float>> logits, StepModel& steps) {
+    const SpecialTokens& t = model_.tokens;
+    if (prefix_pending_) {
+        prefix_pending_ = false;
+        std::vector<float> lp = logits[0];
+        log_softmax(lp);
+        no_speech_prob_ = t.nospeech >= 0 ? std::exp(lp[t.nospeech]) : 0.0f;
+        if (t.multilingual && language_token_ < 0) {
+            result_.language_probs = language_probabilities(logits[0], t);
+            auto best = std::max_element(result_.language_probs.begin(), result_.language_probs.end(),
+                                         [](const auto& a, const auto& b) { return a.second < b.second; });
+            result_.language = best->first;
+            language_token_ = t.language_token(best->first);
+        }
+        prompt_ = prefix_;
+        if (t.multilingual) {
+            prompt_.push_back(language_token_);
+            prompt_.push_back(o_.task == "translate" ? t.translate : t.transcribe);
+        }
+        if (!o_.timestamps) prompt_.push_back(t.notimestamps);
+        attempt_ = 0;
+        start_attempt();
+        return;
+    }
+    search_->consume(logits, steps);
+    if (search_->done()) finish_attempt();
+}
+
+void Session::start_attempt() {
+    SearchOptions so;
+    so.max_new_tokens = std::min(o_.max_new_tokens,
+                                 model_.config.max_target_positions - static_cast<int>(prompt_.size()));
+    so.eos = model_.tokens.eot;
+    so.temperature = o_.temperatures[attempt_];
+    so.num_beams = so.temperature > 0.0f ? 1 : o_.beam_size;
+    so.length_penalty = o_.length_penalty;
+    so.seed = o_.seed + attempt_;
+    so.processors = whisper_processors(model_, static_cast<int>(prompt_.size()), o_.timestamps, 0,
+                                       o_.suppress_blank);
+    // The search needs at least one uncached prompt token to get its first logits; when the
+    // prompt is the prefix itself (.en with timestamps), it re-runs the last one.
+    const int cached = static_cast<int>(std::min(prefix_.size(), prompt_.size() - 1));
+    search_ = make_search(prompt_, slots_, so, cached);
+}
+
+void Session::finish_attempt() {
+    SearchResult best = search_->result();
+    const float temperature = o_.temperatures[attempt_];
+    const float ratio = compression_ratio(text_of(model_, best.tokens));
+    const bool silent = no_speech_prob_ > o_.no_speech_threshold && best.avg_logprob() < o_.logprob_threshold;
+    const bool needs_fallback =
+        !silent && (ratio > o_.compression_ratio_threshold || best.avg_logprob() < o_.logprob_threshold);
+    if (needs_fallback && attempt_ + 1 < o_.temperatures.size()) {
+        ++attempt_;
+        start_attempt();
+        return;
+    }
+    search_.reset();
+    if (silent) {
+        advance_window(segment_frames_);  // the no-speech gate: nothing said in this window
+        return;
+    }
+    finish_window(best, temperature, ratio);
+}
+
+void Session::advance_window(int64_t frames) {
+    seek_ += frames;
+    if (o_.progress) o_.progress(seconds_done(), result_.duration);
+    if (seek_ < total_frames_) {
+        phase_ = Phase::NeedEncode;
+        return;
+    }
+    phase_ = Phase::Done;
+    result_.text.clear();
+    for (const Segment& s : result_.segments) result_.text += s.text;
+    size_t b = result_.text.find_first_not_of(' ');  // segments start with a space
+    result_.text = b == std::string::npos ? "" : result_.text.substr(b);
+}
+
+void Session::finish_window(const SearchResult& best, float temperature, float ratio) {
+    const SpecialTokens& t = model_.tokens;
+    const double time_offset = seek_ * kSecondsPerFrame;
+    std::vector<int> tokens = best.tokens;
+    if (!tokens.empty() && tokens.back() == t.eot) tokens.pop_back();
+    if (o_.repetition_cut > 0) {
+            // Look for a loop in the text before any closing timestamps.
+            size_t text_end = tokens.size();
+            while (text_end > 0 && tokens[text_end - 1] >= t.timestamp_begin) --text_end;
+            size_t keep = repetition_cut(std::span<const int>(tokens.data(), text_end), o_.repetition_cut);
+            if (keep < text_end) tokens.resize(keep);
+        }
+    auto is_ts = [&](int tok) { return tok >= t.timestamp_begin; };
+    auto add_segment = [&](double start, double end, std::vector<int> seg_tokens) {
+        Segment s;
+        s.id = static_cast<int>(result_.segments.size());
+        s.seek = static_cast<int>(seek_);
+        s.start = std::min(start, result_.duration);  // the last timestamp may lie in the padding
+        s.end = std::min(end, result_.duration);
+        s.text = text_of(model_, seg_tokens);
+        s.tokens = std::move(seg_tokens);
+        s.temperature = temperature;
+        s.avg_logprob = static_cast<float>(best.avg_logprob());
+        s.compression_ratio = ratio;
+        s.no_speech_prob = no_speech_prob_;
+        if (s.text.empty()) return;
+        result_.segments.push_back(std::move(s));
+        if (on_segment) on_segment(result_.segments.back());
+    };
+    const size_t n = tokens.size();
+    const bool single_timestamp_ending = n >= 2 && !is_ts(tokens[n - 2]) && is_ts(tokens[n - 1]);
+    std::vector<size_t> cuts;
+    for (size_t i = 1; i < n; ++i)
+        if (is_ts(tokens[i - 1]) && is_ts(tokens[i])) cuts.push_back(i);
+    int64_t advance = segment_frames_;
+    if (!cuts.empty()) {
+        if (single_timestamp_ending) cuts.push_back(n);
+        size_t last = 0;
+        for (size_t cut : cuts) {
+            std::vector<int> seg(tokens.begin() + last, tokens.begin() + cut);
+            add_segment(time_offset + (seg.front() - t.timestamp_begin) * kSecondsPerTimestamp,
+                        time_offset + (seg.back() - t.timestamp_begin) * kSecondsPerTimestamp, seg);
+            last = cut;
+        }
+        if (!single_timestamp_ending)
+            advance = static_cast<int64_t>(tokens[last - 1] - t.timestamp_begin) * kFramesPerTimestamp;
+    } else {
+        double duration = segment_frames_ * kSecondsPerFrame;
+        int last_ts = -1;
+        for (int tok : tokens)
+            if (is_ts(tok)) last_ts = tok;
+        if (last_ts > t.timestamp_begin) duration = (last_ts - t.timestamp_begin) * kSecondsPerTimestamp;
+        add_segment(time_offset, time_offset + duration, tokens);
+    }
+    // Context for the next window; a hot temperature means an unreliable one.
+    if (o_.condition_on_previous_text && temperature <= 0.5f)
+        previous_.insert(previous_.end(), tokens.begin(), tokens.end());
+    else
+        previous_.clear();
+    // A window that decoded nothing still moves on (never loop in place).
+    advance_window(std::max<int64_t>(advance, 1));
+}
+
+}  // namespace parlance::whisper

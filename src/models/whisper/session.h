@@ -1,0 +1,74 @@
+// One transcription request as a resumable state machine, so an engine thread can advance many
+// requests together: it encodes the windows that need it (batched), then runs one decoder step
+// over every request's live hypotheses, and hands each its logits. Same algorithm and results
+// as transcribe() (prompt, language detection, temperature fallback, no-speech gate, seek).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "decoding/search.h"
+#include "decoding/transcript.h"
+#include "models/whisper/model.h"
+#include "models/whisper/runner.h"
+#include "models/whisper/transcriber.h"
+
+namespace parlance::whisper {
+
+class Session {
+public:
+    // `slots`: 2 * beam_size cache slots reserved for this session. Validates the options
+    // (Error(InvalidArgument) naming the field).
+    Session(const WhisperModel& model, Backend& backend, std::vector<float> pcm16k,
+            const TranscribeOptions& options, std::vector<int> slots);
+
+    enum class Phase { NeedEncode, Decoding, Done };
+    Phase phase() const { return phase_; }
+
+    // NeedEncode: the log-mel of the current window and where to put its encoding.
+    std::vector<float> window_mel() const;
+    CrossKv* cross() { return cross_.get(); }
+    const std::vector<int>& slots() const { return slots_; }
+    // Call after the runner encoded window_mel() into cross().
+    void encoded();
+
+    // Decoding: inputs for the next step, then their logits.
+    std::vector<StepInput> inputs();
+    void consume(std::span<std::vector<float>> logits, StepModel& model);
+
+    // Called with each finished segment as soon as it is decided (streaming).
+    std::function<void(const Segment&)> on_segment;
+
+    // Done: the transcript.
+    Transcript& transcript() { return result_; }
+    double seconds_done() const;
+
+private:
+    void start_attempt();
+    void finish_attempt();
+    void finish_window(const SearchResult& best, float temperature, float ratio);
+    void advance_window(int64_t frames);
+
+    const WhisperModel& model_;
+    std::vector<float> pcm_;
+    TranscribeOptions o_;
+    std::vector<int> slots_;
+    std::unique_ptr<CrossKv> cross_;
+    Transcript result_;
+    Phase phase_ = Phase::NeedEncode;
+
+    int64_t total_frames_ = 0;
+    int64_t seek_ = 0;
+    int64_t segment_frames_ = 0;
+    int language_token_ = -1;
+    std::vector<int> previous_;
+    std::vector<int> prefix_, prompt_;
+    bool prefix_pending_ = false;
+    float no_speech_prob_ = 0.0f;
+    size_t attempt_ = 0;
+    std::unique_ptr<Search> search_;
+};
+
+}  // namespace parlance::whisper

@@ -1,0 +1,30 @@
+// Errors as the OpenAI API reports them: an HTTP status and the body
+// {"error":{"message","type","param","code"}}. Raised at the request boundary; internal
+// parlance::Error values are mapped here and nowhere else.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "core/error.h"
+
+namespace parlance::server {
+
+class ApiError : public std::runtime_error {
+public:
+    ApiError(int status, std::string message, std::string param = "", std::string code = "",
+             std::string type = "")
+        : std::runtime_error(message), status(status), param(std::move(param)), code(std::move(code)),
+          type(type.empty() ? default_type(status) : std::move(type)) {}
+    int status;
+    std::string param;
+    std::string code;
+    std::string type;
+
+    std::string body() const;  // the JSON error object
+    static std::string default_type(int status);
+    // Maps an internal error (invalid audio -> 400, too large -> 413, overloaded -> 429, ...).
+    static ApiError from(const Error& e, const std::string& param = "");
+};
+
+}  // namespace parlance::server

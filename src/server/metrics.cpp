@@ -1,0 +1,76 @@
+// Prometheus metrics (see metrics.h).
+#include "server/metrics.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <sstream>
+
+namespace parlance::server {
+namespace {
+const std::vector<double> kBuckets = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+}
+
+size_t resident_bytes() {
+    std::FILE* f = std::fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    unsigned long size = 0, resident = 0;
+    int n = std::fscanf(f, "%lu %lu", &size, &resident);
+    std::fclose(f);
+    return n == 2 ? resident * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+void Metrics::observe(const std::string& route, int status, double seconds, double audio_seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    requests_[{route, status}]++;
+    Histogram& h = latency_[route];
+    if (h.buckets.empty()) h.buckets.assign(kBuckets.size(), 0);
+    for (size_t i = 0; i < kBuckets.size(); ++i)
+        if (seconds <= kBuckets[i]) h.buckets[i]++;
+    h.sum += seconds;
+    h.count++;
+    if (audio_seconds > 0) {
+        audio_seconds_ += audio_seconds;
+        processing_seconds_ += seconds;
+    }
+}
+
+std::string Metrics::render(const EngineStats* e, double uptime) const {
+    std::ostringstream os;
+    std::lock_guard<std::mutex> lock(mutex_);
+    os << "# HELP parlance_requests_total HTTP requests by route and status.\n"
+          "# TYPE parlance_requests_total counter\n";
+    for (const auto& [key, n] : requests_)
+        os << "parlance_requests_total{route=\"" << key.first << "\",status=\"" << key.second << "\"} " << n << "\n";
+    os << "# HELP parlance_request_duration_seconds Request latency.\n"
+          "# TYPE parlance_request_duration_seconds histogram\n";
+    for (const auto& [route, h] : latency_) {
+        for (size_t i = 0; i < kBuckets.size(); ++i)
+            os << "parlance_request_duration_seconds_bucket{route=\"" << route << "\",le=\"" << kBuckets[i]
+               << "\"} " << h.buckets[i] << "\n";
+        os << "parlance_request_duration_seconds_bucket{route=\"" << route << "\",le=\"+Inf\"} " << h.count << "\n";
+        os << "parlance_request_duration_seconds_sum{route=\"" << route << "\"} " << h.sum << "\n";
+        os << "parlance_request_duration_seconds_count{route=\"" << route << "\"} " << h.count << "\n";
+    }
+    os << "# HELP parlance_audio_seconds_total Seconds of audio transcribed.\n"
+          "# TYPE parlance_audio_seconds_total counter\n"
+       << "parlance_audio_seconds_total " << audio_seconds_ << "\n";
+    os << "# HELP parlance_real_time_factor Processing time over audio time, all requests so far.\n"
+          "# TYPE parlance_real_time_factor gauge\n"
+       << "parlance_real_time_factor " << (audio_seconds_ > 0 ? processing_seconds_ / audio_seconds_ : 0.0) << "\n";
+    if (e) {
+        os << "# TYPE parlance_queue_depth gauge\nparlance_queue_depth " << e->queued << "\n";
+        os << "# TYPE parlance_active_requests gauge\nparlance_active_requests " << e->active << "\n";
+        os << "# TYPE parlance_free_cache_slots gauge\nparlance_free_cache_slots " << e->free_slots << "\n";
+        os << "# TYPE parlance_decode_tokens_total counter\nparlance_decode_tokens_total " << e->decode_tokens << "\n";
+        os << "# TYPE parlance_decoder_steps_total counter\nparlance_decoder_steps_total " << e->decoder_steps << "\n";
+        os << "# TYPE parlance_requests_cancelled_total counter\nparlance_requests_cancelled_total " << e->cancelled << "\n";
+        os << "# TYPE parlance_decode_tokens_per_second gauge\nparlance_decode_tokens_per_second "
+           << (e->busy_seconds > 0 ? e->decode_tokens / e->busy_seconds : 0.0) << "\n";
+    }
+    os << "# TYPE parlance_resident_memory_bytes gauge\nparlance_resident_memory_bytes " << resident_bytes() << "\n";
+    os << "# TYPE parlance_uptime_seconds gauge\nparlance_uptime_seconds " << uptime << "\n";
+    return os.str();
+}
+
+}  // namespace parlance::server

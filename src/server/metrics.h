@@ -1,0 +1,37 @@
+// Prometheus metrics of the server: request counts by route and status, latency histograms,
+// audio seconds, and gauges read from the engine and the process at scrape time. Thread-safe.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/transcription_engine.h"
+
+namespace parlance::server {
+
+class Metrics {
+public:
+    void observe(const std::string& route, int status, double seconds, double audio_seconds);
+    // The text exposition format (version 0.0.4).
+    std::string render(const EngineStats* engine, double uptime_seconds) const;
+
+private:
+    struct Histogram {
+        std::vector<uint64_t> buckets;  // cumulative at render time
+        double sum = 0.0;
+        uint64_t count = 0;
+    };
+    mutable std::mutex mutex_;
+    std::map<std::pair<std::string, int>, uint64_t> requests_;
+    std::map<std::string, Histogram> latency_;
+    double audio_seconds_ = 0.0;
+    double processing_seconds_ = 0.0;
+};
+
+// Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown.
+size_t resident_bytes();
+
+}  // namespace parlance::server

@@ -1,0 +1,263 @@
+// Black-box tests of `parlance serve`: a real server process on a loopback port with a fixture
+// model, driven with curl. Success paths for every format and both endpoints, SSE, models,
+// health, status, metrics; every invalid input's status and OpenAI error body; overload (429),
+// cancel on disconnect, and batching equivalence (concurrent == one at a time, byte for byte).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <regex>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace {
+
+using namespace parlance::testing;
+using nlohmann::json;
+
+std::string fixture(const std::string& rel) { return (fixtures_dir() / rel).string(); }
+
+// Starts `parlance serve` on a free port and stops it (SIGTERM) on destruction.
+class Server {
+public:
+    explicit Server(const std::string& extra_args = "", const std::string& model = "whisper/tiny-multi/model") {
+        log_ = dir_ / "serve.log";
+        pid_ = fork();
+        if (pid_ == 0) {
+            std::string cmd = "exec " + parlance_binary().string() + " serve --port 0 --threads 2 --max-new-tokens 24 --model " +
+                              fixture(model) + " " + extra_args + " > " + log_.string() + " 2>&1";
+            execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+            _exit(127);
+        }
+        for (int i = 0; i < 300 && port_ == 0; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            std::smatch m;
+            std::string log = read_log();
+            static const std::regex re("listening on http://127.0.0.1:(\\d+)");
+            if (std::regex_search(log, m, re)) port_ = std::stoi(m[1]);
+        }
+        for (int i = 0; i < 300; ++i) {  // ready when /health says ok
+            if (curl("-s " + url("/health")).find("\"ok\"") != std::string::npos) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+    }
+    ~Server() {
+        if (pid_ > 0) {
+            kill(pid_, SIGTERM);
+            int status = 0;
+            waitpid(pid_, &status, 0);
+        }
+    }
+    int stop() {  // SIGTERM, returns the exit status
+        kill(pid_, SIGTERM);
+        int status = 0;
+        waitpid(pid_, &status, 0);
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+    int port() const { return port_; }
+    std::string read_log() const {
+        std::ifstream in(log_);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    }
+    static std::string curl(const std::string& args, int* rc = nullptr) {
+        std::string out;
+        int r = run_command("curl " + args, &out);
+        if (rc) *rc = r;
+        return out;
+    }
+    // POST a form; returns "STATUS\nBODY" split.
+    std::pair<int, std::string> post(const std::string& path, const std::string& form_args,
+                                     const std::string& headers = "") const {
+        std::string out = curl("-s -o - -w '\\n%{http_code}' " + headers + " " + form_args + " " + url(path));
+        size_t nl = out.rfind('\n');
+        return {std::stoi(out.substr(nl + 1)), out.substr(0, nl)};
+    }
+
+private:
+    TempDir dir_;
+    std::filesystem::path log_;
+    pid_t pid_ = -1;
+    int port_ = 0;
+};
+
+const std::string kJfk = "-F file=@" + fixture("audio/jfk.wav");
+const std::string kFast = " -F temperature=0 -F model=whisper";
+
+void expect_error(const std::pair<int, std::string>& r, int status, const std::string& param) {
+    EXPECT_EQ(r.first, status) << r.second;
+    json j = json::parse(r.second, nullptr, false);
+    ASSERT_TRUE(j.is_object() && j.contains("error")) << r.second;
+    EXPECT_TRUE(j["error"]["message"].is_string());
+    EXPECT_TRUE(j["error"]["type"].is_string());
+    if (!param.empty()) EXPECT_EQ(j["error"]["param"], param) << r.second;
+}
+
+TEST(Serve, HealthModelsStatusMetricsAndPage) {
+    Server s;
+    ASSERT_GT(s.port(), 0) << s.read_log();
+    EXPECT_NE(Server::curl("-s " + s.url("/health")).find("ok"), std::string::npos);
+    json models = json::parse(Server::curl("-s " + s.url("/v1/models")));
+    EXPECT_EQ(models["object"], "list");
+    EXPECT_EQ(models["data"][0]["id"], "whisper");
+    EXPECT_EQ(json::parse(Server::curl("-s " + s.url("/v1/models/whisper")))["id"], "whisper");
+    json status = json::parse(Server::curl("-s " + s.url("/v1/status")));
+    EXPECT_EQ(status["ready"], true);
+    EXPECT_TRUE(status.contains("queue") && status.contains("active_requests") && status.contains("resident_memory_bytes"));
+    EXPECT_NE(Server::curl("-s " + s.url("/")).find("<form"), std::string::npos);
+    s.post("/v1/audio/transcriptions", kJfk + kFast);
+    std::string metrics = Server::curl("-s " + s.url("/metrics"));
+    for (const char* name : {"parlance_requests_total{route=\"/v1/audio/transcriptions\",status=\"200\"} 1",
+                             "parlance_request_duration_seconds_bucket", "parlance_audio_seconds_total 11",
+                             "parlance_queue_depth", "parlance_active_requests", "parlance_decode_tokens_total",
+                             "parlance_resident_memory_bytes", "parlance_real_time_factor"})
+        EXPECT_NE(metrics.find(name), std::string::npos) << name;
+}
+
+TEST(Serve, EveryResponseFormatOnBothEndpoints) {
+    Server s;
+    for (const char* route : {"/v1/audio/transcriptions", "/v1/audio/translations"}) {
+        auto r = s.post(route, kJfk + kFast + " -F response_format=json");
+        ASSERT_EQ(r.first, 200) << r.second;
+        EXPECT_TRUE(json::parse(r.second)["text"].is_string());
+        r = s.post(route, kJfk + kFast + " -F response_format=text");
+        ASSERT_EQ(r.first, 200);
+        EXPECT_FALSE(r.second.empty());
+        r = s.post(route, kJfk + kFast + " -F response_format=srt");
+        ASSERT_EQ(r.first, 200);
+        EXPECT_TRUE(std::regex_search(r.second, std::regex("^1\n\\d\\d:\\d\\d:\\d\\d,\\d{3} --> ")));
+        r = s.post(route, kJfk + kFast + " -F response_format=vtt");
+        ASSERT_EQ(r.first, 200);
+        EXPECT_EQ(r.second.rfind("WEBVTT", 0), 0u);
+        r = s.post(route, kJfk + kFast + " -F response_format=verbose_json -F 'timestamp_granularities[]=segment'");
+        ASSERT_EQ(r.first, 200) << r.second;
+        json v = json::parse(r.second);
+        EXPECT_EQ(v["task"], std::string(route).find("translations") != std::string::npos ? "translate" : "transcribe");
+        EXPECT_NEAR(v["duration"].get<double>(), 11.0, 0.01);
+        ASSERT_FALSE(v["segments"].empty());
+        for (const char* k : {"id", "seek", "start", "end", "text", "tokens", "temperature", "avg_logprob",
+                              "compression_ratio", "no_speech_prob"})
+            EXPECT_TRUE(v["segments"][0].contains(k)) << k;
+    }
+}
+
+TEST(Serve, StreamDeltasAddUpToTheDoneText) {
+    Server s;
+    auto r = s.post("/v1/audio/transcriptions", kJfk + kFast + " -F stream=true");
+    ASSERT_EQ(r.first, 200) << r.second;
+    std::string deltas, done;
+    bool saw_done = false;
+    std::istringstream in(r.second);
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("data: ", 0) != 0) continue;
+        json ev = json::parse(line.substr(6));
+        ASSERT_FALSE(saw_done) << "event after transcript.text.done";
+        if (ev["type"] == "transcript.text.delta") deltas += ev["delta"].get<std::string>();
+        if (ev["type"] == "transcript.text.done") {
+            saw_done = true;
+            done = ev["text"];
+            EXPECT_TRUE(ev.contains("usage"));
+        }
+    }
+    ASSERT_TRUE(saw_done);
+    // The done text is the deltas joined, without the leading space Whisper segments carry.
+    size_t b = deltas.find_first_not_of(' ');
+    EXPECT_EQ(done, b == std::string::npos ? "" : deltas.substr(b));
+}
+
+TEST(Serve, InvalidRequestsGetTheirStatusAndErrorBody) {
+    Server s("--max-upload-mb 1");
+    expect_error(s.post("/v1/audio/transcriptions", "-F model=whisper"), 400, "file");
+    expect_error(s.post("/v1/audio/transcriptions", kJfk), 400, "model");
+    expect_error(s.post("/v1/audio/transcriptions", kJfk + kFast + " -F response_format=xml"), 400, "response_format");
+    expect_error(s.post("/v1/audio/transcriptions", kJfk + kFast + " -F 'timestamp_granularities[]=word'"), 400,
+                 "timestamp_granularities[]");
+    expect_error(s.post("/v1/audio/transcriptions", kJfk + kFast + " -F temperature=7"), 400, "temperature");
+    expect_error(s.post("/v1/audio/transcriptions", kJfk + kFast + " -F stream=maybe"), 400, "stream");
+    expect_error(s.post("/v1/audio/transcriptions", kJfk + kFast + " -F colour=blue"), 400, "colour");
+    expect_error(s.post("/v1/audio/translations", kJfk + kFast + " -F language=en"), 400, "language");
+    expect_error(s.post("/v1/audio/transcriptions", "-F file=@" + fixture("whisper/tiny-en/reference.json") + kFast), 400, "file");
+    expect_error(s.post("/v1/audio/transcriptions", "-H 'Content-Type: multipart/form-data; boundary=XX' --data-binary 'garbage'"), 400, "");
+    expect_error(s.post("/v1/audio/transcriptions", "-H 'Content-Type: application/json' --data-binary '{}'"), 400, "file");
+    expect_error(s.post("/v1/audio/transcriptions", kJfk + " -F model=gpt-9"), 404, "model");
+    expect_error(s.post("/v1/models", "-X POST"), 405, "");
+    expect_error(s.post("/v1/nothing", "-X POST"), 404, "");
+    TempDir big;
+    write_file(big / "big.wav", std::string(2u << 20, 'x'));
+    expect_error(s.post("/v1/audio/transcriptions", "-F file=@" + (big / "big.wav").string() + kFast), 413, "file");
+    // The server still serves after all that.
+    EXPECT_EQ(s.post("/v1/audio/transcriptions", kJfk + kFast).first, 200);
+}
+
+TEST(Serve, ApiKey) {
+    Server s("--api-key sesame");
+    expect_error(s.post("/v1/audio/transcriptions", kJfk + kFast), 401, "");
+    expect_error(s.post("/v1/audio/transcriptions", kJfk + kFast, "-H 'Authorization: Bearer wrong'"), 401, "");
+    EXPECT_EQ(s.post("/v1/audio/transcriptions", kJfk + kFast, "-H 'Authorization: Bearer sesame'").first, 200);
+    EXPECT_NE(Server::curl("-s " + s.url("/health")).find("ok"), std::string::npos);  // health stays open
+}
+
+TEST(Serve, ConcurrentRequestsGiveTheSameBytesAsOneAtATime) {
+    Server s("--cache-slots 8");
+    const std::vector<std::string> clips = {"audio/jfk.wav", "audio/sense_and_sensibility_01_austen_64kb-0880.wav",
+                                            "audio/espeak_quiet_loud.wav", "audio/sense_and_sensibility_01_austen_64kb-0930.wav"};
+    auto form = [&](const std::string& clip) {
+        return "-F file=@" + fixture(clip) + kFast + " -F response_format=verbose_json";
+    };
+    std::vector<std::string> alone;
+    for (const auto& c : clips) alone.push_back(s.post("/v1/audio/transcriptions", form(c)).second);
+    std::vector<std::future<std::pair<int, std::string>>> together;
+    for (const auto& c : clips)
+        together.push_back(std::async(std::launch::async, [&, c] { return s.post("/v1/audio/transcriptions", form(c)); }));
+    for (size_t i = 0; i < clips.size(); ++i) {
+        auto r = together[i].get();
+        EXPECT_EQ(r.first, 200);
+        EXPECT_EQ(r.second, alone[i]) << clips[i];
+    }
+}
+
+TEST(Serve, OverloadIs429WithRetryAfter) {
+    Server s("--cache-slots 2 --max-queue 0");
+    std::string slow = "-F file=@" + fixture("whisper/longform.wav") + " -F model=whisper";
+    auto first = std::async(std::launch::async, [&] { return s.post("/v1/audio/transcriptions", slow); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    std::string out = Server::curl("-s -i " + kJfk + kFast + " " + s.url("/v1/audio/transcriptions"));
+    EXPECT_NE(out.find("429"), std::string::npos) << out;
+    EXPECT_NE(out.find("Retry-After"), std::string::npos) << out;
+    first.get();
+}
+
+TEST(Serve, DisconnectCancelsAndFreesTheRequest) {
+    Server s("--cache-slots 2");
+    // A long request whose client gives up after a second.
+    Server::curl("-s --max-time 2 -F file=@" + fixture("whisper/longform.wav") + " -F model=whisper " +
+                 s.url("/v1/audio/transcriptions"));
+    json status;
+    for (int i = 0; i < 200; ++i) {
+        status = json::parse(Server::curl("-s " + s.url("/v1/status")));
+        if (status["cancelled"].get<int>() >= 1 && status["active_requests"].get<int>() == 0) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(status["cancelled"], 1) << status.dump();
+    EXPECT_EQ(status["active_requests"], 0);
+    EXPECT_EQ(status["free_cache_slots"], 2);
+    EXPECT_EQ(s.post("/v1/audio/transcriptions", kJfk + kFast).first, 200);
+}
+
+TEST(Serve, SigtermDrainsInFlightRequests) {
+    Server s;
+    auto inflight = std::async(std::launch::async, [&] { return s.post("/v1/audio/transcriptions", kJfk + kFast); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_EQ(s.stop(), 0);
+    EXPECT_EQ(inflight.get().first, 200);
+}
+
+}  // namespace
