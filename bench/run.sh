@@ -4,13 +4,13 @@
 # whisper.cpp on the same .bin file with the same threads, and prints the markdown table.
 #
 # Usage: bench/run.sh [--plan "LAYOUT:THREADS:REPS[:WARMUP] ..."] [--tokens 64] [--jobs 1]
-#   default plan: "base:1,2:5 small:1,2:3 large-v3-turbo:2:3:0" (THREADS comma-separated; each
+#   default plan: "base:1,2:5 small:1,2:3 large-v3-turbo:1:3:0" (THREADS comma-separated; each
 #   tool runs REPS timed encodes and REPS x TOKENS decoder steps after WARMUP untimed encodes)
 # Env: PARLANCE_CACHE (default ~/.cache/parlance); models go to $PARLANCE_CACHE/bench.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${PARLANCE_CACHE:-$HOME/.cache/parlance}"
-PLAN="base:1,2:5 small:1,2:3 large-v3-turbo:2:3:0"; TOKENS=64; JOBS=1
+PLAN="base:1,2:5 small:1,2:3 large-v3-turbo:1:3:0"; TOKENS=64; JOBS=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --plan) PLAN="$2"; shift 2 ;;
