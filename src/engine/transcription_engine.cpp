@@ -184,6 +184,17 @@ void TranscriptionEngine::step_once() {
         runner_.encode(mels, crosses);
         for (size_t k = 0; k < n; ++k) pending[i + k]->session->encoded();
     }
+    // Word-timestamp alignment passes (one sequence each, between steps).
+    for (auto& j : active_) {
+        if (j->slots.empty() || !j->session || j->session->phase() != whisper::Session::Phase::NeedAlign) continue;
+        try {
+            j->session->align(runner_);
+        } catch (...) {
+            finish(*j, std::current_exception());
+            std::lock_guard<std::mutex> lock(mutex_);
+            stats_.failed++;
+        }
+    }
     // One decoder step over all live hypotheses of all requests.
     std::vector<StepInput> batch;
     std::vector<std::pair<Job*, size_t>> owners;

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <condition_variable>
+#include <cstring>
 #include <csignal>
 #include <deque>
 #include <mutex>
@@ -213,12 +214,21 @@ private:
     // A readable socket while we work means the client closed (or pipelined): either way,
     // EOF with nothing available cancels the request.
     void watch_disconnect() {
+        probe_pending_ = true;
         stream_.socket().async_read_some(
             asio::buffer(probe_), [self = shared_from_this()](beast::error_code ec, size_t n) {
-                if (ec && !self->responded_) {
+                self->probe_pending_ = false;
+                if (n > 0) {
+                    // The start of the client's next request: keep it for the parser.
+                    auto dst = self->buffer_.prepare(n);
+                    std::memcpy(dst.data(), self->probe_.data(), n);
+                    self->buffer_.commit(n);
+                } else if (ec && ec != asio::error::operation_aborted && !self->responded_) {
                     self->cancelled_->store(true);  // EOF or reset: the client hung up
-                } else if (n > 0) {
-                    self->pipelined_ = true;  // bytes of a next request: answer this one, then close
+                }
+                if (self->resume_after_probe_) {
+                    self->resume_after_probe_ = false;
+                    self->read_request();
                 }
             });
     }
@@ -245,6 +255,7 @@ private:
             req.options.initial_prompt = form_.prompt;
             if (form_.temperature >= 0.0f) req.options.temperatures = {form_.temperature};
             req.options.timestamps = true;
+            req.options.word_timestamps = form_.word_timestamps;
             req.cancelled = cancelled_;
             if (form_.stream) {
                 start_sse();
@@ -350,13 +361,20 @@ private:
         res->set(http::field::server, "parlance/" PARLANCE_VERSION);
         res->set(http::field::content_type, content_type);
         extra(*res);
-        res->keep_alive(keep_alive && request_.keep_alive() && !pipelined_);
+        res->keep_alive(keep_alive && request_.keep_alive());
         res->body() = std::move(body);
         res->prepare_payload();
         record(status, audio_seconds);
         http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
             if (ec || !res->keep_alive()) return self->close();
             self->responded_ = false;
+            if (self->probe_pending_) {
+                // Stop watching for a hang-up; the probe's handler then reads the next request.
+                self->resume_after_probe_ = true;
+                beast::error_code ignored;
+                self->stream_.socket().cancel(ignored);
+                return;
+            }
             self->read_request();
         });
     }
@@ -391,7 +409,8 @@ private:
     bool sse_started_ = false;
     std::atomic<bool> responded_{false};
     std::array<char, 1> probe_{};
-    bool pipelined_ = false;
+    bool probe_pending_ = false;
+    bool resume_after_probe_ = false;
     std::string route_;
     Clock::time_point started_ = Clock::now();
 };

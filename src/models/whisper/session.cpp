@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "decoding/repetition.h"
+#include "models/whisper/alignment.h"
 
 namespace parlance::whisper {
 namespace {
@@ -19,6 +20,38 @@ std::string text_of(const WhisperModel& m, std::span<const int> tokens) {
     for (int t : tokens)
         if (t < m.tokens.eot) text.push_back(t);
     return m.tokenizer->decode(text);
+}
+
+WindowAlignment align_window(const WhisperModel& model, WhisperRunner& runner, const CrossKv& cross, int slot,
+                             const std::vector<int>& prompt, const std::vector<int>& tokens, int content_frames) {
+    const SpecialTokens& t = model.tokens;
+    const WhisperConfig& c = model.config;
+    std::vector<int> seq = prompt;
+    seq.insert(seq.end(), tokens.begin(), tokens.end());
+    seq.push_back(t.eot);
+    const std::vector<std::pair<int, int>> heads = alignment_heads_or_default(t, c);
+    std::vector<std::vector<float>> logits;
+    std::span<const int> rows(seq.data(), seq.size() - 1);  // the last token is never an input
+    std::vector<std::vector<float>> weights = runner.cross_attention(cross, slot, rows, heads, &logits);
+    AlignmentOptions ao;
+    ao.num_frames = content_frames;
+    WindowAlignment out;
+    out.timestamps = token_timestamps(weights, static_cast<int>(rows.size()), c.max_source_positions,
+                                      static_cast<int>(prompt.size()), ao);
+    // OpenAI's word probability: softmax over the text tokens of the logits that predicted it.
+    for (size_t k = 0; k < tokens.size(); ++k) {
+        const std::vector<float>& l = logits[prompt.size() + k - 1];
+        if (tokens[k] >= t.eot) {
+            out.token_probs.push_back(0.0f);
+            continue;
+        }
+        float m = kNegInf;
+        for (int v = 0; v < t.eot; ++v) m = std::max(m, l[v]);
+        double z = 0.0;
+        for (int v = 0; v < t.eot; ++v) z += std::exp(double(l[v]) - m);
+        out.token_probs.push_back(static_cast<float>(std::exp(double(l[tokens[k]]) - m) / z));
+    }
+    return out;
 }
 
 }  // namespace
@@ -153,7 +186,37 @@ void Session::finish_attempt() {
         advance_window(segment_frames_);  // the no-speech gate: nothing said in this window
         return;
     }
-    finish_window(best, temperature, ratio);
+    if (o_.word_timestamps) {
+        pending_best_ = std::move(best);
+        pending_temperature_ = temperature;
+        pending_ratio_ = ratio;
+        phase_ = Phase::NeedAlign;
+        return;
+    }
+    finish_window(best, temperature, ratio, nullptr);
+}
+
+void Session::align(WhisperRunner& runner) {
+    if (phase_ != Phase::NeedAlign) throw Error(ErrorKind::Internal, "align() outside NeedAlign");
+    std::vector<int> tokens = window_tokens(pending_best_);
+    WindowAlignment a = align_window(model_, runner, *cross_, slots_[0], prompt_, tokens,
+                                     static_cast<int>(segment_frames_));
+    finish_window(pending_best_, pending_temperature_, pending_ratio_, &a);
+}
+
+// The chosen attempt's tokens without end-of-text, cut back if they ended in a loop.
+std::vector<int> Session::window_tokens(const SearchResult& best) const {
+    const SpecialTokens& t = model_.tokens;
+    std::vector<int> tokens = best.tokens;
+    if (!tokens.empty() && tokens.back() == t.eot) tokens.pop_back();
+    if (o_.repetition_cut > 0) {
+        // Look for a loop in the text before any closing timestamps.
+        size_t text_end = tokens.size();
+        while (text_end > 0 && tokens[text_end - 1] >= t.timestamp_begin) --text_end;
+        size_t keep = repetition_cut(std::span<const int>(tokens.data(), text_end), o_.repetition_cut);
+        if (keep < text_end) tokens.resize(keep);
+    }
+    return tokens;
 }
 
 void Session::advance_window(int64_t frames) {
@@ -170,20 +233,17 @@ void Session::advance_window(int64_t frames) {
     result_.text = b == std::string::npos ? "" : result_.text.substr(b);
 }
 
-void Session::finish_window(const SearchResult& best, float temperature, float ratio) {
+void Session::finish_window(const SearchResult& best, float temperature, float ratio,
+                            const WindowAlignment* align) {
     const SpecialTokens& t = model_.tokens;
     const double time_offset = seek_ * kSecondsPerFrame;
-    std::vector<int> tokens = best.tokens;
-    if (!tokens.empty() && tokens.back() == t.eot) tokens.pop_back();
-    if (o_.repetition_cut > 0) {
-            // Look for a loop in the text before any closing timestamps.
-            size_t text_end = tokens.size();
-            while (text_end > 0 && tokens[text_end - 1] >= t.timestamp_begin) --text_end;
-            size_t keep = repetition_cut(std::span<const int>(tokens.data(), text_end), o_.repetition_cut);
-            if (keep < text_end) tokens.resize(keep);
-        }
+    std::vector<int> tokens = window_tokens(best);
+    auto decode = [&](std::span<const int> ids) {
+        std::vector<int32_t> v(ids.begin(), ids.end());
+        return model_.tokenizer->decode(v);
+    };
     auto is_ts = [&](int tok) { return tok >= t.timestamp_begin; };
-    auto add_segment = [&](double start, double end, std::vector<int> seg_tokens) {
+    auto add_segment = [&](double start, double end, std::vector<int> seg_tokens, size_t first) {
         Segment s;
         s.id = static_cast<int>(result_.segments.size());
         s.seek = static_cast<int>(seek_);
@@ -195,6 +255,15 @@ void Session::finish_window(const SearchResult& best, float temperature, float r
         s.avg_logprob = static_cast<float>(best.avg_logprob());
         s.compression_ratio = ratio;
         s.no_speech_prob = no_speech_prob_;
+        if (align) {
+            std::span<const float> probs(align->token_probs);
+            s.words = timed_words(s.tokens, prompt_.size() + first, align->timestamps, time_offset, t.eot, decode,
+                                  result_.language, probs.subspan(first, s.tokens.size()));
+            for (Word& w : s.words) {
+                w.start = std::min(w.start, result_.duration);
+                w.end = std::min(w.end, result_.duration);
+            }
+        }
         if (s.text.empty()) return;
         result_.segments.push_back(std::move(s));
         if (on_segment) on_segment(result_.segments.back());
@@ -211,7 +280,7 @@ void Session::finish_window(const SearchResult& best, float temperature, float r
         for (size_t cut : cuts) {
             std::vector<int> seg(tokens.begin() + last, tokens.begin() + cut);
             add_segment(time_offset + (seg.front() - t.timestamp_begin) * kSecondsPerTimestamp,
-                        time_offset + (seg.back() - t.timestamp_begin) * kSecondsPerTimestamp, seg);
+                        time_offset + (seg.back() - t.timestamp_begin) * kSecondsPerTimestamp, seg, last);
             last = cut;
         }
         if (!single_timestamp_ending)
@@ -222,7 +291,7 @@ void Session::finish_window(const SearchResult& best, float temperature, float r
         for (int tok : tokens)
             if (is_ts(tok)) last_ts = tok;
         if (last_ts > t.timestamp_begin) duration = (last_ts - t.timestamp_begin) * kSecondsPerTimestamp;
-        add_segment(time_offset, time_offset + duration, tokens);
+        add_segment(time_offset, time_offset + duration, tokens, 0);
     }
     // Context for the next window; a hot temperature means an unreliable one.
     if (o_.condition_on_previous_text && temperature <= 0.5f)

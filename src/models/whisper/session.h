@@ -17,6 +17,12 @@
 
 namespace parlance::whisper {
 
+// Token timestamps and probabilities of one window's tokens (word timestamps).
+struct WindowAlignment {
+    std::vector<float> timestamps;   // per position of prompt + tokens + <|endoftext|>, seconds in the window
+    std::vector<float> token_probs;  // per token: its probability among text tokens
+};
+
 class Session {
 public:
     // `slots`: 2 * beam_size cache slots reserved for this session. Validates the options
@@ -24,7 +30,7 @@ public:
     Session(const WhisperModel& model, Backend& backend, std::vector<float> pcm16k,
             const TranscribeOptions& options, std::vector<int> slots);
 
-    enum class Phase { NeedEncode, Decoding, Done };
+    enum class Phase { NeedEncode, Decoding, NeedAlign, Done };
     Phase phase() const { return phase_; }
 
     // NeedEncode: the log-mel of the current window and where to put its encoding.
@@ -38,6 +44,10 @@ public:
     std::vector<StepInput> inputs();
     void consume(std::span<std::vector<float>> logits, StepModel& model);
 
+    // NeedAlign (word timestamps): one cross-attention pass over the window's tokens on the
+    // session's first slot; then the window's segments are final.
+    void align(WhisperRunner& runner);
+
     // Called with each finished segment as soon as it is decided (streaming).
     std::function<void(const Segment&)> on_segment;
 
@@ -48,7 +58,8 @@ public:
 private:
     void start_attempt();
     void finish_attempt();
-    void finish_window(const SearchResult& best, float temperature, float ratio);
+    std::vector<int> window_tokens(const SearchResult& best) const;
+    void finish_window(const SearchResult& best, float temperature, float ratio, const WindowAlignment* align);
     void advance_window(int64_t frames);
 
     const WhisperModel& model_;
@@ -69,6 +80,9 @@ private:
     float no_speech_prob_ = 0.0f;
     size_t attempt_ = 0;
     std::unique_ptr<Search> search_;
+    // Waiting for align(): the chosen attempt.
+    SearchResult pending_best_;
+    float pending_temperature_ = 0.0f, pending_ratio_ = 0.0f;
 };
 
 }  // namespace parlance::whisper

@@ -98,7 +98,9 @@ void expect_error(const std::pair<int, std::string>& r, int status, const std::s
     ASSERT_TRUE(j.is_object() && j.contains("error")) << r.second;
     EXPECT_TRUE(j["error"]["message"].is_string());
     EXPECT_TRUE(j["error"]["type"].is_string());
-    if (!param.empty()) EXPECT_EQ(j["error"]["param"], param) << r.second;
+    if (!param.empty()) {
+        EXPECT_EQ(j["error"]["param"], param) << r.second;
+    }
 }
 
 TEST(Serve, HealthModelsStatusMetricsAndPage) {
