@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "audio/wav.h"
 #include "test_support.h"
 
 namespace {
@@ -239,8 +240,14 @@ TEST(Serve, OverloadIs429WithRetryAfter) {
 
 TEST(Serve, DisconnectCancelsAndFreesTheRequest) {
     Server s("--cache-slots 2");
-    // A long request whose client gives up after a second.
-    Server::curl("-s --max-time 2 -F file=@" + fixture("whisper/longform.wav") + " -F model=whisper " +
+    // Five minutes of noise (ten windows, each through the whole temperature fallback): far longer
+    // than the client's one second of patience.
+    TempDir dir;
+    std::vector<float> noise(16000 * 300);
+    uint32_t x = 12345;
+    for (float& v : noise) v = ((x = x * 1664525u + 1013904223u) >> 8) / float(1 << 24) - 0.5f;
+    parlance::write_wav_file(dir / "long.wav", noise, 16000);
+    Server::curl("-s --max-time 1 -F file=@" + (dir / "long.wav").string() + " -F model=whisper " +
                  s.url("/v1/audio/transcriptions"));
     json status;
     for (int i = 0; i < 200; ++i) {
