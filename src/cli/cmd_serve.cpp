@@ -50,6 +50,7 @@ void run(ServeArgs& a, GlobalOptions& globals) {
     wo.quantize = a.quantize;
     auto model = whisper::WhisperModel::load(a.model, backend, wo);
     a.engine.max_new_tokens = a.max_new_tokens;
+    a.server.max_pending = a.engine.max_queue;
     TranscriptionEngine engine(*model, backend, a.engine, log);
     std::string description = "whisper " + std::to_string(model->config.encoder_layers) + "+" +
                               std::to_string(model->config.decoder_layers) + " layers, d_model " +

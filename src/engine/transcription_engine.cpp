@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include <malloc.h>
+
 #include "core/error.h"
 
 namespace parlance {
@@ -147,10 +149,14 @@ void TranscriptionEngine::loop() {
         }
         std::lock_guard<std::mutex> lock(mutex_);
         stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        const size_t before = active_.size();
         active_.erase(std::remove_if(active_.begin(), active_.end(),
                                      [](const std::unique_ptr<Job>& j) { return j->slots.empty(); }),
                       active_.end());
         stats_.active = static_cast<int>(active_.size());
+        // Idle again: hand the freed request buffers (audio, caches of finished requests) back
+        // to the system, so resident memory returns to its baseline between bursts.
+        if (before > 0 && active_.empty() && queue_.empty()) malloc_trim(0);
     }
 }
 

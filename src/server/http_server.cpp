@@ -202,6 +202,10 @@ private:
             throw ApiError(404, "the model '" + form_.model + "' does not exist (this server serves '" +
                                     server_.options.model_id + "')",
                            "model", "model_not_found");
+        // Bounded: requests decoding or waiting for the engine never exceed the worker pool plus
+        // the engine's queue; beyond that the client is told to come back (nothing is buffered).
+        if (server_.in_flight.load() >= server_.options.worker_threads + server_.options.max_pending)
+            throw ApiError(429, "too many requests in flight; retry shortly", "", "overloaded");
         cancelled_ = std::make_shared<std::atomic<bool>>(false);
         watch_disconnect();
         ++server_.in_flight;

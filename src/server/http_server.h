@@ -24,6 +24,7 @@ struct ServerOptions {
     double max_audio_seconds = 3 * 3600.0;
     int io_threads = 2;
     int worker_threads = 16;         // requests decoding audio or waiting for the engine
+    int max_pending = 32;            // more requests than workers + this many in flight: 429
     std::string model_id = "whisper";  // the `model` field clients send (also accepts whisper-1)
     std::string device = "cpu";
 };

@@ -261,6 +261,37 @@ TEST(Serve, DisconnectCancelsAndFreesTheRequest) {
     EXPECT_EQ(s.post("/v1/audio/transcriptions", kJfk + kFast).first, 200);
 }
 
+TEST(Serve, LoadOf32ClientsTimes20RequestsHasNoErrorsAndMemoryStaysFlat) {
+    Server s("--cache-slots 16");
+    const std::string form = "-F file=@" + fixture("audio/sense_and_sensibility_01_austen_64kb-0880.wav") + kFast;
+    auto rss = [&] { return json::parse(Server::curl("-s " + s.url("/v1/status")))["resident_memory_bytes"].get<double>(); };
+    auto load = [&](int clients, int requests) {
+        std::vector<std::future<int>> futures;
+        for (int c = 0; c < clients; ++c)
+            futures.push_back(std::async(std::launch::async, [&] {
+                int errors = 0;
+                for (int i = 0; i < requests; ++i) errors += s.post("/v1/audio/transcriptions", form).first != 200;
+                return errors;
+            }));
+        int errors = 0;
+        for (auto& f : futures) errors += f.get();
+        return errors;
+    };
+    // A short burst at the same concurrency first: the compute buffers grow once to the largest
+    // batch (bounded by --cache-slots and the encode batch) and stay; that is the baseline.
+    EXPECT_EQ(load(32, 2), 0);
+    const double baseline = rss();
+    EXPECT_EQ(load(32, 20), 0);
+    json status = json::parse(Server::curl("-s " + s.url("/v1/status")));
+    EXPECT_EQ(status["completed"].get<int>(), 32 * 22);
+    EXPECT_EQ(status["active_requests"], 0);
+    EXPECT_EQ(status["free_cache_slots"], 16);
+    const double after = rss();
+    std::printf("resident memory: %.1f MiB after the warm-up burst, %.1f MiB after 640 more requests\n",
+                baseline / 1048576, after / 1048576);
+    EXPECT_LT(after, baseline + 32.0 * 1048576) << "memory grew by " << (after - baseline) / 1048576 << " MiB";
+}
+
 TEST(Serve, SigtermDrainsInFlightRequests) {
     Server s;
     auto inflight = std::async(std::launch::async, [&] { return s.post("/v1/audio/transcriptions", kJfk + kFast); });
