@@ -264,7 +264,8 @@ void Session::finish_window(const SearchResult& best, float temperature, float r
                 w.end = std::min(w.end, result_.duration);
             }
         }
-        if (s.text.empty()) return;
+        // Text placed entirely in the zero padding after the audio is not speech.
+        if (s.text.empty() || (start >= result_.duration && result_.duration > 0)) return;
         result_.segments.push_back(std::move(s));
         if (on_segment) on_segment(result_.segments.back());
     };
