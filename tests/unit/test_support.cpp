@@ -52,6 +52,16 @@ void write_file(const std::filesystem::path& path, const std::string& bytes) {
     if (!out) throw std::runtime_error("cannot write " + path.string());
 }
 
+std::string quoted(const std::string& text) {
+    // Appended piecewise: GCC 12's -Wrestrict misfires on "'" + std::string.
+    std::string q;
+    q.reserve(text.size() + 2);
+    q.push_back('\'');
+    q.append(text);
+    q.push_back('\'');
+    return q;
+}
+
 int run_command(const std::string& command, std::string* output) {
     std::string cmd = command + " 2>&1";
     FILE* pipe = popen(cmd.c_str(), "r");

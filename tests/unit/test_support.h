@@ -31,6 +31,9 @@ private:
 std::string read_file(const std::filesystem::path& path);
 void write_file(const std::filesystem::path& path, const std::string& bytes);
 
+// 'text' single-quoted for the shell (paths without quotes in them).
+std::string quoted(const std::string& text);
+
 // Runs a shell command, returns its exit status; captures stdout+stderr into *output if given.
 int run_command(const std::string& command, std::string* output = nullptr);
 

@@ -19,15 +19,7 @@ std::vector<float> values(size_t n) {
     return v;
 }
 
-// 'text' for the shell (GCC 12's -Wrestrict misfires on "'" + std::string, so append).
-std::string quoted(const std::string& text) {
-    std::string q;
-    q.reserve(text.size() + 2);
-    q.push_back('\'');
-    q.append(text);
-    q.push_back('\'');
-    return q;
-}
+using parlance::testing::quoted;
 
 int run_info(std::string args, std::string* out) {
     std::string cmd = quoted(testing::parlance_binary().string());

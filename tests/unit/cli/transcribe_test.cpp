@@ -18,14 +18,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::TempDir;
 
-std::string quoted(const std::string& text) {
-    std::string q;
-    q.reserve(text.size() + 2);
-    q.push_back('\'');
-    q.append(text);
-    q.push_back('\'');
-    return q;
-}
+using parlance::testing::quoted;
 
 std::string jfk() { return (testing::fixtures_dir() / "audio" / "jfk.wav").string(); }
 std::string model(const char* name) { return (testing::fixtures_dir() / "whisper" / name / "model").string(); }
