@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The whole recipe on the GPU machine: unpack the synthesizers, speak the evaluation sets, speak
+# training data in the background while training, export, evaluate with transformers, pack.
+#
+#   bash tools/train/device_run.sh WORK [smoke]
+#
+# `smoke` runs every step on a tiny scale (a few hundred utterances, 30 steps) in about a
+# minute: the device call runs it first and starts the real run only when it passes.
+# Results land in WORK/out (model parts, eval.json, clips, logs) and WORK/DONE marks the end.
+# Parameters (the model card cites them): TRAIN_MINUTES, TRAIN_UTTERANCES, SYNTH_JOBS.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+W=${1:?usage: device_run.sh WORK [smoke]}
+MODE=${2:-full}
+repo=$PWD
+mkdir -p "$W/out"
+exec > >(tee -a "$W/out/run.log") 2>&1
+echo "== $(date -u +%FT%TZ) device_run $MODE, commit $(git rev-parse --short HEAD 2>/dev/null || echo none)"
+
+if [ "$MODE" = smoke ]; then
+    minutes=0; steps=30; n_train=600; n_eval=24; min_utt=300; limit=24
+else
+    minutes=${TRAIN_MINUTES:-14}; steps=0; n_train=${TRAIN_UTTERANCES:-250000}; n_eval=400; min_utt=4000; limit=400
+fi
+jobs=$(nproc)
+synth_jobs=${SYNTH_JOBS:-$((jobs > 4 ? jobs - 3 : 1))}
+
+if [ ! -x "$W/synth/usr/bin/espeak-ng" ]; then
+    mkdir -p "$W/synth"
+    tar -C "$W/synth" -xJf .train/synth.tar.xz
+    tar -C "$W" -xJf .train/corpus.tar.xz
+fi
+# festival looks for its library at the path it was built with.
+[ -e /usr/share/festival ] || ln -s "$W/synth/usr/share/festival" /usr/share/festival
+python3 -c 'import torch, transformers, tokenizers; print("torch", torch.__version__, "transformers", transformers.__version__, "cuda", torch.cuda.is_available())'
+
+D="$W/data-$MODE"
+rm -rf "$D"
+python3 tools/train/synth.py --synth-root "$W/synth" --sentences "$W/corpus/heldout.txt" --voices seen-eval \
+    --count "$n_eval" --out "$D/eval_seen" --jobs "$jobs" --seed 11 | tail -1
+python3 tools/train/synth.py --synth-root "$W/synth" --sentences "$W/corpus/heldout.txt" --voices heldout \
+    --count "$n_eval" --out "$D/eval_heldout" --jobs "$jobs" --seed 12 | tail -1
+
+# Every engine must work here: a failing synthesizer (a missing library) drops utterances.
+python3 - "$D/eval_seen/meta.json" "$n_eval" <<'PY'
+import json, sys
+got = json.load(open(sys.argv[1]))["count"]
+if got < 0.95 * int(sys.argv[2]):
+    sys.exit("only %d of %s evaluation utterances were synthesized" % (got, sys.argv[2]))
+PY
+python3 tools/train/synth.py --synth-root "$W/synth" --sentences "$W/corpus/train.txt" --voices train \
+    --count "$n_train" --out "$D/train" --jobs "$synth_jobs" --seed 1 >"$W/out/synth-$MODE.log" 2>&1 &
+synth_pid=$!
+M="$W/model-$MODE"
+rm -rf "$M"
+PYTHONUNBUFFERED=1 python3 tools/train/train.py --data "$D/train" --corpus "$W/corpus" --out "$M" \
+    --minutes "$minutes" --steps "$steps" --min-utterances "$min_utt"
+# Training is over: what synthesis has not made yet is not needed.
+kill "$synth_pid" 2>/dev/null || true
+wait "$synth_pid" 2>/dev/null || true
+tail -2 "$W/out/synth-$MODE.log"
+cp "$M/training.json" "$W/out/training-$MODE.json"
+
+PYTHONUNBUFFERED=1 python3 tools/train/evaluate.py --model "$M" --set seen="$D/eval_seen" \
+    --set heldout="$D/eval_heldout" --real .train/real --limit "$limit" --out "$W/out/eval-$MODE.json" \
+    --save-clips "$W/clips-$MODE"
+
+if [ "$MODE" != smoke ]; then
+    cp "$W/clips-$MODE/seen.npz" "$W/out/clips_seen.npz"
+    cp "$W/clips-$MODE/heldout.npz" "$W/out/clips_heldout.npz"
+    # The device returns files of at most 16 MiB: the model travels as tar parts.
+    tar -C "$W" -cf - "model-$MODE" | split -b 15m - "$W/out/model.tar.part-"
+fi
+ls -la "$W/out"
+touch "$W/DONE-$MODE"
+echo "== $(date -u +%FT%TZ) done $MODE"

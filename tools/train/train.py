@@ -1,0 +1,531 @@
+#!/usr/bin/env python3
+"""Trains the synthetic-speech English Whisper (HF layout) on the GPU machine.
+
+Everything after synthesis happens on the GPU: utterances live in one int16 tensor, 30-second
+windows are assembled by index arithmetic, augmented (reverberation, telephone band, noise,
+level), turned into Whisper's log-mel, and fed to transformers' WhisperForConditionalGeneration.
+Synthesis (synth.py) may still be running: new shards are picked up every --refresh steps.
+
+Windows follow Whisper's training format:
+  [<|startofprev|> previous text] <|startoftranscript|> <|en|> <|transcribe|> (<|notimestamps|>)
+  then either the text, or segments `<|t0|> text<|t1|>` with times quantized to 20 ms; a final
+  utterance cut by the window's end contributes only its start time (the seek convention).
+Windows without speech (silence or noise) teach <|nospeech|> after <|startoftranscript|> and an
+empty transcript.
+
+  python3 train.py --data data/train --corpus corpus --out model --minutes 12
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import numpy as np
+import torch
+
+SR = 16000
+WIN = 30 * SR
+N_FFT, HOP = 400, 160
+SPECIALS = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|translate|>", "<|transcribe|>",
+            "<|startoflm|>", "<|startofprev|>", "<|nospeech|>", "<|notimestamps|>"]
+N_STAMPS = 1501
+
+
+def log(*a):
+    print("[%s]" % time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+class Layout:
+    """Token ids: the text vocabulary first, then Whisper's special tokens, then timestamps."""
+
+    def __init__(self, text_vocab):
+        self.text_vocab = text_vocab
+        ids = {s: text_vocab + i for i, s in enumerate(SPECIALS)}
+        self.eot = ids["<|endoftext|>"]
+        self.sot = ids["<|startoftranscript|>"]
+        self.en = ids["<|en|>"]
+        self.translate = ids["<|translate|>"]
+        self.transcribe = ids["<|transcribe|>"]
+        self.startoflm = ids["<|startoflm|>"]
+        self.startofprev = ids["<|startofprev|>"]
+        self.nospeech = ids["<|nospeech|>"]
+        self.notimestamps = ids["<|notimestamps|>"]
+        self.ts0 = text_vocab + len(SPECIALS)
+        self.vocab_size = self.ts0 + N_STAMPS
+
+    def stamp(self, seconds):
+        return self.ts0 + max(0, min(N_STAMPS - 1, int(round(seconds / 0.02))))
+
+
+# ----------------------------------------------------------------------------------------------
+# tokenizer
+# ----------------------------------------------------------------------------------------------
+
+def build_tokenizer(sentences, text_vocab, out_dir):
+    """Byte-level BPE trained on the corpus (each sentence with its leading space, as transcripts
+    have it), then Whisper's special tokens and timestamps at fixed ids after it."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    try:
+        from transformers import WhisperTokenizerFast
+    except ImportError:
+        from transformers import WhisperTokenizer as WhisperTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(vocab_size=text_vocab, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=[], show_progress=False)
+    bpe.train_from_iterator((" " + s for s in sentences), trainer=trainer)
+    j = json.loads(bpe.to_str())
+    vocab = dict(j["model"]["vocab"])
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in j["model"]["merges"]]
+    if sorted(vocab.values()) != list(range(len(vocab))):
+        raise SystemExit("BPE vocabulary ids are not contiguous")
+    L = Layout(len(vocab))
+    stamps = ["<|%.2f|>" % (i * 0.02) for i in range(N_STAMPS)]
+    for i, s in enumerate(SPECIALS + stamps):
+        vocab[s] = L.text_vocab + i
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIALS])
+    tok.add_tokens([AddedToken(s, special=False, normalized=False) for s in stamps])
+    for s, want in (("<|endoftext|>", L.eot), ("<|startoftranscript|>", L.sot), ("<|en|>", L.en),
+                    ("<|notimestamps|>", L.notimestamps), ("<|0.00|>", L.ts0),
+                    ("<|30.00|>", L.vocab_size - 1)):
+        if tok.token_to_id(s) != want:
+            raise SystemExit("tokenizer layout: %s -> %s, expected %d" % (s, tok.token_to_id(s), want))
+    hf = WhisperTokenizerFast(tokenizer_object=tok, unk_token="<|endoftext|>", bos_token="<|endoftext|>",
+                              eos_token="<|endoftext|>", pad_token="<|endoftext|>", add_prefix_space=False)
+    hf.save_pretrained(out_dir)
+    # Minified tokenizer.json: the same JSON in a third of the bytes.
+    path = os.path.join(out_dir, "tokenizer.json")
+    with open(path) as f:
+        data = json.load(f)
+    with open(path, "w") as f:
+        json.dump(data, f, ensure_ascii=False, separators=(",", ":"))
+    return tok, L
+
+
+# ----------------------------------------------------------------------------------------------
+# data
+# ----------------------------------------------------------------------------------------------
+
+class Store:
+    """All synthesized utterances: int16 samples on the device, metadata and tokens on the host."""
+
+    def __init__(self, data_dir, tok, device):
+        self.dir, self.tok, self.device = data_dir, tok, device
+        self.loaded = set()
+        self.parts = []
+        self.audio = torch.zeros(1, dtype=torch.int16, device=device)  # index 0: a zero sample
+        self.offset, self.length, self.tokens, self.voice = [], [], [], []
+
+    def refresh(self):
+        new = [p for p in sorted(glob.glob(os.path.join(self.dir, "shard_*.jsonl"))) if p not in self.loaded]
+        if not new:
+            return 0
+        base = self.audio.numel()
+        chunks, added = [], 0
+        for p in new:
+            rows = [json.loads(l) for l in open(p)]
+            samples = np.fromfile(p[: -len(".jsonl")] + ".i16", dtype="<i2")
+            enc = self.tok.encode_batch([" " + r["text"] for r in rows], add_special_tokens=False) if rows else []
+            for r, e in zip(rows, enc):
+                self.offset.append(base + r["offset"])
+                self.length.append(r["samples"])
+                self.tokens.append(e.ids)
+                self.voice.append(r["voice"])
+            base += len(samples)
+            chunks.append(torch.from_numpy(samples.copy()))
+            self.loaded.add(p)
+            added += len(rows)
+        self.audio = torch.cat([self.audio] + [c.to(self.device) for c in chunks])
+        return added
+
+    def hours(self):
+        return (self.audio.numel() - 1) / SR / 3600
+
+
+def plan_window(rng, store, L, args, prompts):
+    """One training window: audio chunks (source offset, length, destination) and the token
+    sequence with its loss mask."""
+    chunks = []
+    speech = rng.random() >= args.p_nospeech
+    timestamps = rng.random() < args.p_timestamps
+    task = L.translate if rng.random() < args.p_translate else L.transcribe
+    prefix = []
+    if speech and rng.random() < args.p_prompt:
+        p = prompts[rng.randrange(len(prompts))]
+        prefix = [L.startofprev] + p[-args.max_prompt_tokens:]
+    body, active = [], 0
+    if speech:
+        t = rng.uniform(0.0, 1.0) if rng.random() < 0.5 else rng.uniform(0.0, 0.2)
+        n_max = rng.randint(1, 12) if rng.random() < 0.3 else 99
+        n = 0
+        while n < n_max:
+            i = rng.randrange(len(store.length))
+            length = store.length[i]
+            start = int(t * SR)
+            if start + length <= WIN:
+                chunks.append((store.offset[i], length, start))
+                end = (start + length) / SR
+                if timestamps:
+                    body += [L.stamp(t)] + store.tokens[i] + [L.stamp(end)]
+                else:
+                    body += store.tokens[i]
+                active += length
+                t = end + rng.uniform(0.05, 1.2)
+                n += 1
+                continue
+            # The next utterance does not fit. With timestamps, let it run past the window's end
+            # (Whisper's convention: only its start time is written) when it starts early enough
+            # to be heard.
+            if timestamps and start < WIN - SR // 2 and rng.random() < 0.6 and L.stamp(t) > body[-1]:
+                chunks.append((store.offset[i], WIN - start, start))
+                body += [L.stamp(t)]
+                active += WIN - start
+            break
+        if not chunks:
+            speech = False
+    head = [L.sot, L.en, task] + ([] if timestamps else [L.notimestamps])
+    if not speech:
+        body = [L.ts0] if timestamps else []
+    seq = prefix + head + body + [L.eot]
+    seq = seq[: args.max_tokens + 1]
+    inp = seq[:-1]
+    lab = seq[1:]
+    n_prefix = len(prefix)
+    mask_upto = n_prefix  # targets before <|startoftranscript|> (the prompt) carry no loss
+    labels = []
+    for k, target in enumerate(lab):
+        if k < mask_upto:
+            labels.append(-100)
+        elif k == n_prefix:  # after <|startoftranscript|>: the language, or <|nospeech|>
+            labels.append(L.en if speech else L.nospeech)
+        elif k in (n_prefix + 1, n_prefix + 2) and target in (L.transcribe, L.translate, L.notimestamps):
+            labels.append(-100)  # the task and the timestamp mode are the user's, not predicted
+        else:
+            labels.append(target)
+    return chunks, inp, labels, speech, active
+
+
+def assemble(store, plans, device):
+    """B windows of float audio from the store by one gather: each window position points at a
+    store sample, or at index 0 (a zero) where no utterance is placed."""
+    B = len(plans)
+    total = B * WIN
+    starts, lens, srcs = [], [], []
+    for b, chunks in enumerate(plans):
+        for src, length, dst in chunks:
+            starts.append(b * WIN + dst)
+            lens.append(length)
+            srcs.append(src)
+    inside = torch.zeros(total + 1, dtype=torch.int32, device=device)
+    shift = torch.zeros(total + 1, dtype=torch.int64, device=device)
+    if starts:
+        st = torch.tensor(starts, dtype=torch.int64, device=device)
+        ln = torch.tensor(lens, dtype=torch.int64, device=device)
+        sr = torch.tensor(srcs, dtype=torch.int64, device=device)
+        one = torch.ones_like(st, dtype=torch.int32)
+        inside.index_add_(0, st, one)
+        inside.index_add_(0, st + ln, -one)
+        shift.index_add_(0, st, sr - st)
+        shift.index_add_(0, st + ln, -(sr - st))
+    inside = torch.cumsum(inside[:total], 0) > 0
+    shift = torch.cumsum(shift[:total], 0)
+    pos = torch.arange(total, device=device, dtype=torch.int64)
+    idx = torch.where(inside, pos + shift, torch.zeros_like(pos))
+    return (store.audio[idx].float() / 32768.0).view(B, WIN)
+
+
+def colored_noise(B, n, alpha, gen, device):
+    """Noise with power spectrum 1/f^alpha (0 white, 1 pink, 2 brown), unit RMS per row."""
+    spec = torch.fft.rfft(torch.randn(B, n, device=device, generator=gen))
+    f = torch.arange(spec.shape[1], device=device).clamp(min=1).float()
+    spec = spec * f.pow(-alpha.view(B, 1) / 2)
+    x = torch.fft.irfft(spec, n)
+    return x / x.pow(2).mean(dim=1, keepdim=True).sqrt().clamp(min=1e-8)
+
+
+def augment(x, active, speech, gen, args):
+    """Reverberation and telephone band (one FFT), additive noise at a random SNR, level."""
+    B, n = x.shape
+    dev = x.device
+    u = lambda: torch.rand(B, device=dev, generator=gen)
+    nfft = 1 << (n + 8000 - 1).bit_length()
+    X = torch.fft.rfft(x, nfft)
+    reverb = u() < args.p_reverb
+    if reverb.any():
+        ir_len = 8000
+        t = torch.arange(ir_len, device=dev).float() / SR
+        rt60 = 0.15 + 0.6 * u()
+        ir = torch.randn(B, ir_len, device=dev, generator=gen) * torch.exp(-6.9 * t.view(1, -1) / rt60.view(B, 1))
+        ir[:, :80] = 0
+        ir[:, 0] = 1.0
+        ir = ir / ir.pow(2).sum(dim=1, keepdim=True).sqrt()
+        H = torch.fft.rfft(ir, nfft)
+        X = torch.where(reverb.view(B, 1), X * H, X)
+    phone = u() < args.p_phone
+    if phone.any():
+        freqs = torch.fft.rfftfreq(nfft, 1.0 / SR).to(dev)
+        band = ((freqs >= 300) & (freqs <= 3400)).float()
+        X = torch.where(phone.view(B, 1), X * band.view(1, -1), X)
+    y = torch.fft.irfft(X, nfft)[:, :n]
+    # Keep speech level after filtering: power over the active samples.
+    act = active.clamp(min=1).float()
+    p_before = x.pow(2).sum(dim=1) / act
+    p_after = y.pow(2).sum(dim=1) / act
+    y = y * torch.where(speech, (p_before / p_after.clamp(min=1e-12)).sqrt(), torch.ones_like(p_before)).view(B, 1)
+    # Noise: relative to speech (SNR) in speech windows; at an absolute level in the others.
+    noisy = u() < args.p_noise
+    alpha = torch.randint(0, 3, (B,), device=dev, generator=gen).float()
+    noise = colored_noise(B, n, alpha, gen, dev)
+    snr_db = args.snr_min + (args.snr_max - args.snr_min) * u()
+    speech_rms = p_before.sqrt()
+    level_speech = speech_rms * torch.pow(10.0, -snr_db / 20)
+    level_quiet = torch.pow(10.0, (-70 + 55 * u()) / 20)  # -70..-15 dBFS
+    silent = (~speech) & (u() < 0.2)  # some no-speech windows are digital silence
+    level = torch.where(speech, level_speech, level_quiet)
+    level = torch.where(noisy | ~speech, level, torch.zeros_like(level))
+    level = torch.where(silent, torch.zeros_like(level), level)
+    y = y + noise * level.view(B, 1)
+    # Telephone windows also lose resolution (8-bit mu-law), as G.711 does.
+    mu = phone & (u() < 0.5)
+    if mu.any():
+        yc = y.clamp(-1, 1)
+        q = torch.sign(yc) * torch.log1p(255 * yc.abs()) / math.log(256)
+        q = torch.round(q * 127) / 127
+        yq = torch.sign(q) * (torch.pow(256.0, q.abs()) - 1) / 255
+        y = torch.where(mu.view(B, 1), yq, y)
+    gain_db = args.gain_min + (args.gain_max - args.gain_min) * u()
+    y = y * torch.pow(10.0, gain_db / 20).view(B, 1)
+    return y.clamp(-1.0, 1.0)
+
+
+class LogMel:
+    """Whisper's log-mel: |STFT|^2 (400-point Hann, hop 160, reflect-padded), last frame dropped,
+    Slaney mel filters, log10, floor at max - 8, (x + 4) / 4; per example."""
+
+    def __init__(self, n_mels, device):
+        from transformers import WhisperFeatureExtractor
+        fe = WhisperFeatureExtractor(feature_size=n_mels)
+        self.filters = torch.tensor(np.asarray(fe.mel_filters), dtype=torch.float32, device=device).T  # (mels, 201)
+        self.window = torch.hann_window(N_FFT, device=device)
+        self.fe = fe
+
+    def __call__(self, x):
+        stft = torch.stft(x, N_FFT, HOP, window=self.window, return_complex=True)
+        mag = stft[..., :-1].abs() ** 2
+        mel = self.filters @ mag
+        logm = torch.clamp(mel, min=1e-10).log10()
+        logm = torch.maximum(logm, logm.amax(dim=(1, 2), keepdim=True) - 8.0)
+        return (logm + 4.0) / 4.0
+
+
+def make_batch(rng, store, L, args, prompts, device):
+    plans, inps, labs, speech, active = [], [], [], [], []
+    for _ in range(args.batch):
+        c, i, l, s, a = plan_window(rng, store, L, args, prompts)
+        plans.append(c)
+        inps.append(i)
+        labs.append(l)
+        speech.append(s)
+        active.append(a)
+    T = max(len(i) for i in inps)
+    inp = torch.full((args.batch, T), L.eot, dtype=torch.long)
+    lab = torch.full((args.batch, T), -100, dtype=torch.long)
+    for b, (i, l) in enumerate(zip(inps, labs)):
+        inp[b, : len(i)] = torch.tensor(i)
+        lab[b, : len(l)] = torch.tensor(l)
+    audio = assemble(store, plans, device)
+    return (audio, torch.tensor(active, device=device), torch.tensor(speech, device=device),
+            inp.to(device), lab.to(device))
+
+
+# ----------------------------------------------------------------------------------------------
+# model
+# ----------------------------------------------------------------------------------------------
+
+def make_config(L, args):
+    from transformers import WhisperConfig
+    return WhisperConfig(
+        vocab_size=L.vocab_size, num_mel_bins=80, d_model=args.d_model,
+        encoder_layers=args.encoder_layers, decoder_layers=args.decoder_layers,
+        encoder_attention_heads=args.heads, decoder_attention_heads=args.heads,
+        encoder_ffn_dim=4 * args.d_model, decoder_ffn_dim=4 * args.d_model,
+        max_source_positions=1500, max_target_positions=448,
+        dropout=args.dropout, attention_dropout=0.0, activation_dropout=0.0,
+        pad_token_id=L.eot, bos_token_id=L.eot, eos_token_id=L.eot, decoder_start_token_id=L.sot,
+        suppress_tokens=[], begin_suppress_tokens=[L.eot], scale_embedding=False,
+        tie_word_embeddings=True)
+
+
+def generation_config_dict(L, args, space_id):
+    heads = [[layer, h] for layer in range(args.decoder_layers // 2, args.decoder_layers) for h in range(args.heads)]
+    return {
+        "alignment_heads": heads,
+        "begin_suppress_tokens": [t for t in (space_id, L.eot) if t is not None],
+        "bos_token_id": L.eot, "decoder_start_token_id": L.sot, "eos_token_id": L.eot, "pad_token_id": L.eot,
+        "forced_decoder_ids": None, "is_multilingual": True,
+        "lang_to_id": {"<|en|>": L.en}, "task_to_id": {"transcribe": L.transcribe, "translate": L.translate},
+        "max_initial_timestamp_index": 50, "max_length": 448,
+        "no_timestamps_token_id": L.notimestamps, "prev_sot_token_id": L.startofprev,
+        "suppress_tokens": [], "return_timestamps": False,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", required=True, help="synth.py output (may still be growing)")
+    ap.add_argument("--corpus", required=True, help="folder with train.txt")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--minutes", type=float, default=12.0, help="training time budget")
+    ap.add_argument("--steps", type=int, default=0, help="fixed step count (0: fit --minutes)")
+    ap.add_argument("--init", help="start from this saved model instead of random weights")
+    ap.add_argument("--min-utterances", type=int, default=2000, help="wait for this many before starting")
+    ap.add_argument("--text-vocab", type=int, default=2048)
+    ap.add_argument("--d-model", type=int, default=256)
+    ap.add_argument("--encoder-layers", type=int, default=4)
+    ap.add_argument("--decoder-layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--dropout", type=float, default=0.05)
+    ap.add_argument("--batch", type=int, default=96)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--warmup", type=int, default=300)
+    ap.add_argument("--weight-decay", type=float, default=0.05)
+    ap.add_argument("--refresh", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--max-tokens", type=int, default=440)
+    ap.add_argument("--max-prompt-tokens", type=int, default=96)
+    ap.add_argument("--p-nospeech", type=float, default=0.04)
+    ap.add_argument("--p-timestamps", type=float, default=0.5)
+    ap.add_argument("--p-translate", type=float, default=0.03)
+    ap.add_argument("--p-prompt", type=float, default=0.2)
+    ap.add_argument("--p-reverb", type=float, default=0.25)
+    ap.add_argument("--p-phone", type=float, default=0.1)
+    ap.add_argument("--p-noise", type=float, default=0.5)
+    ap.add_argument("--snr-min", type=float, default=5.0)
+    ap.add_argument("--snr-max", type=float, default=40.0)
+    ap.add_argument("--gain-min", type=float, default=-25.0)
+    ap.add_argument("--gain-max", type=float, default=3.0)
+    args = ap.parse_args()
+
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.corpus, "train.txt")) as f:
+        sentences = [l.strip() for l in f if l.strip()]
+    tok, L = build_tokenizer(sentences, args.text_vocab, args.out)
+    space = tok.token_to_id("Ġ")
+    log("tokenizer: %d text tokens, vocab_size %d" % (L.text_vocab, L.vocab_size))
+
+    # Prompts (previous text) are runs of corpus sentences; the model learns to read past them.
+    prng = random.Random(args.seed + 7)
+    prompts = []
+    for _ in range(4000):
+        k = prng.randint(1, 4)
+        text = " " + " ".join(sentences[prng.randrange(len(sentences))] for _ in range(k))
+        prompts.append(tok.encode(text, add_special_tokens=False).ids)
+
+    from transformers import GenerationConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
+    config = make_config(L, args)
+    torch.manual_seed(args.seed)
+    model = WhisperForConditionalGeneration(config).to(device)
+    if args.init:  # continue from a saved model (same tokenizer: the BPE training is deterministic)
+        init = WhisperForConditionalGeneration.from_pretrained(args.init, dtype=torch.float32)
+        model.load_state_dict(init.state_dict())
+        del init
+    n_params = sum(p.numel() for p in model.parameters())
+    log("model: %.2fM parameters" % (n_params / 1e6))
+    mel = LogMel(80, device)
+
+    store = Store(args.data, tok, device)
+    t_wait = time.time()
+    while True:
+        store.refresh()
+        if len(store.length) >= args.min_utterances:
+            break
+        if os.path.exists(os.path.join(args.data, "meta.json")):  # synthesis has ended
+            if len(store.length) < 100:
+                raise SystemExit("synthesis ended with %d utterances" % len(store.length))
+            break
+        if time.time() - t_wait > 600:
+            raise SystemExit("no data after 10 minutes")
+        time.sleep(2)
+    log("data: %d utterances, %.2f h to start" % (len(store.length), store.hours()))
+
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (decay if p.dim() >= 2 and "embed" not in name else no_decay).append(p)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.98), eps=1e-6, fused=device.type == "cuda")
+    rng = random.Random(args.seed)
+    gen = torch.Generator(device=device)
+    gen.manual_seed(args.seed)
+    total = args.steps or 10 ** 9
+    t0 = time.time()
+    step, ema = 0, None
+    history = []
+    model.train()
+    while step < total:
+        if step % args.refresh == 0 and step:
+            if store.refresh():
+                log("data: %d utterances, %.2f h" % (len(store.length), store.hours()))
+        lr = args.lr * min(1.0, (step + 1) / args.warmup) * max(0.0, 1.0 - max(0, step - args.warmup) / max(1, total - args.warmup)) \
+            if total < 10 ** 9 else args.lr * min(1.0, (step + 1) / args.warmup)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        audio, active, speech, inp, lab = make_batch(rng, store, L, args, prompts, device)
+        with torch.no_grad():
+            feats = mel(augment(audio, active, speech, gen, args))
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            out = model(input_features=feats, decoder_input_ids=inp, labels=lab)
+        loss = out.loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        lv = loss.item()
+        ema = lv if ema is None else 0.98 * ema + 0.02 * lv
+        if step == 60 and not args.steps:
+            # Fit the schedule to the time budget from the measured step time.
+            per_step = (time.time() - t0) / step
+            total = max(step + 100, int(args.minutes * 60 / per_step))
+            log("%.3f s/step -> %d steps in %.1f minutes" % (per_step, total, args.minutes))
+        if step % 50 == 0 or step == total:
+            el = time.time() - t0
+            log("step %d/%s loss %.3f (ema %.3f) grad %.2f lr %.2e  %.1f windows/s" % (
+                step, total if total < 10 ** 9 else "?", lv, ema, gnorm, lr, step * args.batch / el))
+            history.append({"step": step, "loss": round(ema, 4), "seconds": round(el, 1)})
+
+    model.eval()
+    model.config.use_cache = True
+    gdict = generation_config_dict(L, args, space)
+    with open(os.path.join(args.out, "generation_config.json"), "w") as f:
+        json.dump(gdict, f, indent=1)
+    model.generation_config = GenerationConfig.from_pretrained(args.out)
+    model.to(torch.float16).save_pretrained(args.out, safe_serialization=True)
+    with open(os.path.join(args.out, "generation_config.json"), "w") as f:  # save_pretrained rewrites it
+        json.dump(gdict, f, indent=1)
+    WhisperFeatureExtractor(feature_size=80).save_pretrained(args.out)
+    record = {"args": vars(args), "steps": step, "seconds": round(time.time() - t0, 1),
+              "utterances": len(store.length), "hours": round(store.hours(), 2),
+              "parameters": n_params, "final_loss": round(ema, 4), "history": history,
+              "torch": torch.__version__, "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu"}
+    import transformers
+    record["transformers"] = transformers.__version__
+    with open(os.path.join(args.out, "training.json"), "w") as f:
+        json.dump(record, f, indent=1)
+    log("saved %s: %d steps, loss %.3f" % (args.out, step, ema))
+
+
+if __name__ == "__main__":
+    main()
