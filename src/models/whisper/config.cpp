@@ -42,9 +42,12 @@ void validate(const WhisperConfig& c, const std::string& source) {
     if (c.d_model % c.decoder_heads != 0)
         fail("d_model " + std::to_string(c.d_model) + " is not divisible by decoder_attention_heads " +
              std::to_string(c.decoder_heads));
-    if (c.vocab_size < 51864)
+    // Any vocabulary holds at least the special tokens and the 1501 timestamps; a compact one
+    // (smaller than OpenAI's 51864) names its special tokens in generation_config.json.
+    if (c.vocab_size < kCompactVocabMinimum)
         fail("vocab_size = " + std::to_string(c.vocab_size) +
-             " is smaller than Whisper's token layout (51864)");
+             " cannot hold Whisper's special and timestamp tokens (" +
+             std::to_string(kCompactVocabMinimum) + " at least)");
 }
 
 }  // namespace
@@ -86,6 +89,10 @@ WhisperConfig WhisperConfig::from_whispercpp(const nlohmann::json& h, const std:
         throw Error(ErrorKind::InvalidModel, source + ": n_text_state " + std::to_string(text_state) +
                                                  " differs from n_audio_state " +
                                                  std::to_string(c.d_model));
+    if (c.vocab_size < kOpenAiVocabEn)
+        throw Error(ErrorKind::InvalidModel,
+                    source + ": n_vocab = " + std::to_string(c.vocab_size) +
+                        " is smaller than Whisper's token layout (51864), which whisper.cpp files imply");
     c.decoder_heads = require_int(h, "n_text_head", source, 1, 256);
     c.decoder_layers = require_int(h, "n_text_layer", source, 1, 256);
     c.n_mels = require_int(h, "n_mels", source, 1, 1024);
@@ -121,6 +128,7 @@ int SpecialTokens::language_token(const std::string& code) const {
 
 SpecialTokens special_tokens_from_layout(int vocab_size) {
     SpecialTokens t;
+    if (vocab_size < kOpenAiVocabEn) return t;  // compact: generation_config.json names every id
     t.multilingual = vocab_size >= 51865;
     int n_languages = vocab_size - 51765 - (t.multilingual ? 1 : 0);
     t.eot = t.multilingual ? 50257 : 50256;
@@ -148,6 +156,7 @@ SpecialTokens special_tokens_from_hf(const nlohmann::json& g, int vocab_size,
     get("eos_token_id", t.eot);
     get("decoder_start_token_id", t.sot);
     get("no_timestamps_token_id", t.notimestamps);
+    get("prev_sot_token_id", t.startofprev);
     if (g.contains("no_timestamps_token_id")) t.timestamp_begin = t.notimestamps + 1;
     if (g.contains("is_multilingual") && g.at("is_multilingual").is_boolean())
         t.multilingual = g.at("is_multilingual").get<bool>();

@@ -36,6 +36,12 @@ struct WhisperConfig {
     int n_mel_frames() const { return max_source_positions * 2; }            // 3000
 };
 
+// OpenAI's vocabularies: 51864 (.en), 51865 (multilingual), 51866 (large-v3). A model trained
+// with its own, smaller vocabulary keeps Whisper's special-token structure, but its ids come from
+// generation_config.json and tokenizer.json, not from this layout.
+inline constexpr int kOpenAiVocabEn = 51864;
+inline constexpr int kCompactVocabMinimum = 1501 + 4;  // timestamps + eot, sot, task, notimestamps
+
 // Token ids with a meaning in Whisper's prompt and output.
 struct SpecialTokens {
     int eot = -1;            // <|endoftext|>

@@ -62,7 +62,7 @@ Session::Session(const WhisperModel& model, Backend& backend, std::vector<float>
     const SpecialTokens& t = model.tokens;
     if (o_.task != "transcribe" && o_.task != "translate")
         throw Error(ErrorKind::InvalidArgument, "task must be transcribe or translate, not '" + o_.task + "'");
-    if (o_.task == "translate" && !t.multilingual)
+    if (o_.task == "translate" && (!t.multilingual || t.translate < 0))
         throw Error(ErrorKind::InvalidArgument, "this English-only model cannot translate");
     if (o_.beam_size < 1 || 2 * o_.beam_size > static_cast<int>(slots_.size()))
         throw Error(ErrorKind::InvalidArgument, "beam_size must be between 1 and " +
@@ -108,7 +108,8 @@ void Session::encoded() {
     // probability and the language.
     prefix_.clear();
     const int max_context = model_.config.max_target_positions / 2 - 1;
-    if (!previous_.empty() && (o_.condition_on_previous_text || seek_ == 0)) {
+    // A model without <|startofprev|> cannot be prompted; it decodes without context.
+    if (!previous_.empty() && t.startofprev >= 0 && (o_.condition_on_previous_text || seek_ == 0)) {
         prefix_.push_back(t.startofprev);
         size_t n = std::min<size_t>(previous_.size(), max_context);
         prefix_.insert(prefix_.end(), previous_.end() - n, previous_.end());
