@@ -18,9 +18,13 @@ exec > >(tee -a "$W/out/run.log") 2>&1
 echo "== $(date -u +%FT%TZ) device_run $MODE, commit $(git rev-parse --short HEAD 2>/dev/null || echo none)"
 
 if [ "$MODE" = smoke ]; then
-    minutes=0; steps=30; n_train=600; n_eval=24; min_utt=300; limit=24
+    minutes=1; steps=30; n_train=400; n_eval=24; min_utt=200; limit=24
 else
-    minutes=${TRAIN_MINUTES:-14}; steps=0; n_train=${TRAIN_UTTERANCES:-250000}; n_eval=400; min_utt=4000; limit=400
+    # Training starts once MIN_UTTERANCES exist (about 2-3 minutes of synthesis on 16 cores;
+    # the first run started at 4000 and its model learned the sentences, not the sounds) and
+    # synthesis continues while it trains.
+    minutes=${TRAIN_MINUTES:-14}; steps=0; n_train=${TRAIN_UTTERANCES:-250000}; n_eval=400
+    min_utt=${MIN_UTTERANCES:-12000}; limit=400
 fi
 jobs=$(nproc)
 synth_jobs=${SYNTH_JOBS:-$((jobs > 4 ? jobs - 3 : 1))}

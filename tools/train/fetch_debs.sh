@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Downloads the Debian (bookworm) packages the training recipe needs on the GPU machine, which
-# has no network and no synthesizers: espeak-ng, flite, festival with its US/UK voices, and the
+# has no network and no synthesizers: espeak-ng, flite, festival with its HTS voice, and the
 # text sources (fortunes, WordNet). The .debs land in .debs/ (git-ignored); the device call
 # carries that folder and unpacks it with `dpkg -x` (tools/train/unpack_debs.sh).
 #
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 out=.debs
 mkdir -p "$out"
 
-roots=(espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
+roots=(espeak-ng flite festival festvox-us-slt-hts
        fortunes wordnet-base)
 skip='^(adduser|alsa-utils|cdebconf|debconf|dpkg|gcc-12-base|install-info|kmod|libc6|libgcc-s1|libstdc\+\+6|passwd|sysvinit-utils|tar|lsb-base|sgml-base|readline-common|libpam.*|libsemanage.*|libselinux1|libsepol2|libaudit.*|libdebian-installer4|libnewt0.52|libslang2|libtextwrap1|libcrypt1|libssl3|libcap-ng0|libelogind0|libkmod2|libpcre2-8-0)$'
 mapfile -t pkgs < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \

@@ -23,8 +23,8 @@ done
 python3 tools/train/corpus.py --root "$stage/text" --out "$stage/corpus"
 tar -C "$stage" -cJf .train/corpus.tar.xz corpus
 
-# English only, no documentation; festival keeps its HTS voice (the diphone voices are 6 MB each
-# and speak as flite's kal does).
+# English only, no documentation. festival speaks with its HTS voice (festvox-us-slt-hts): its
+# diphone voices (6 MB each) would not fit the transfer and speak as flite's kal does.
 s="$stage/synth"
 rm -rf "$s"/usr/share/{doc,man,X11,lintian,locale,bug,info,alsa} "$s"/etc/X11
 ed="$s/usr/lib/x86_64-linux-gnu/espeak-ng-data"
@@ -32,7 +32,6 @@ find "$ed" -maxdepth 1 -name '*_dict' ! -name 'en_dict' -delete
 rm -rf "$ed/mbrola_ph"
 find "$ed/lang" -mindepth 1 -maxdepth 1 ! -name gmw -exec rm -rf {} +
 find "$ed/lang/gmw" -mindepth 1 -maxdepth 1 ! -name 'en*' -exec rm -rf {} +
-rm -rf "$s"/usr/share/festival/voices/english
 XZ_OPT=-9 tar -C "$s" -cJf .train/synth.tar.xz .
 cp .debs/VERSIONS .train/VERSIONS
 # Real recordings with references for the evaluation: LibriVox clips from pocketsphinx-testdata

@@ -150,10 +150,13 @@ class Store:
         return (self.audio.numel() - 1) / SR / 3600
 
 
-def plan_window(rng, store, L, args, prompts):
-    """One training window: audio chunks (source offset, length, destination) and the token
-    sequence with its loss mask."""
-    chunks = []
+def plan_window(rng, store, L, args, prompts, short=False):
+    """One training window: audio chunks (source offset, length, destination), the token
+    sequence with its loss mask, and the CTC target (the text tokens of the whole utterances in
+    it; None when an utterance is cut by the window's end). `short`: at most three utterances
+    (the curriculum's first phase, where alignment is easier to find)."""
+    chunks, ctc = [], []
+    cut = False
     speech = rng.random() >= args.p_nospeech
     timestamps = rng.random() < args.p_timestamps
     task = L.translate if rng.random() < args.p_translate else L.transcribe
@@ -164,7 +167,7 @@ def plan_window(rng, store, L, args, prompts):
     body, active = [], 0
     if speech:
         t = rng.uniform(0.0, 1.0) if rng.random() < 0.5 else rng.uniform(0.0, 0.2)
-        n_max = rng.randint(1, 12) if rng.random() < 0.3 else 99
+        n_max = rng.randint(1, 3) if short else (rng.randint(1, 12) if rng.random() < 0.3 else 99)
         n = 0
         while n < n_max:
             i = rng.randrange(len(store.length))
@@ -177,6 +180,7 @@ def plan_window(rng, store, L, args, prompts):
                     body += [L.stamp(t)] + store.tokens[i] + [L.stamp(end)]
                 else:
                     body += store.tokens[i]
+                ctc += store.tokens[i]
                 active += length
                 t = end + rng.uniform(0.05, 1.2)
                 n += 1
@@ -188,6 +192,7 @@ def plan_window(rng, store, L, args, prompts):
                 chunks.append((store.offset[i], WIN - start, start))
                 body += [L.stamp(t)]
                 active += WIN - start
+                cut = True
             break
         if not chunks:
             speech = False
@@ -210,7 +215,7 @@ def plan_window(rng, store, L, args, prompts):
             labels.append(-100)  # the task and the timestamp mode are the user's, not predicted
         else:
             labels.append(target)
-    return chunks, inp, labels, speech, active
+    return chunks, inp, labels, speech, active, (None if cut else (ctc if speech else []))
 
 
 def assemble(store, plans, device):
@@ -326,15 +331,16 @@ class LogMel:
         return (logm + 4.0) / 4.0
 
 
-def make_batch(rng, store, L, args, prompts, device):
-    plans, inps, labs, speech, active = [], [], [], [], []
+def make_batch(rng, store, L, args, prompts, device, short=False):
+    plans, inps, labs, speech, active, ctcs = [], [], [], [], [], []
     for _ in range(args.batch):
-        c, i, l, s, a = plan_window(rng, store, L, args, prompts)
+        c, i, l, s, a, k = plan_window(rng, store, L, args, prompts, short)
         plans.append(c)
         inps.append(i)
         labs.append(l)
         speech.append(s)
         active.append(a)
+        ctcs.append(k)
     T = max(len(i) for i in inps)
     inp = torch.full((args.batch, T), L.eot, dtype=torch.long)
     lab = torch.full((args.batch, T), -100, dtype=torch.long)
@@ -342,8 +348,31 @@ def make_batch(rng, store, L, args, prompts, device):
         inp[b, : len(i)] = torch.tensor(i)
         lab[b, : len(l)] = torch.tensor(l)
     audio = assemble(store, plans, device)
+    ctc_ok = torch.tensor([k is not None for k in ctcs], device=device)
+    ctc_len = torch.tensor([len(k) if k is not None else 0 for k in ctcs], dtype=torch.long)
+    flat = [t for k in ctcs if k is not None for t in k]
+    ctc_targets = torch.tensor(flat if flat else [0], dtype=torch.long)
+    # Windows whose utterances were cut contribute an empty target that the mask drops.
     return (audio, torch.tensor(active, device=device), torch.tensor(speech, device=device),
-            inp.to(device), lab.to(device))
+            inp.to(device), lab.to(device), (ctc_targets.to(device), ctc_len.to(device), ctc_ok))
+
+
+def spec_augment(feats, gen, n_freq=2, freq_width=10, time_prob=0.05, time_width=10):
+    """SpecAugment on log-mel (B, mels, frames): frequency bands and time spans set to zero."""
+    B, M, T = feats.shape
+    dev = feats.device
+    mask = torch.zeros(B, M, T, dtype=torch.bool, device=dev)
+    f = torch.arange(M, device=dev).view(1, M)
+    for _ in range(n_freq):
+        w = torch.randint(0, freq_width + 1, (B, 1), device=dev, generator=gen)
+        f0 = (torch.rand(B, 1, device=dev, generator=gen) * (M - w)).long()
+        mask |= ((f >= f0) & (f < f0 + w)).view(B, M, 1)
+    n_time = max(1, int(time_prob * T / time_width))
+    t = torch.arange(T, device=dev).view(1, T)
+    for _ in range(n_time):
+        t0 = (torch.rand(B, 1, device=dev, generator=gen) * (T - time_width)).long()
+        mask |= ((t >= t0) & (t < t0 + time_width)).view(B, 1, T)
+    return feats.masked_fill(mask, 0.0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -394,10 +423,15 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--dropout", type=float, default=0.05)
     ap.add_argument("--batch", type=int, default=96)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--warmup", type=int, default=300)
+    ap.add_argument("--lr", type=float, default=1.5e-3)
+    ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--weight-decay", type=float, default=0.05)
     ap.add_argument("--refresh", type=int, default=100)
+    ap.add_argument("--ctc-weight", type=float, default=0.3,
+                    help="auxiliary CTC loss on the encoder (its head is dropped at export)")
+    ap.add_argument("--spec-augment", type=int, default=1)
+    ap.add_argument("--curriculum", type=float, default=0.15,
+                    help="fraction of training on windows of at most three utterances")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-tokens", type=int, default=440)
     ap.add_argument("--max-prompt-tokens", type=int, default=96)
@@ -460,8 +494,11 @@ def main():
         time.sleep(2)
     log("data: %d utterances, %.2f h to start" % (len(store.length), store.hours()))
 
+    # CTC head over the encoder output (text tokens + blank): it gives the encoder a direct
+    # signal from the first steps, so cross-attention finds the speech sooner. Not exported.
+    ctc_head = torch.nn.Linear(args.d_model, L.text_vocab + 1).to(device)
     decay, no_decay = [], []
-    for name, p in model.named_parameters():
+    for name, p in list(model.named_parameters()) + [("ctc." + n, p) for n, p in ctc_head.named_parameters()]:
         (decay if p.dim() >= 2 and "embed" not in name else no_decay).append(p)
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
@@ -469,42 +506,56 @@ def main():
     rng = random.Random(args.seed)
     gen = torch.Generator(device=device)
     gen.manual_seed(args.seed)
-    total = args.steps or 10 ** 9
+    budget = args.minutes * 60
     t0 = time.time()
-    step, ema = 0, None
+    step, ema, ema_ctc = 0, None, None
     history = []
     model.train()
-    while step < total:
+    while True:
+        # Progress runs on steps (--steps) or on the clock (--minutes): warm-up, then linear decay.
+        progress = step / args.steps if args.steps else (time.time() - t0) / budget
+        if progress >= 1.0:
+            break
         if step % args.refresh == 0 and step:
             if store.refresh():
                 log("data: %d utterances, %.2f h" % (len(store.length), store.hours()))
-        lr = args.lr * min(1.0, (step + 1) / args.warmup) * max(0.0, 1.0 - max(0, step - args.warmup) / max(1, total - args.warmup)) \
-            if total < 10 ** 9 else args.lr * min(1.0, (step + 1) / args.warmup)
+        lr = args.lr * min(1.0, (step + 1) / args.warmup) * max(0.02, 1.0 - progress)
         for g in opt.param_groups:
             g["lr"] = lr
-        audio, active, speech, inp, lab = make_batch(rng, store, L, args, prompts, device)
+        audio, active, speech, inp, lab, (ctc_t, ctc_len, ctc_ok) = make_batch(
+            rng, store, L, args, prompts, device, short=progress < args.curriculum)
         with torch.no_grad():
             feats = mel(augment(audio, active, speech, gen, args))
+            if args.spec_augment:
+                feats = spec_augment(feats, gen)
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            out = model(input_features=feats, decoder_input_ids=inp, labels=lab)
+            enc = model.model.encoder(feats).last_hidden_state
+            out = model(encoder_outputs=(enc,), decoder_input_ids=inp, labels=lab)
         loss = out.loss
+        ctc_value = 0.0
+        if args.ctc_weight > 0 and bool(ctc_ok.any()):
+            logp = ctc_head(enc.float()).log_softmax(-1).transpose(0, 1)  # (T, B, V + 1)
+            T = logp.shape[0]
+            lens_in = torch.full((logp.shape[1],), T, dtype=torch.long, device=device)
+            per = torch.nn.functional.ctc_loss(logp, ctc_t, lens_in, ctc_len, blank=L.text_vocab,
+                                               reduction="none", zero_infinity=True)
+            per = per / ctc_len.clamp(min=1).float()
+            ctc_loss = (per * ctc_ok.float()).sum() / ctc_ok.float().sum()
+            loss = loss + args.ctc_weight * ctc_loss
+            ctc_value = ctc_loss.item()
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        gnorm = torch.nn.utils.clip_grad_norm_(list(model.parameters()) + list(ctc_head.parameters()), 1.0)
         opt.step()
         step += 1
-        lv = loss.item()
+        lv = out.loss.item()
         ema = lv if ema is None else 0.98 * ema + 0.02 * lv
-        if step == 60 and not args.steps:
-            # Fit the schedule to the time budget from the measured step time.
-            per_step = (time.time() - t0) / step
-            total = max(step + 100, int(args.minutes * 60 / per_step))
-            log("%.3f s/step -> %d steps in %.1f minutes" % (per_step, total, args.minutes))
-        if step % 50 == 0 or step == total:
+        ema_ctc = ctc_value if ema_ctc is None else 0.98 * ema_ctc + 0.02 * ctc_value
+        if step % 100 == 0:
             el = time.time() - t0
-            log("step %d/%s loss %.3f (ema %.3f) grad %.2f lr %.2e  %.1f windows/s" % (
-                step, total if total < 10 ** 9 else "?", lv, ema, gnorm, lr, step * args.batch / el))
-            history.append({"step": step, "loss": round(ema, 4), "seconds": round(el, 1)})
+            log("step %d (%.0f%%) loss %.3f (ema %.3f) ctc %.3f grad %.2f lr %.2e  %.1f windows/s" % (
+                step, 100 * progress, lv, ema, ema_ctc, gnorm, lr, step * args.batch / el))
+            history.append({"step": step, "loss": round(ema, 4), "ctc": round(ema_ctc, 4), "seconds": round(el, 1)})
 
     model.eval()
     model.config.use_cache = True
