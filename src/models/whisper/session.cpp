@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "decoding/repetition.h"
 #include "models/whisper/alignment.h"
+#include "models/whisper/timestamp_rules.h"
 
 namespace parlance::whisper {
 namespace {
@@ -164,6 +165,9 @@ void Session::start_attempt() {
     so.seed = o_.seed + attempt_;
     so.processors = whisper_processors(model_, static_cast<int>(prompt_.size()), o_.timestamps, 0,
                                        o_.suppress_blank);
+    if (o_.timestamps)
+        so.processors.push_back(std::make_shared<EndAtAudioEnd>(
+            model_.tokens, static_cast<int>(prompt_.size()), static_cast<int>(segment_frames_)));
     // The search needs at least one uncached prompt token to get its first logits; when the
     // prompt is the prefix itself (.en with timestamps), it re-runs the last one.
     const int cached = static_cast<int>(std::min(prefix_.size(), prompt_.size() - 1));

@@ -45,4 +45,14 @@ void TimestampRules::apply(std::span<float> logits, std::span<const int> tokens,
     if (ts_lp > max_text) mask(0, ts_begin_);
 }
 
+void EndAtAudioEnd::apply(std::span<float> logits, std::span<const int> tokens, int) const {
+    if (tokens.size() <= static_cast<size_t>(begin_)) return;
+    const int last = tokens.back();
+    if (last < ts_begin_ || last - ts_begin_ < last_step_) return;
+    // Forced, whatever earlier rules did to end-of-text (the timestamp rules may have masked it
+    // to force another timestamp).
+    for (float& l : logits) l = kNegInf;
+    logits[eot_] = 0.0f;
+}
+
 }  // namespace parlance::whisper

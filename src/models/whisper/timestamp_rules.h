@@ -21,4 +21,20 @@ private:
     int eot_, notimestamps_, ts_begin_, max_initial_, begin_;
 };
 
+// Ends a window's decoding at the end of its audio: once a sampled timestamp reaches the last
+// 20 ms step that holds real audio (`audio_frames` mel frames, 100 per second), only end-of-text
+// may follow. What a model would write after that lies in the zero padding of the last window,
+// and the session drops segments there anyway; whisper.cpp stops at the same point. Sessions
+// use it (not `parlance parity`, whose reference decodes to the token limit).
+class EndAtAudioEnd : public LogitsProcessor {
+public:
+    EndAtAudioEnd(const SpecialTokens& tokens, int begin_index, int audio_frames)
+        : eot_(tokens.eot), ts_begin_(tokens.timestamp_begin), begin_(begin_index),
+          last_step_((audio_frames + 1) / 2) {}
+    void apply(std::span<float> logits, std::span<const int> tokens, int prompt_length) const override;
+
+private:
+    int eot_, ts_begin_, begin_, last_step_;
+};
+
 }  // namespace parlance::whisper

@@ -1,0 +1,106 @@
+// whisper.cpp's side of the server throughput benchmark (bench/serve_bench.sh): the same WAV
+// file transcribed N times one after another with whisper_full, greedy at temperature 0 without
+// fallback (as the server requests ask), the same threads. Prints one JSON line: wall time, each
+// request's milliseconds and decoded tokens.
+//
+//   whisper_cpp_serial --model base.bin --threads 2 --file jfk.wav --requests 8
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "whisper.h"
+
+namespace {
+
+double now_ms() {
+    using namespace std::chrono;
+    return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+// 16 kHz mono 16-bit PCM WAV (what the benchmark feeds); anything else is refused.
+bool read_wav(const std::string& path, std::vector<float>& out) {
+    std::ifstream f(path, std::ios::binary);
+    std::vector<char> b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (b.size() < 44 || std::memcmp(b.data(), "RIFF", 4) != 0 || std::memcmp(b.data() + 8, "WAVE", 4) != 0)
+        return false;
+    size_t pos = 12;
+    uint16_t channels = 0, bits = 0;
+    uint32_t rate = 0;
+    while (pos + 8 <= b.size()) {
+        uint32_t size;
+        std::memcpy(&size, b.data() + pos + 4, 4);
+        if (std::memcmp(b.data() + pos, "fmt ", 4) == 0) {
+            std::memcpy(&channels, b.data() + pos + 10, 2);
+            std::memcpy(&rate, b.data() + pos + 12, 4);
+            std::memcpy(&bits, b.data() + pos + 22, 2);
+        } else if (std::memcmp(b.data() + pos, "data", 4) == 0) {
+            if (channels != 1 || rate != 16000 || bits != 16) return false;
+            size_t n = std::min<size_t>(size, b.size() - pos - 8) / 2;
+            out.resize(n);
+            for (size_t i = 0; i < n; ++i) {
+                int16_t s;
+                std::memcpy(&s, b.data() + pos + 8 + 2 * i, 2);
+                out[i] = s / 32768.0f;
+            }
+            return true;
+        }
+        pos += 8 + size + (size & 1);
+    }
+    return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string model, file;
+    int threads = 1, requests = 4;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        std::string k = argv[i], v = argv[i + 1];
+        if (k == "--model") model = v;
+        else if (k == "--file") file = v;
+        else if (k == "--threads") threads = std::stoi(v);
+        else if (k == "--requests") requests = std::stoi(v);
+        else {
+            std::fprintf(stderr, "whisper_cpp_serial: unknown option %s\n", k.c_str());
+            return 2;
+        }
+    }
+    std::vector<float> pcm;
+    if (model.empty() || !read_wav(file, pcm)) {
+        std::fprintf(stderr, "usage: whisper_cpp_serial --model M.bin --file 16k-mono.wav [--threads N] [--requests N]\n");
+        return 2;
+    }
+    whisper_context_params cp = whisper_context_default_params();
+    cp.use_gpu = false;
+    whisper_context* ctx = whisper_init_from_file_with_params(model.c_str(), cp);
+    if (!ctx) return 1;
+    whisper_full_params p = whisper_full_default_params(WHISPER_SAMPLING_GREEDY);
+    p.n_threads = threads;
+    p.temperature = 0.0f;
+    p.temperature_inc = 0.0f;  // no fallback: the server requests fix temperature 0 too
+    p.language = "en";
+    p.print_progress = false;
+    p.print_realtime = false;
+    p.print_timestamps = false;
+    p.print_special = false;
+    std::string ms = "[", toks = "[";
+    const double t_all = now_ms();
+    for (int r = 0; r < requests; ++r) {
+        const double t0 = now_ms();
+        if (whisper_full(ctx, p, pcm.data(), static_cast<int>(pcm.size())) != 0) return 1;
+        int n = 0;
+        for (int s = 0; s < whisper_full_n_segments(ctx); ++s) n += whisper_full_n_tokens(ctx, s);
+        ms += (r ? "," : "") + std::to_string(now_ms() - t0);
+        toks += (r ? "," : "") + std::to_string(n);
+    }
+    const double wall = now_ms() - t_all;
+    std::printf("{\"tool\":\"whisper.cpp\",\"mode\":\"serial\",\"threads\":%d,\"requests\":%d,"
+                "\"audio_seconds\":%.3f,\"wall_ms\":%.1f,\"request_ms\":%s],\"tokens\":%s]}\n",
+                threads, requests, pcm.size() / 16000.0, wall, ms.c_str(), toks.c_str());
+    whisper_free(ctx);
+    return 0;
+}
