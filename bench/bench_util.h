@@ -76,6 +76,7 @@ struct Args {
     int tokens = 64;
     bool flash_attn = false;  // whisper.cpp only
     bool bandwidth = false;   // parlance_bench only: measure streaming-read bandwidth and exit
+    int batch = 1;            // parlance_bench only: also time decoder steps of this many sequences
 };
 
 inline Args parse_args(int argc, char** argv) {
@@ -93,6 +94,7 @@ inline Args parse_args(int argc, char** argv) {
         else if (k == "--tokens") a.tokens = std::stoi(val());
         else if (k == "--flash-attn") a.flash_attn = std::stoi(val()) != 0;
         else if (k == "--bandwidth") a.bandwidth = true;
+        else if (k == "--batch") a.batch = std::max(1, std::stoi(val()));
         else { std::fprintf(stderr, "unknown argument %s\n", k.c_str()); std::exit(2); }
     }
     if (a.model.empty() && !a.bandwidth) {

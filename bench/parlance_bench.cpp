@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
         double t0 = bench::now_ms();
         Backend backend(bo);
         auto model = WhisperModel::load(a.model, backend);
-        WhisperRunner runner(model->config, *model->weights, backend, 1);
+        WhisperRunner runner(model->config, *model->weights, backend, std::max(1, a.batch));
         CrossKv cross(model->config, backend);
         const double load_ms = bench::now_ms() - t0;
 
@@ -120,18 +120,34 @@ int main(int argc, char** argv) {
                 dec_ms.push_back((bench::now_ms() - t0) / a.tokens);
             }
         }
+        // Continuous batching's decoder step: `batch` sequences (one slot each, the same audio)
+        // advance one token in one graph, as the engine runs concurrent requests.
+        std::vector<double> batch_ms;
+        if (a.batch > 1) {
+            std::vector<DecodeItem> items(a.batch);
+            for (int r = 0; r < dw + a.reps; ++r) {
+                for (int b = 0; b < a.batch; ++b) items[b] = DecodeItem{b, &cross, {model->tokens.sot}, 0};
+                runner.decode(items);
+                t0 = bench::now_ms();
+                for (int i = 0; i < a.tokens; ++i) {
+                    for (int b = 0; b < a.batch; ++b) items[b] = DecodeItem{b, &cross, {toks[i]}, 1 + i};
+                    runner.decode(items);
+                }
+                if (r >= dw) batch_ms.push_back((bench::now_ms() - t0) / a.tokens);
+            }
+        }
         const WhisperConfig& c = model->config;
         const size_t cross_kv_bytes = 2ull * c.decoder_layers * c.max_source_positions * c.d_model *
                                       ggml_type_size(cross.k[0]->type);
         std::printf("{\"tool\":\"parlance\",\"model\":\"%s\",\"threads\":%d,\"tokens\":%d,\"load_ms\":%.1f,"
                     "\"mel_ms\":%s,\"encode_ms\":%s,\"prompt_ms\":%s,\"decode_ms_per_token\":%s,"
                     "\"peak_rss_mib\":%.1f,\"decoder_step_weight_bytes\":%zu,\"cross_kv_bytes\":%zu,"
-                    "\"weight_bytes\":%zu}\n",
+                    "\"weight_bytes\":%zu,\"batch\":%d,\"batch_decode_ms_per_step\":%s}\n",
                     a.model.c_str(), a.threads, a.tokens, load_ms, bench::json_array(mel_ms).c_str(),
                     bench::json_array(enc_ms).c_str(), bench::json_array(prompt_ms).c_str(),
                     bench::json_array(dec_ms).c_str(), bench::peak_rss_mib(),
                     decoder_step_weight_bytes(*model->weights), cross_kv_bytes,
-                    model->weights->device_bytes());
+                    model->weights->device_bytes(), a.batch, bench::json_array(batch_ms).c_str());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "parlance_bench: %s\n", e.what());
         return 1;
