@@ -14,6 +14,9 @@ W=${1:?usage: device_run.sh WORK [smoke]}
 MODE=${2:-full}
 repo=$PWD
 mkdir -p "$W/out"
+rm -f "$W/EXIT-$MODE"
+# EXIT-MODE holds the status however the run ends, so a waiting call need not time out.
+trap 'echo $? >"$W/EXIT-$MODE"' EXIT
 exec > >(tee -a "$W/out/run.log") 2>&1
 echo "== $(date -u +%FT%TZ) device_run $MODE, commit $(git rev-parse --short HEAD 2>/dev/null || echo none)"
 

@@ -180,7 +180,7 @@ def main():
     ap.add_argument("--real", help="folder of WAV files with NAME.txt references")
     ap.add_argument("--out", required=True)
     ap.add_argument("--save-clips", help="folder: one NAME.npz per set with the clips' samples")
-    ap.add_argument("--save-limit", type=int, default=150, help="clips per saved set (the device returns <= 16 MiB a file)")
+    ap.add_argument("--save-limit", type=int, default=120, help="clips per saved set (the device returns <= 16 MiB a file)")
     ap.add_argument("--batch", type=int, default=64)
     args = ap.parse_args()
 
