@@ -51,12 +51,9 @@ for _ in $(seq 600); do
 done
 curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { cat "$LOGF"; exit 1; }
 URL="http://127.0.0.1:$PORT/v1/audio/transcriptions"
-one() {  # one request: writes "seconds tokens" to $RES_DIR/$1
-  local body
-  body=$(curl -s -w '\nTIME:%{time_total}' -F "file=@$FILE" -F model=whisper -F temperature=0 \
-      -F response_format=verbose_json "$URL")
-  python3 -c 'import json,sys; b,t=sys.stdin.read().rsplit("\nTIME:",1); d=json.loads(b); print(t.strip(), sum(len(s["tokens"]) for s in d["segments"]))' \
-      <<<"$body" >"$RES_DIR/$1"
+one() {  # one request: its body and time go to $RES_DIR/$1, parsed after the clock stops
+  curl -s -o "$RES_DIR/$1.json" -w '%{time_total}\n' -F "file=@$FILE" -F model=whisper -F temperature=0 \
+      -F response_format=verbose_json "$URL" >"$RES_DIR/$1.time"
 }
 RES_DIR=$(mktemp -d)
 export -f one; export FILE URL RES_DIR
@@ -67,7 +64,10 @@ for C in $LEVELS; do
   rm -f "$RES_DIR"/r*
   seq "$N" | xargs -P "$C" -I{} bash -c 'one r{}'
   t1=$(date +%s.%N)
-  res=$(cat "$RES_DIR"/r*)
+  res=$(for f in "$RES_DIR"/r*.json; do
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(open(sys.argv[2]).read().strip(), sum(len(s["tokens"]) for s in d["segments"]))' \
+        "$f" "${f%.json}.time"
+  done)
   python3 - "$C" "$N" "$t0" "$t1" "$FILE" "$THREADS" <<PY >>"$OUTF"
 import json, sys, wave
 c, n, t0, t1, f, threads = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5], int(sys.argv[6])

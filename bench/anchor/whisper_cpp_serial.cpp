@@ -5,13 +5,11 @@
 //
 //   whisper_cpp_serial --model base.bin --threads 2 --file jfk.wav --requests 8
 #include <chrono>
-#include <cstdint>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "audio/wav.h"
 #include "whisper.h"
 
 namespace {
@@ -19,38 +17,6 @@ namespace {
 double now_ms() {
     using namespace std::chrono;
     return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-
-// 16 kHz mono 16-bit PCM WAV (what the benchmark feeds); anything else is refused.
-bool read_wav(const std::string& path, std::vector<float>& out) {
-    std::ifstream f(path, std::ios::binary);
-    std::vector<char> b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (b.size() < 44 || std::memcmp(b.data(), "RIFF", 4) != 0 || std::memcmp(b.data() + 8, "WAVE", 4) != 0)
-        return false;
-    size_t pos = 12;
-    uint16_t channels = 0, bits = 0;
-    uint32_t rate = 0;
-    while (pos + 8 <= b.size()) {
-        uint32_t size;
-        std::memcpy(&size, b.data() + pos + 4, 4);
-        if (std::memcmp(b.data() + pos, "fmt ", 4) == 0) {
-            std::memcpy(&channels, b.data() + pos + 10, 2);
-            std::memcpy(&rate, b.data() + pos + 12, 4);
-            std::memcpy(&bits, b.data() + pos + 22, 2);
-        } else if (std::memcmp(b.data() + pos, "data", 4) == 0) {
-            if (channels != 1 || rate != 16000 || bits != 16) return false;
-            size_t n = std::min<size_t>(size, b.size() - pos - 8) / 2;
-            out.resize(n);
-            for (size_t i = 0; i < n; ++i) {
-                int16_t s;
-                std::memcpy(&s, b.data() + pos + 8 + 2 * i, 2);
-                out[i] = s / 32768.0f;
-            }
-            return true;
-        }
-        pos += 8 + size + (size & 1);
-    }
-    return false;
 }
 
 }  // namespace
@@ -69,11 +35,16 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
-    std::vector<float> pcm;
-    if (model.empty() || !read_wav(file, pcm)) {
+    if (model.empty() || file.empty()) {
         std::fprintf(stderr, "usage: whisper_cpp_serial --model M.bin --file 16k-mono.wav [--threads N] [--requests N]\n");
         return 2;
     }
+    const parlance::WavAudio wav = parlance::read_wav_file(file);  // throws on anything but 16-bit PCM
+    if (wav.sample_rate != 16000 || wav.channels != 1) {
+        std::fprintf(stderr, "whisper_cpp_serial: %s is not 16 kHz mono\n", file.c_str());
+        return 2;
+    }
+    const std::vector<float>& pcm = wav.samples;
     whisper_context_params cp = whisper_context_default_params();
     cp.use_gpu = false;
     whisper_context* ctx = whisper_init_from_file_with_params(model.c_str(), cp);

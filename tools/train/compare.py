@@ -45,23 +45,30 @@ def main():
 
     rows = {r["id"]: r for r in json.load(open(args.report))["sets"][args.set]["rows"]}
     clips = np.load(args.clips)
+    ids = [cid for cid in clips.files if cid in rows]
     out, same = [], 0
     with tempfile.TemporaryDirectory() as tmp:
-        for cid in clips.files:
-            if cid not in rows:
-                continue
-            path = os.path.join(tmp, cid + ".wav")
-            write_wav(path, clips[cid])
-            res = subprocess.run([args.parlance, "transcribe", "-m", args.model, "--language", "en",
-                                  "--temperature", "0", "--no-timestamps", "-t", str(args.threads),
-                                  "-f", "json", path], capture_output=True, text=True)
-            if res.returncode != 0:
-                sys.exit("parlance failed on %s: %s" % (cid, res.stderr.strip()))
-            ours = json.loads(res.stdout)["text"].strip()
-            ref = rows[cid]
-            equal = ours == ref["hyp"].strip()
-            same += equal
-            out.append({"id": cid, "ref": ref["ref"], "transformers": ref["hyp"], "parlance": ours, "same": equal})
+        paths = []
+        for cid in ids:
+            paths.append(os.path.join(tmp, cid + ".wav"))
+            write_wav(paths[-1], clips[cid])
+        # One run for every clip (the model loads once); json output is one object per file, in order.
+        res = subprocess.run([args.parlance, "transcribe", "-m", args.model, "--language", "en",
+                              "--temperature", "0", "--no-timestamps", "-t", str(args.threads),
+                              "-f", "json"] + paths, capture_output=True, text=True)
+        if res.returncode != 0:
+            sys.exit("parlance failed: %s" % res.stderr.strip())
+    decoder, pos, texts = json.JSONDecoder(), 0, []
+    while len(texts) < len(ids):
+        while pos < len(res.stdout) and res.stdout[pos].isspace():
+            pos += 1
+        obj, pos = decoder.raw_decode(res.stdout, pos)
+        texts.append(obj["text"].strip())
+    for cid, ours in zip(ids, texts):
+        ref = rows[cid]
+        equal = ours == ref["hyp"].strip()
+        same += equal
+        out.append({"id": cid, "ref": ref["ref"], "transformers": ref["hyp"], "parlance": ours, "same": equal})
     n = len(out)
     w_t = wer([(r["ref"], r["transformers"]) for r in out])
     w_p = wer([(r["ref"], r["parlance"]) for r in out])

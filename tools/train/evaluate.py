@@ -124,8 +124,7 @@ class Transcriber:
         return self.tok.decode(ids, skip_special_tokens=True).strip()
 
     @torch.no_grad()
-    def run(self, audios, max_new_tokens=160):
-        feats = self.features(audios)
+    def run(self, feats, max_new_tokens=160):
         try:
             out = self.model.generate(input_features=feats, generation_config=self.gc, language="en",
                                       task="transcribe", return_timestamps=False, max_new_tokens=max_new_tokens)
@@ -165,10 +164,9 @@ class Transcriber:
         return seq
 
     @torch.no_grad()
-    def nospeech_prob(self, audios):
-        feats = self.features(audios)
-        logits = self.model(input_features=feats, decoder_input_ids=torch.full((len(audios), 1), self.sot,
-                                                                               device=self.device)).logits[:, 0]
+    def nospeech_prob(self, feats):
+        sot = torch.full((feats.shape[0], 1), self.sot, device=self.device)
+        logits = self.model(input_features=feats, decoder_input_ids=sot).logits[:, 0]
         return torch.softmax(logits.float(), -1)[:, self.nospeech].tolist()
 
 
@@ -199,8 +197,9 @@ def main():
         rows = []
         for i in range(0, len(clips), args.batch):
             part = clips[i: i + args.batch]
-            hyps = tr.run([c["audio"] for c in part])
-            probs = tr.nospeech_prob([c["audio"] for c in part])
+            feats = tr.features([c["audio"] for c in part])
+            hyps = tr.run(feats)
+            probs = tr.nospeech_prob(feats)
             for c, h, p in zip(part, hyps, probs):
                 rows.append({"id": c["id"], "ref": c["ref"], "hyp": h, "voice": c.get("voice"),
                              "nospeech_prob": round(p, 4), "seconds": round(len(c["audio"]) / SR, 3),
