@@ -2,8 +2,8 @@
 # What each device call runs (the `run` tool; carry .train). Two calls, back to back, while the
 # machine stays warm:
 #
-#   bash tools/train/device_call.sh start     # smoke test; if it passes, the full run starts in
-#                                             # the background (setsid); then waits ~9 minutes
+#   bash tools/train/device_call.sh start     # the full run starts in the background (setsid)
+#                                             # while a smoke run checks every step; waits ~9 min
 #   bash tools/train/device_call.sh collect   # waits for the end (up to ~9.5 minutes), copies the
 #                                             # results to $OUT (7 files, each < 16 MiB)
 #
@@ -18,16 +18,21 @@ case "${1:-}" in
 start)
     nvidia-smi --query-gpu=name,memory.used --format=csv,noheader || true
     rm -rf "$W/out" "$W"/DONE-* "$W"/EXIT-*
+    bash tools/train/device_run.sh "$W" unpack >/dev/null || { echo "unpacking failed"; exit 1; }
+    # The full run starts at once (its synthesis needs minutes before training can begin); the
+    # smoke run checks every step meanwhile and stops the full run if any fails.
+    setsid nohup bash tools/train/device_run.sh "$W" full >/dev/null 2>&1 </dev/null &
+    full_pid=$!
     if ! bash tools/train/device_run.sh "$W" smoke >/dev/null 2>&1; then
+        kill -- -"$full_pid" 2>/dev/null
         echo "smoke run failed:"; progress 60; exit 1
     fi
-    progress 12
-    setsid nohup bash tools/train/device_run.sh "$W" full >/dev/null 2>&1 </dev/null &
-    for _ in $(seq 108); do [ -e "$W/EXIT-full" ] && break; sleep 5; done
-    progress 12
+    echo "smoke run passed after ${SECONDS} s"
+    while [ "$SECONDS" -lt 555 ] && [ ! -e "$W/EXIT-full" ]; do sleep 5; done
+    progress 14
     ;;
 collect)
-    for _ in $(seq 114); do [ -e "$W/EXIT-full" ] && break; sleep 5; done
+    while [ "$SECONDS" -lt 570 ] && [ ! -e "$W/EXIT-full" ]; do sleep 5; done
     progress 25
     if [ ! -e "$W/EXIT-full" ]; then echo "still running: call collect again"; exit 3; fi
     if [ ! -e "$W/DONE-full" ]; then echo "the full run failed (status $(cat "$W/EXIT-full"))"; exit 1; fi

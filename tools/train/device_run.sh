@@ -26,7 +26,7 @@ else
     # Training starts once MIN_UTTERANCES exist (about 2-3 minutes of synthesis on 16 cores;
     # the first run started at 4000 and its model learned the sentences, not the sounds) and
     # synthesis continues while it trains.
-    minutes=${TRAIN_MINUTES:-14}; steps=0; n_train=${TRAIN_UTTERANCES:-250000}; n_eval=400
+    minutes=${TRAIN_MINUTES:-15}; steps=0; n_train=${TRAIN_UTTERANCES:-250000}; n_eval=400
     min_utt=${MIN_UTTERANCES:-12000}; limit=400
 fi
 jobs=$(nproc)
@@ -38,7 +38,9 @@ if [ ! -x "$W/synth/usr/bin/espeak-ng" ]; then
     tar -C "$W" -xJf .train/corpus.tar.xz
 fi
 # festival looks for its library at the path it was built with.
-[ -e /usr/share/festival ] || ln -s "$W/synth/usr/share/festival" /usr/share/festival
+[ -e /usr/share/festival ] || ln -sfn "$W/synth/usr/share/festival" /usr/share/festival
+# `unpack` only prepares the synthesizers (device_call.sh does it once before two runs start).
+[ "$MODE" = unpack ] && exit 0
 python3 -c 'import torch, transformers, tokenizers; print("torch", torch.__version__, "transformers", transformers.__version__, "cuda", torch.cuda.is_available())'
 
 D="$W/data-$MODE"
