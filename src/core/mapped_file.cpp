@@ -1,6 +1,7 @@
 // POSIX implementation of MappedFile (mmap, PROT_READ, MAP_PRIVATE).
 #include "core/mapped_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -47,6 +48,18 @@ MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
         data_ = static_cast<const uint8_t*>(p);
     }
     ::close(fd);  // the mapping stays valid without the descriptor
+}
+
+void MappedFile::release(const void* data, size_t bytes) const {
+    if (data_ == nullptr || bytes == 0) return;
+    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<uintptr_t>(data);
+    const auto base = reinterpret_cast<uintptr_t>(data_);
+    if (begin < base || begin + bytes > base + size_) return;
+    // Rounded outward: a page shared with a neighbour that is still needed is simply read again.
+    const uintptr_t lo = begin & ~(page - 1);
+    const uintptr_t hi = std::min((begin + bytes + page - 1) & ~(page - 1), (base + size_ + page - 1) & ~(page - 1));
+    ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

@@ -21,6 +21,12 @@ public:
     const uint8_t* data() const { return data_; }
     size_t size() const { return size_; }
 
+    // Drops the pages of [data, data + bytes) from this process's memory (madvise DONTNEED), for
+    // a loader that has copied what it needed: the peak then holds the weights once, not the
+    // mapping and the copy together. The range must lie inside data()..data() + size(). The pages
+    // are read-only and clean, so a later read of the range faults them in again from the file.
+    void release(const void* data, size_t bytes) const;
+
 private:
     std::filesystem::path path_;
     const uint8_t* data_ = nullptr;

@@ -129,4 +129,13 @@ uint64_t TensorStore::bytes_on_disk() const {
     return n;
 }
 
+void TensorStore::release(const TensorInfo& tensor) const {
+    for (const auto& f : files_) {
+        if (tensor.data >= f->data() && tensor.data + tensor.nbytes <= f->data() + f->size()) {
+            f->release(tensor.data, tensor.nbytes);
+            return;
+        }
+    }
+}
+
 }  // namespace parlance

@@ -70,6 +70,10 @@ public:
     std::vector<std::filesystem::path> files() const;
     uint64_t bytes_on_disk() const;
 
+    // Drops the tensor's mapped pages from memory once a loader has copied it (see
+    // MappedFile::release); its data stays readable, from the file.
+    void release(const TensorInfo& tensor) const;
+
     // Used by the format readers. Throws Error(InvalidModel) naming both files when two tensors
     // share a name.
     TensorStore(FileFormat format, std::vector<std::shared_ptr<MappedFile>> files,

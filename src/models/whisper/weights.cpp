@@ -164,18 +164,20 @@ WhisperWeights::WhisperWeights(const WhisperConfig& c, const TensorStore& store,
         ggml_tensor* t = *r.slot;
         if (r.type == r.info->type) {
             ggml_backend_tensor_set(t, r.info->data, 0, r.info->nbytes);
-            continue;
-        }
-        std::vector<float> f = to_f32(*r.info);
-        if (r.type == GGML_TYPE_F32) {
-            ggml_backend_tensor_set(t, f.data(), 0, f.size() * sizeof(float));
         } else {
-            const int64_t row = t->ne[0];
-            const int64_t rows = static_cast<int64_t>(f.size()) / row;
-            std::vector<uint8_t> q(ggml_row_size(r.type, row) * rows);
-            ggml_quantize_chunk(r.type, f.data(), q.data(), 0, rows, row, nullptr);
-            ggml_backend_tensor_set(t, q.data(), 0, q.size());
+            std::vector<float> f = to_f32(*r.info);
+            if (r.type == GGML_TYPE_F32) {
+                ggml_backend_tensor_set(t, f.data(), 0, f.size() * sizeof(float));
+            } else {
+                const int64_t row = t->ne[0];
+                const int64_t rows = static_cast<int64_t>(f.size()) / row;
+                std::vector<uint8_t> q(ggml_row_size(r.type, row) * rows);
+                ggml_quantize_chunk(r.type, f.data(), q.data(), 0, rows, row, nullptr);
+                ggml_backend_tensor_set(t, q.data(), 0, q.size());
+            }
         }
+        // Copied: its mapped pages leave memory now, so the peak holds the weights once.
+        store.release(*r.info);
     }
     if (proj_out == nullptr) proj_out = tok_emb;
 }
