@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "cli/commands.h"
+#include "cli/default_model.h"
 #include "core/backend.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -26,9 +27,7 @@ struct ServeArgs {
 
 void run(ServeArgs& a, GlobalOptions& globals) {
     Logger log(parse_log_level(globals.log_level));
-    if (a.model.empty())
-        throw Error(ErrorKind::InvalidArgument,
-                    "no model given: pass --model PATH (a Whisper HF snapshot directory or a whisper.cpp .bin file)");
+    a.model = resolve_model(a.model);
     if (a.server.api_key.empty())
         if (const char* k = std::getenv("PARLANCE_API_KEY")) a.server.api_key = k;
     a.server.max_upload_bytes = static_cast<size_t>(a.max_upload_mb * 1024 * 1024);
@@ -69,7 +68,8 @@ void run(ServeArgs& a, GlobalOptions& globals) {
 void register_serve(CLI::App& app, GlobalOptions& globals) {
     auto a = std::make_shared<ServeArgs>();
     auto* cmd = app.add_subcommand("serve", "Serve the OpenAI-compatible API (transcriptions, translations)");
-    cmd->add_option("-m,--model", a->model, "Whisper model: HF snapshot directory or whisper.cpp .bin");
+    cmd->add_option("-m,--model", a->model, "Whisper model: HF snapshot directory or whisper.cpp .bin (default: $PARLANCE_MODEL, "
+                    "else the bundled default models/parlance-synth-en when it is there)");
     cmd->add_option("--host", a->server.host, "Address to listen on")->default_val("127.0.0.1");
     cmd->add_option("--port", a->server.port, "Port (0 = any free port)")->default_val(8000);
     cmd->add_option("--api-key", a->server.api_key, "Require 'Authorization: Bearer KEY' (or PARLANCE_API_KEY)");

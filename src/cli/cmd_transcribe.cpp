@@ -9,6 +9,7 @@
 
 #include "audio/decode.h"
 #include "cli/commands.h"
+#include "cli/default_model.h"
 #include "core/error.h"
 #include "decoding/transcript.h"
 #include "models/whisper/model.h"
@@ -39,10 +40,7 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
 }
 
 void run(TranscribeArgs& a) {
-    if (a.model.empty())
-        throw Error(ErrorKind::InvalidArgument,
-                    "no model given: pass --model PATH (a Whisper HF snapshot directory or a "
-                    "whisper.cpp .bin file)");
+    a.model = resolve_model(a.model);
     ResponseFormat format = parse_response_format(a.format);
     if (a.temperature >= 0.0f) a.options.temperatures = {a.temperature};
     a.options.timestamps = !a.no_timestamps || format == ResponseFormat::Srt ||
@@ -103,7 +101,8 @@ void register_transcribe(CLI::App& app, GlobalOptions&) {
     auto a = std::make_shared<TranscribeArgs>();
     auto* cmd = app.add_subcommand("transcribe", "Transcribe or translate audio files with a Whisper model");
     cmd->add_option("files", a->files, "Audio files (wav, flac, mp3, m4a, ogg, webm, ...)")->required();
-    cmd->add_option("-m,--model", a->model, "Whisper model: HF snapshot directory or whisper.cpp .bin");
+    cmd->add_option("-m,--model", a->model, "Whisper model: HF snapshot directory or whisper.cpp .bin (default: $PARLANCE_MODEL, "
+                    "else the bundled default models/parlance-synth-en when it is there)");
     cmd->add_option("-f,--format", a->format, "json|text|srt|vtt|verbose_json")->default_val("text");
     cmd->add_option("-o,--output", a->output, "Write here instead of stdout");
     cmd->add_option("-l,--language", a->options.language, "Spoken language code (default: detect)");

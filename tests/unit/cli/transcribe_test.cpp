@@ -154,10 +154,42 @@ TEST(Transcribe, TwoFilesJsonToStdout) {
     EXPECT_EQ(docs, 2);
 }
 
-TEST(Transcribe, NoModelIsAnError) {
+// Without --model, $PARLANCE_MODEL names the model to use.
+TEST(Transcribe, ModelFromEnvironment) {
     std::string out;
-    EXPECT_NE(transcribe(quoted(jfk()), &out, false), 0) << out;
-    EXPECT_NE(out.find("no model given"), std::string::npos) << out;
+    const std::string cmd = "PARLANCE_MODEL=" + quoted(model("tiny-en")) + " " +
+                            quoted(testing::parlance_binary().string()) +
+                            " transcribe -t 2 --temperature 0 --max-new-tokens 8 -f json " + quoted(jfk()) + " 2>&1";
+    ASSERT_EQ(testing::run_command(cmd, &out), 0) << out;
+    EXPECT_NE(out.find("tiny-en"), std::string::npos) << out;  // the load line names the model
+    EXPECT_NE(out.find("\"text\""), std::string::npos) << out;
+}
+
+// Without --model and $PARLANCE_MODEL: the bundled default from the source tree when it is
+// there, otherwise an error that says where it looked and what to pass.
+TEST(Transcribe, DefaultModelOrAnErrorSayingWhereItLooked) {
+    const fs::path bundled = testing::fixtures_dir().parent_path().parent_path() / "models" / "parlance-synth-en";
+    std::string out;
+    const std::string cmd = "env -u PARLANCE_MODEL " + quoted(testing::parlance_binary().string()) +
+                            " transcribe -t 2 --temperature 0 --max-new-tokens 32 " + quoted(jfk()) + " 2>&1";
+    const int rc = testing::run_command(cmd, &out);
+    if (fs::exists(bundled / "config.json")) {
+        EXPECT_EQ(rc, 0) << out;
+        EXPECT_NE(out.find("parlance-synth-en"), std::string::npos) << out;
+    } else {
+        EXPECT_NE(rc, 0) << out;
+        for (const char* part : {"no model given", "parlance-synth-en", "--model", "PARLANCE_MODEL"})
+            EXPECT_NE(out.find(part), std::string::npos) << part << " not in: " << out;
+    }
+}
+
+// A model named by $PARLANCE_MODEL that is not there is an error naming the path.
+TEST(Transcribe, MissingModelFromEnvironmentIsAnError) {
+    std::string out;
+    const std::string cmd = "PARLANCE_MODEL=/nonexistent/model " + quoted(testing::parlance_binary().string()) +
+                            " transcribe " + quoted(jfk()) + " 2>&1";
+    EXPECT_NE(testing::run_command(cmd, &out), 0) << out;
+    EXPECT_NE(out.find("/nonexistent/model"), std::string::npos) << out;
 }
 
 TEST(Transcribe, NonAudioFileIsAnError) {

@@ -1,0 +1,52 @@
+#include "cli/default_model.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "core/error.h"
+
+namespace parlance::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path executable_dir() {
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? fs::path() : exe.parent_path();
+}
+
+// Where a bundled model may be, most specific first: an install tree beside the binary, then the
+// source tree this binary was built from (a build directory run in place).
+std::vector<fs::path> candidates() {
+    std::vector<fs::path> out;
+    const fs::path exe = executable_dir();
+    if (!exe.empty()) out.push_back(exe / ".." / "share" / "parlance" / "models" / kDefaultModelName);
+#ifdef PARLANCE_SOURCE_DIR
+    out.push_back(fs::path(PARLANCE_SOURCE_DIR) / "models" / kDefaultModelName);
+#endif
+    return out;
+}
+
+}  // namespace
+
+std::string resolve_model(const std::string& given) {
+    if (!given.empty()) return given;
+    if (const char* env = std::getenv("PARLANCE_MODEL"); env && *env) return env;
+    std::string looked;
+    for (const fs::path& dir : candidates()) {
+        std::error_code ec;
+        if (fs::is_regular_file(dir / "config.json", ec)) return fs::weakly_canonical(dir, ec).string();
+        looked += "\n  " + dir.lexically_normal().string();
+    }
+    throw Error(ErrorKind::InvalidArgument,
+                std::string("no model given and the bundled default (") + kDefaultModelName +
+                    ") is not installed; looked in:" + looked +
+                    "\npass --model PATH (a Whisper HF snapshot directory or a whisper.cpp .bin file) or set "
+                    "PARLANCE_MODEL");
+}
+
+}  // namespace parlance::cli
