@@ -32,15 +32,17 @@ start)
     progress 14
     ;;
 collect)
-    while [ "$SECONDS" -lt 570 ] && [ ! -e "$W/EXIT-full" ]; do sleep 5; done
+    while [ "$SECONDS" -lt 560 ] && [ ! -e "$W/EXIT-full" ]; do sleep 5; done
     progress 25
+    # Whatever exists comes back, finished or not: a later collect can still fetch the rest.
+    mkdir -p "${OUT:?}"
+    for f in run.log training-full.json eval-full.json clips_seen.npz clips_heldout.npz; do
+        [ -e "$W/out/$f" ] && cp "$W/out/$f" "$OUT"/
+    done
+    cp "$W"/out/model.tar.part-* "$OUT"/ 2>/dev/null
+    ls -la "$OUT"
     if [ ! -e "$W/EXIT-full" ]; then echo "still running: call collect again"; exit 3; fi
     if [ ! -e "$W/DONE-full" ]; then echo "the full run failed (status $(cat "$W/EXIT-full"))"; exit 1; fi
-    mkdir -p "${OUT:?}"
-    cp "$W/out/run.log" "$W/out/training-full.json" "$W/out/eval-full.json" "$W/out/clips_seen.npz" \
-       "$W/out/clips_heldout.npz" \
-       "$W"/out/model.tar.part-* "$OUT"/
-    ls -la "$OUT"
     ;;
 *)
     echo "usage: device_call.sh start|collect" >&2; exit 2 ;;

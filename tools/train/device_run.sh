@@ -63,22 +63,29 @@ synth_pid=$!
 M="$W/model-$MODE"
 rm -rf "$M"
 PYTHONUNBUFFERED=1 python3 tools/train/train.py --data "$D/train" --corpus "$W/corpus" --out "$M" \
-    --minutes "$minutes" --steps "$steps" --min-utterances "$min_utt"
+    --minutes "$minutes" --steps "$steps" --min-utterances "$min_utt" --probe "$D/eval_seen" \
+    --probe-seconds "$([ "$MODE" = smoke ] && echo 20 || echo 90)"
 # Training is over: what synthesis has not made yet is not needed.
 kill "$synth_pid" 2>/dev/null || true
 wait "$synth_pid" 2>/dev/null || true
 tail -2 "$W/out/synth-$MODE.log"
 cp "$M/training.json" "$W/out/training-$MODE.json"
 
-PYTHONUNBUFFERED=1 python3 tools/train/evaluate.py --model "$M" --set seen="$D/eval_seen" \
-    --set heldout="$D/eval_heldout" --real .train/real --limit "$limit" --out "$W/out/eval-$MODE.json" \
-    --save-clips "$W/clips-$MODE"
-
+# The model is packed first, so that it comes back even if the evaluation does not finish (the
+# second run's evaluation stalled after two of its four sets). The device returns files of at
+# most 16 MiB: the model travels as tar parts.
+[ "$MODE" != smoke ] && tar -C "$W" -cf - "model-$MODE" | split -b 15m - "$W/out/model.tar.part-"
+status=0
+PYTHONUNBUFFERED=1 timeout "$([ "$MODE" = smoke ] && echo 180 || echo 360)" python3 tools/train/evaluate.py \
+    --model "$M" --set seen="$D/eval_seen" --set heldout="$D/eval_heldout" --real .train/real \
+    --limit "$limit" --out "$W/out/eval-$MODE.json" --save-clips "$W/clips-$MODE" || status=$?
+if [ "$status" != 0 ]; then
+    echo "evaluation failed or timed out (status $status)"
+    [ "$MODE" = smoke ] && exit "$status"
+fi
 if [ "$MODE" != smoke ]; then
-    cp "$W/clips-$MODE/seen.npz" "$W/out/clips_seen.npz"
-    cp "$W/clips-$MODE/heldout.npz" "$W/out/clips_heldout.npz"
-    # The device returns files of at most 16 MiB: the model travels as tar parts.
-    tar -C "$W" -cf - "model-$MODE" | split -b 15m - "$W/out/model.tar.part-"
+    cp "$W/clips-$MODE/seen.npz" "$W/out/clips_seen.npz" 2>/dev/null || true
+    cp "$W/clips-$MODE/heldout.npz" "$W/out/clips_heldout.npz" 2>/dev/null || true
 fi
 ls -la "$W/out"
 touch "$W/DONE-$MODE"

@@ -194,6 +194,7 @@ def main():
     report = {"model": os.path.abspath(args.model), "sets": {}}
     t0 = time.time()
     for name, clips in sets.items():
+        print("%-10s %4d clips: transcribing (%.0f s so far)" % (name, len(clips), time.time() - t0), flush=True)
         rows = []
         for i in range(0, len(clips), args.batch):
             part = clips[i: i + args.batch]

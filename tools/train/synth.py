@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -218,6 +219,9 @@ def main():
                      items[s: s + args.shard_size], args.seed * 1000003 + s))
     t0 = time.time()
     done_utts, done_samples = 0, 0
+    # Training stops synthesis with SIGTERM: leave through the Pool's context so its workers end
+    # too (killed outright they kept 13 cores busy through the evaluation).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with Pool(args.jobs) as pool:
         for n, samples in pool.imap_unordered(work, jobs):
             done_utts += n

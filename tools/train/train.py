@@ -21,6 +21,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import time
 
@@ -33,6 +34,15 @@ N_FFT, HOP = 400, 160
 SPECIALS = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|translate|>", "<|transcribe|>",
             "<|startoflm|>", "<|startofprev|>", "<|nospeech|>", "<|notimestamps|>"]
 N_STAMPS = 1501
+# The auxiliary CTC loss predicts characters (blank = 0, then these): a small alphabet gives the
+# encoder an acoustic target it learns much sooner than 2048 BPE pieces.
+CTC_CHARS = " abcdefghijklmnopqrstuvwxyz'"
+
+
+def ctc_chars(text):
+    t = re.sub(r"[^a-z' ]", " ", text.lower())
+    t = re.sub(r"\s+", " ", t).strip()
+    return [CTC_CHARS.index(c) + 1 for c in t]
 
 
 def log(*a):
@@ -122,7 +132,7 @@ class Store:
         self.loaded = set()
         self.parts = []
         self.audio = torch.zeros(1, dtype=torch.int16, device=device)  # index 0: a zero sample
-        self.offset, self.length, self.tokens, self.voice = [], [], [], []
+        self.offset, self.length, self.tokens, self.chars, self.voice = [], [], [], [], []
 
     def refresh(self):
         new = [p for p in sorted(glob.glob(os.path.join(self.dir, "shard_*.jsonl"))) if p not in self.loaded]
@@ -138,6 +148,7 @@ class Store:
                 self.offset.append(base + r["offset"])
                 self.length.append(r["samples"])
                 self.tokens.append(e.ids)
+                self.chars.append(ctc_chars(r["text"]))
                 self.voice.append(r["voice"])
             base += len(samples)
             chunks.append(torch.from_numpy(samples.copy()))
@@ -153,7 +164,7 @@ class Store:
 def plan_window(rng, store, L, args, prompts, short=False):
     """One training window: audio chunks (source offset, length, destination), the token
     sequence with its loss mask, and the CTC target (the text tokens of the whole utterances in
-    it; None when an utterance is cut by the window's end). `short`: at most three utterances
+    it, as characters; None when an utterance is cut by the window's end). `short`: at most three utterances
     (the curriculum's first phase, where alignment is easier to find)."""
     chunks, ctc = [], []
     cut = False
@@ -180,7 +191,7 @@ def plan_window(rng, store, L, args, prompts, short=False):
                     body += [L.stamp(t)] + store.tokens[i] + [L.stamp(end)]
                 else:
                     body += store.tokens[i]
-                ctc += store.tokens[i]
+                ctc += ([1] if ctc else []) + store.chars[i]  # a space between utterances
                 active += length
                 t = end + rng.uniform(0.05, 1.2)
                 n += 1
@@ -256,25 +267,32 @@ def colored_noise(B, n, alpha, gen, device):
     return x / x.pow(2).mean(dim=1, keepdim=True).sqrt().clamp(min=1e-8)
 
 
-def augment(x, active, speech, gen, args):
-    """Reverberation and telephone band (one FFT), additive noise at a random SNR, level."""
+def augment(x, active, speech, gen, args, strength=1.0):
+    """Reverberation and telephone band (one FFT), additive noise at a random SNR, level.
+    `strength` scales the probabilities of reverberation, telephone band and noise (the clean
+    start of training ramps it from 0 to 1)."""
     B, n = x.shape
     dev = x.device
     u = lambda: torch.rand(B, device=dev, generator=gen)
     nfft = 1 << (n + 8000 - 1).bit_length()
     X = torch.fft.rfft(x, nfft)
-    reverb = u() < args.p_reverb
+    reverb = u() < args.p_reverb * strength
     if reverb.any():
         ir_len = 8000
         t = torch.arange(ir_len, device=dev).float() / SR
         rt60 = 0.15 + 0.6 * u()
         ir = torch.randn(B, ir_len, device=dev, generator=gen) * torch.exp(-6.9 * t.view(1, -1) / rt60.view(B, 1))
         ir[:, :80] = 0
+        # Direct-to-reverberant ratio 0-15 dB (a room, not a cathedral: an unscaled tail of
+        # RT60 0.75 s put it at about -29 dB, unintelligible to a small model).
+        drr_db = 15.0 * u()
+        tail = ir.pow(2).sum(dim=1).clamp(min=1e-12)
+        ir = ir * (torch.pow(10.0, -drr_db / 10) / tail).sqrt().view(B, 1)
         ir[:, 0] = 1.0
         ir = ir / ir.pow(2).sum(dim=1, keepdim=True).sqrt()
         H = torch.fft.rfft(ir, nfft)
         X = torch.where(reverb.view(B, 1), X * H, X)
-    phone = u() < args.p_phone
+    phone = u() < args.p_phone * strength
     if phone.any():
         freqs = torch.fft.rfftfreq(nfft, 1.0 / SR).to(dev)
         band = ((freqs >= 300) & (freqs <= 3400)).float()
@@ -286,7 +304,7 @@ def augment(x, active, speech, gen, args):
     p_after = y.pow(2).sum(dim=1) / act
     y = y * torch.where(speech, (p_before / p_after.clamp(min=1e-12)).sqrt(), torch.ones_like(p_before)).view(B, 1)
     # Noise: relative to speech (SNR) in speech windows; at an absolute level in the others.
-    noisy = u() < args.p_noise
+    noisy = u() < args.p_noise * strength
     alpha = torch.randint(0, 3, (B,), device=dev, generator=gen).float()
     noise = colored_noise(B, n, alpha, gen, dev)
     snr_db = args.snr_min + (args.snr_max - args.snr_min) * u()
@@ -357,6 +375,57 @@ def make_batch(rng, store, L, args, prompts, device, short=False):
             inp.to(device), lab.to(device), (ctc_targets.to(device), ctc_len.to(device), ctc_ok))
 
 
+def edit_distance(a, b):
+    d = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        prev, d[0] = d[0], i
+        for j, y in enumerate(b, 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (x != y))
+    return d[len(b)]
+
+
+class Probe:
+    """A fixed batch of held-out sentences (windows of up to three utterances, no augmentation,
+    text without timestamps) scored during training: the decoder's loss and token accuracy, and
+    the CTC head's greedy character error rate. Training sentences can be memorized; these
+    cannot, so these numbers fall only when the model listens."""
+
+    def __init__(self, folder, tok, L, args, device, mel, windows=32):
+        store = Store(folder, tok, device)
+        store.refresh()
+        if not store.length:
+            raise SystemExit("probe: no utterances in " + folder)
+        pargs = argparse.Namespace(**{**vars(args), "batch": windows, "p_nospeech": 0.0, "p_prompt": 0.0,
+                                      "p_timestamps": 0.0, "p_translate": 0.0})
+        audio, _, _, self.inp, self.lab, (ctc_t, ctc_len, _) = make_batch(
+            random.Random(99), store, L, pargs, [[L.eot]], device, short=True)
+        self.feats = mel(audio)
+        flat, self.refs = ctc_t.tolist(), []
+        for n in ctc_len.tolist():
+            self.refs.append(flat[:n])
+            flat = flat[n:]
+
+    @torch.no_grad()
+    def __call__(self, model, ctc_head):
+        was_training = model.training
+        model.eval()
+        with torch.autocast(device_type=self.feats.device.type, dtype=torch.bfloat16,
+                            enabled=self.feats.device.type == "cuda"):
+            enc = model.model.encoder(self.feats).last_hidden_state
+            out = model(encoder_outputs=(enc,), decoder_input_ids=self.inp, labels=self.lab)
+        mask = self.lab != -100
+        acc = ((out.logits.argmax(-1) == self.lab) & mask).sum().item() / max(1, mask.sum().item())
+        best = ctc_head(enc.float()).argmax(-1).tolist()
+        errors = chars = 0
+        for path, ref in zip(best, self.refs):
+            hyp = [c for k, c in enumerate(path) if c != 0 and (k == 0 or c != path[k - 1])]
+            errors += edit_distance(ref, hyp)
+            chars += len(ref)
+        if was_training:
+            model.train()
+        return {"loss": round(out.loss.item(), 4), "token_acc": round(acc, 4), "ctc_cer": round(errors / max(1, chars), 4)}
+
+
 def spec_augment(feats, gen, n_freq=2, freq_width=10, time_prob=0.05, time_width=10):
     """SpecAugment on log-mel (B, mels, frames): frequency bands and time spans set to zero."""
     B, M, T = feats.shape
@@ -422,7 +491,7 @@ def main():
     ap.add_argument("--decoder-layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--dropout", type=float, default=0.05)
-    ap.add_argument("--batch", type=int, default=96)
+    ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=1.5e-3)
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--weight-decay", type=float, default=0.05)
@@ -430,6 +499,10 @@ def main():
     ap.add_argument("--ctc-weight", type=float, default=0.3,
                     help="auxiliary CTC loss on the encoder (its head is dropped at export)")
     ap.add_argument("--spec-augment", type=int, default=1)
+    ap.add_argument("--aug-ramp", type=float, default=0.3,
+                    help="fraction of training over which noise/reverb/telephone ramp up from none")
+    ap.add_argument("--probe", help="synth.py folder of held-out sentences scored during training")
+    ap.add_argument("--probe-seconds", type=float, default=90.0, help="time between probes")
     ap.add_argument("--curriculum", type=float, default=0.15,
                     help="fraction of training on windows of at most three utterances")
     ap.add_argument("--seed", type=int, default=1)
@@ -494,9 +567,11 @@ def main():
         time.sleep(2)
     log("data: %d utterances, %.2f h to start" % (len(store.length), store.hours()))
 
-    # CTC head over the encoder output (text tokens + blank): it gives the encoder a direct
+    # CTC head over the encoder output (characters + blank): it gives the encoder a direct
     # signal from the first steps, so cross-attention finds the speech sooner. Not exported.
-    ctc_head = torch.nn.Linear(args.d_model, L.text_vocab + 1).to(device)
+    ctc_head = torch.nn.Linear(args.d_model, len(CTC_CHARS) + 1).to(device)
+    probe = Probe(args.probe, tok, L, args, device, mel) if args.probe else None
+    probes, t_probe = [], time.time()
     decay, no_decay = [], []
     for name, p in list(model.named_parameters()) + [("ctc." + n, p) for n, p in ctc_head.named_parameters()]:
         (decay if p.dim() >= 2 and "embed" not in name else no_decay).append(p)
@@ -525,7 +600,8 @@ def main():
         audio, active, speech, inp, lab, (ctc_t, ctc_len, ctc_ok) = make_batch(
             rng, store, L, args, prompts, device, short=progress < args.curriculum)
         with torch.no_grad():
-            feats = mel(augment(audio, active, speech, gen, args))
+            strength = min(1.0, progress / args.aug_ramp) if args.aug_ramp > 0 else 1.0
+            feats = mel(augment(audio, active, speech, gen, args, strength))
             if args.spec_augment:
                 feats = spec_augment(feats, gen)
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
@@ -537,7 +613,7 @@ def main():
             logp = ctc_head(enc.float()).log_softmax(-1).transpose(0, 1)  # (T, B, V + 1)
             T = logp.shape[0]
             lens_in = torch.full((logp.shape[1],), T, dtype=torch.long, device=device)
-            per = torch.nn.functional.ctc_loss(logp, ctc_t, lens_in, ctc_len, blank=L.text_vocab,
+            per = torch.nn.functional.ctc_loss(logp, ctc_t, lens_in, ctc_len, blank=0,
                                                reduction="none", zero_infinity=True)
             per = per / ctc_len.clamp(min=1).float()
             ctc_loss = (per * ctc_ok.float()).sum() / ctc_ok.float().sum()
@@ -556,7 +632,15 @@ def main():
             log("step %d (%.0f%%) loss %.3f (ema %.3f) ctc %.3f grad %.2f lr %.2e  %.1f windows/s" % (
                 step, 100 * progress, lv, ema, ema_ctc, gnorm, lr, step * args.batch / el))
             history.append({"step": step, "loss": round(ema, 4), "ctc": round(ema_ctc, 4), "seconds": round(el, 1)})
+        if probe and time.time() - t_probe >= args.probe_seconds:
+            t_probe = time.time()
+            r = {"step": step, "seconds": round(time.time() - t0, 1), **probe(model, ctc_head)}
+            probes.append(r)
+            log("probe (held-out sentences): %s" % r)
 
+    if probe:
+        probes.append({"step": step, "seconds": round(time.time() - t0, 1), "final": True, **probe(model, ctc_head)})
+        log("probe (held-out sentences), final: %s" % probes[-1])
     model.eval()
     model.config.use_cache = True
     gdict = generation_config_dict(L, args, space)
@@ -570,6 +654,7 @@ def main():
     record = {"args": vars(args), "steps": step, "seconds": round(time.time() - t0, 1),
               "utterances": len(store.length), "hours": round(store.hours(), 2),
               "parameters": n_params, "final_loss": round(ema, 4), "history": history,
+              "probes": probes,
               "torch": torch.__version__, "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu"}
     import transformers
     record["transformers"] = transformers.__version__
