@@ -26,7 +26,7 @@ else
     # Training starts once MIN_UTTERANCES exist (about 2-3 minutes of synthesis on 16 cores;
     # the first run started at 4000 and its model learned the sentences, not the sounds) and
     # synthesis continues while it trains.
-    minutes=${TRAIN_MINUTES:-15}; steps=0; n_train=${TRAIN_UTTERANCES:-250000}; n_eval=400
+    minutes=${TRAIN_MINUTES:-13}; steps=0; n_train=${TRAIN_UTTERANCES:-250000}; n_eval=400
     min_utt=${MIN_UTTERANCES:-12000}; limit=400
 fi
 jobs=$(nproc)
