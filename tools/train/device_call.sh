@@ -36,7 +36,7 @@ collect)
     progress 25
     # Whatever exists comes back, finished or not: a later collect can still fetch the rest.
     mkdir -p "${OUT:?}"
-    for f in run.log training-full.json eval-full.json clips_seen.npz clips_heldout.npz; do
+    for f in run.log training-full.json eval-full.json clips_seen.npz clips_heldout.npz clips_real.npz; do
         [ -e "$W/out/$f" ] && cp "$W/out/$f" "$OUT"/
     done
     cp "$W"/out/model.tar.part-* "$OUT"/ 2>/dev/null

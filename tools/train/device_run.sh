@@ -86,6 +86,7 @@ fi
 if [ "$MODE" != smoke ]; then
     cp "$W/clips-$MODE/seen.npz" "$W/out/clips_seen.npz" 2>/dev/null || true
     cp "$W/clips-$MODE/heldout.npz" "$W/out/clips_heldout.npz" 2>/dev/null || true
+    cp "$W/clips-$MODE/real.npz" "$W/out/clips_real.npz" 2>/dev/null || true
 fi
 ls -la "$W/out"
 touch "$W/DONE-$MODE"

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Writes the model card (models/NAME/README.md) from what the recipe produced: the training
+record (training.json), the transformers evaluation (eval.json), parlance's comparisons on the
+same clips (compare.py --json, one per set), the synthesizer versions (.train/VERSIONS) and the
+recipe's commit. Every figure in the card comes from those files; nothing is typed in by hand.
+
+  python3 tools/train/card.py --name parlance-synth-en --training training-full.json \
+      --eval eval-full.json --compare seen=cmp-seen.json --compare heldout=cmp-heldout.json \
+      --versions .train/VERSIONS --commit 0bd3fe9 --out models/parlance-synth-en/README.md
+"""
+import argparse
+import json
+import os
+
+KEY_PACKAGES = ("espeak-ng_", "flite_", "festival_", "festvox-us-slt-hts_", "fortunes_", "wordnet-base_")
+
+
+def pct(x):
+    return "%.1f %%" % (100 * x)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--name", required=True)
+    ap.add_argument("--training", required=True)
+    ap.add_argument("--eval", required=True)
+    ap.add_argument("--compare", action="append", default=[], help="SET=compare.py --json output")
+    ap.add_argument("--versions", required=True)
+    ap.add_argument("--commit", required=True, help="commit of tools/train that produced the model")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+
+    tr = json.load(open(args.training))
+    ev = json.load(open(args.eval))["sets"]
+    cmp = {}
+    for spec in args.compare:
+        name, path = spec.split("=", 1)
+        cmp[name] = json.load(open(path))
+    versions = [l.strip() for l in open(args.versions) if l.strip().startswith(KEY_PACKAGES)]
+    a = tr["args"]
+
+    rows = []
+    labels = {"seen": "held-out sentences, seen voices", "heldout": "held-out sentences, held-out voice (flite rms)",
+              "real": "real recordings (LibriVox clips, JFK)"}
+    for name in ("seen", "heldout", "real"):
+        if name not in ev:
+            continue
+        e = ev[name]
+        c = cmp.get(name)
+        ours = ("%s on the first %d clips (transformers on them: %s); %d of %d transcripts identical" % (
+            pct(c["wer_parlance"]), c["clips"], pct(c["wer_transformers"]), c["identical"], c["clips"])
+            if c else "—")
+        rows.append("| %s | %d | %d | %s | %s |" % (labels[name], e["clips"], e["words"], pct(e["wer"]), ours))
+    ns = ev.get("nospeech", {})
+
+    text = f"""# {args.name}
+
+A small English speech-recognition model in the Whisper architecture, **trained by parlance's own
+recipe (`tools/train/`, commit `{args.commit}`) on synthetic speech only**. It exists so that a
+fresh parlance install transcribes something out of the box and so that the live-transcription,
+VAD and speculation work has a model whose output means something.
+
+**What it is not for:** real-world speech. It has heard only Debian's speech synthesizers
+(espeak-ng, flite, festival); on human recordings expect it to fail (figures below).
+
+## Model
+
+Whisper (HF layout: `config.json`, `model.safetensors` in float16, `generation_config.json`,
+`tokenizer.json`, `preprocessor_config.json`), English only: d_model {a["d_model"]},
+{a["encoder_layers"]} encoder + {a["decoder_layers"]} decoder layers, {a["heads"]} heads, 80 mel bins,
+{tr["parameters"] / 1e6:.2f} M parameters. Its own byte-level BPE of {a["text_vocab"]} text tokens,
+then Whisper's special tokens and 1,501 timestamps; trained with timestamps, so segment and word
+timestamps work. Loads in parlance and in transformers alike.
+
+## Training
+
+{tr["steps"]} steps of {a["batch"]} 30-second windows in {tr["seconds"] / 60:.1f} minutes on one
+{tr["device"]} (torch {tr["torch"]}, transformers {tr["transformers"]}), seed {a["seed"]}, from
+{tr["utterances"]:,} synthesized utterances ({tr["hours"]} h) of sentences from Debian's `fortunes`
+and WordNet glosses; held-out sentences (1.5 %, split by hash) and one voice (flite `rms`) were never
+used in training. Augmentation: reverberation, telephone band and mu-law, coloured noise at 5–40 dB
+SNR, level, SpecAugment; an auxiliary character CTC loss on the encoder (dropped at export).
+Final training loss {tr["final_loss"]}. Synthesizers and text (exact Debian versions):
+{", ".join("`" + v + "`" for v in versions)}.
+
+Reproduce: `bash tools/train/prepare.sh`, then the two device calls in `tools/train/README.md`.
+
+## Accuracy
+
+Word error rate, greedy decoding, no timestamps (`evaluate.py` with transformers on the GPU
+machine; `compare.py` with `parlance transcribe` here, on the same clips):
+
+| set | clips | words | WER (transformers) | WER (parlance) |
+|---|---|---|---|---|
+{chr(10).join(rows)}
+
+No speech: {ns.get("clips_with_text", "—")} of {ns.get("clips", "—")} clips of silence and white/pink/brown
+noise produced text.
+
+Commands: `python3 tools/train/evaluate.py --model MODEL --set seen=... --set heldout=... --real
+.train/real --out eval.json --save-clips clips` (device), `python3 tools/train/compare.py
+--parlance build/parlance --model models/{args.name} --clips clips_seen.npz --report eval.json
+--set seen --json cmp-seen.json` (here).
+"""
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write(text)
+    print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    main()
