@@ -2,6 +2,8 @@
 #include "test_support.h"
 
 #include <array>
+#include <cctype>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -18,6 +20,35 @@ std::filesystem::path assets_dir() {
 }
 std::filesystem::path fixtures_dir() { return PARLANCE_FIXTURES_DIR; }
 std::filesystem::path parlance_binary() { return PARLANCE_BINARY; }
+std::filesystem::path bundled_model_dir() {
+    return fixtures_dir().parent_path().parent_path() / "models" / "parlance-synth-en";
+}
+
+std::vector<std::string> words(const std::string& text) {
+    std::vector<std::string> out;
+    std::string cur;
+    for (char ch : text) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (std::isalpha(c) || c == '\'') {
+            cur += static_cast<char>(std::tolower(c));
+        } else if (!cur.empty()) {
+            out.push_back(cur);
+            cur.clear();
+        }
+    }
+    if (!cur.empty()) out.push_back(cur);
+    return out;
+}
+
+double word_recall(const std::string& reference, const std::string& hypothesis) {
+    std::map<std::string, int> have;
+    for (const auto& w : words(hypothesis)) ++have[w];
+    const auto ref = words(reference);
+    int found = 0;
+    for (const auto& w : ref)
+        if (have[w]-- > 0) ++found;
+    return ref.empty() ? 1.0 : static_cast<double>(found) / static_cast<double>(ref.size());
+}
 
 TempDir::TempDir() {
     std::random_device rd;

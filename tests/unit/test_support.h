@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace parlance::testing {
 
@@ -12,6 +13,15 @@ std::filesystem::path assets_dir();
 std::filesystem::path fixtures_dir();
 // The parlance binary under test.
 std::filesystem::path parlance_binary();
+// The bundled default model (models/parlance-synth-en in the source tree) and its samples
+// (samples/NAME.wav with the reference text in samples/NAME.txt).
+std::filesystem::path bundled_model_dir();
+
+// Lower-case words of a text (letters and apostrophes; everything else separates).
+std::vector<std::string> words(const std::string& text);
+// Fraction of the reference's words that the hypothesis contains (each word counted as often
+// as it occurs in both): a content check that tolerates a small model's slips.
+double word_recall(const std::string& reference, const std::string& hypothesis);
 
 // A fresh temporary directory, removed when the object dies.
 class TempDir {

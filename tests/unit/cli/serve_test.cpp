@@ -10,6 +10,7 @@
 #include <fstream>
 #include <future>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -32,8 +33,11 @@ public:
         log_ = dir_ / "serve.log";
         pid_ = fork();
         if (pid_ == 0) {
-            std::string cmd = "exec " + parlance_binary().string() + " serve --port 0 --threads 2 --max-new-tokens 24 --model " +
-                              fixture(model) + " " + extra_args + " > " + log_.string() + " 2>&1";
+            // An empty `model`: none given, the bundled default is used.
+            std::string cmd = "exec env -u PARLANCE_MODEL " + parlance_binary().string() +
+                              " serve --port 0 --threads 2 --max-new-tokens 24" +
+                              (model.empty() ? std::string() : " --model " + fixture(model)) + " " + extra_args +
+                              " > " + log_.string() + " 2>&1";
             execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
             _exit(127);
         }
@@ -198,6 +202,34 @@ TEST(Serve, InvalidRequestsGetTheirStatusAndErrorBody) {
     expect_error(s.post("/v1/audio/transcriptions", "-F file=@" + (big / "big.wav").string() + kFast), 413, "file");
     // The server still serves after all that.
     EXPECT_EQ(s.post("/v1/audio/transcriptions", kJfk + kFast).first, 200);
+}
+
+// Content: the bundled default model (no --model) transcribes its held-out samples, in json and
+// in the SSE stream. Skipped only while no model is bundled.
+TEST(Serve, DefaultModelTranscribesHeldOutSamples) {
+    const auto samples = bundled_model_dir() / "samples";
+    if (!std::filesystem::exists(bundled_model_dir() / "config.json")) GTEST_SKIP() << "no bundled model";
+    Server s("", "");
+    ASSERT_GT(s.port(), 0) << s.read_log();
+    for (const char* name : {"heldout_voice", "seen_voice"}) {
+        const std::string ref = read_file(samples / (std::string(name) + ".txt"));
+        const std::string file = "-F file=@" + (samples / (std::string(name) + ".wav")).string();
+        auto r = s.post("/v1/audio/transcriptions", file + " -F model=whisper-1");
+        ASSERT_EQ(r.first, 200) << r.second;
+        const std::string text = json::parse(r.second).at("text");
+        EXPECT_GE(word_recall(ref, text), 0.8) << name << ": reference '" << ref << "', got '" << text << "'";
+        // The stream's deltas carry the same words.
+        auto st = s.post("/v1/audio/transcriptions", file + " -F model=whisper-1 -F stream=true");
+        ASSERT_EQ(st.first, 200) << st.second;
+        std::string streamed;
+        std::istringstream lines(st.second);
+        for (std::string line; std::getline(lines, line);) {
+            if (line.rfind("data: ", 0) != 0) continue;
+            json ev = json::parse(line.substr(6), nullptr, false);
+            if (ev.is_object() && ev.value("type", "") == "transcript.text.delta") streamed += ev.value("delta", "");
+        }
+        EXPECT_GE(word_recall(ref, streamed), 0.8) << name << ": stream gave '" << streamed << "'";
+    }
 }
 
 TEST(Serve, ApiKey) {

@@ -183,6 +183,45 @@ TEST(Transcribe, DefaultModelOrAnErrorSayingWhereItLooked) {
     }
 }
 
+// Content, not just structure: the bundled model transcribes its held-out samples (sentences and
+// a voice never used in training) without --model. Skipped only while no model is bundled.
+TEST(Transcribe, DefaultModelTranscribesHeldOutSamples) {
+    const fs::path samples = testing::bundled_model_dir() / "samples";
+    if (!fs::exists(testing::bundled_model_dir() / "config.json")) GTEST_SKIP() << "no bundled model";
+    for (const char* name : {"heldout_voice", "seen_voice"}) {
+        const std::string ref = testing::read_file(samples / (std::string(name) + ".txt"));
+        std::string out;
+        const std::string cmd = "(env -u PARLANCE_MODEL " + quoted(testing::parlance_binary().string()) +
+                                " transcribe -t 2 -f json " + quoted((samples / (std::string(name) + ".wav")).string()) +
+                                " 2>/dev/null)";
+        ASSERT_EQ(testing::run_command(cmd, &out), 0) << out;
+        const std::string text = json::parse(out).at("text");
+        EXPECT_GE(testing::word_recall(ref, text), 0.8) << name << ": reference '" << ref << "', got '" << text << "'";
+    }
+}
+
+// A long sample (ten held-out sentences, past one 30 s window) gives ordered segments inside
+// the audio and most of its words.
+TEST(Transcribe, DefaultModelLongSampleSegments) {
+    const fs::path samples = testing::bundled_model_dir() / "samples";
+    if (!fs::exists(samples / "long.wav")) GTEST_SKIP() << "no bundled model";
+    std::string out;
+    const std::string cmd = "(env -u PARLANCE_MODEL " + quoted(testing::parlance_binary().string()) +
+                            " transcribe -t 2 -f verbose_json " + quoted((samples / "long.wav").string()) + " 2>/dev/null)";
+    ASSERT_EQ(testing::run_command(cmd, &out), 0) << out;
+    const json j = json::parse(out);
+    const double duration = j.at("duration");
+    EXPECT_GT(duration, 30.0);
+    ASSERT_GE(j.at("segments").size(), 3u) << out;
+    double last = 0;
+    for (const auto& seg : j.at("segments")) {
+        EXPECT_GE(seg.at("start").get<double>(), last - 1e-6);
+        EXPECT_LE(seg.at("end").get<double>(), duration + 0.5);
+        last = seg.at("end");
+    }
+    EXPECT_GE(testing::word_recall(testing::read_file(samples / "long.txt"), j.at("text")), 0.8) << out;
+}
+
 // A model named by $PARLANCE_MODEL that is not there is an error naming the path.
 TEST(Transcribe, MissingModelFromEnvironmentIsAnError) {
     std::string out;
