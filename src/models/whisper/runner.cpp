@@ -64,7 +64,10 @@ SelfKvCache::SelfKvCache(const WhisperConfig& c, Backend& backend, int n_slots) 
     ctx_ = ggml_init(p);
     for (int l = 0; l < c.decoder_layers; ++l) {
         k.push_back(ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, c.d_model, c.max_target_positions, n_slots));
-        v.push_back(ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, c.d_model, c.max_target_positions, n_slots));
+        // V transposed (a row of positions per channel): a step reads it as the left operand of
+        // attention·V in place, where the [d, positions] layout needed a growing copy each step
+        // (~15 % of base's decode time at 200 tokens).
+        v.push_back(ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, c.max_target_positions, c.d_model, n_slots));
     }
     buffer_ = ggml_backend_alloc_ctx_tensors(ctx_, backend.primary());
     if (!buffer_) throw Error(ErrorKind::Io, "could not allocate the decoder cache");
@@ -239,14 +242,15 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
             ggml_tensor* kc = kv_.k[li];
             ggml_tensor* vc = kv_.v[li];
             const size_t slot_off = static_cast<size_t>(it.slot) * kc->nb[2];
+            const size_t slot_voff = static_cast<size_t>(it.slot) * vc->nb[2];
             ggml_build_forward_expand(g.graph, ggml_cpy(ctx, ggml_view_2d(ctx, k, d, n, k->nb[1], off * k->nb[1]),
                 ggml_view_2d(ctx, kc, d, n, kc->nb[1], slot_off + it.n_past * kc->nb[1])));
-            ggml_build_forward_expand(g.graph, ggml_cpy(ctx, ggml_view_2d(ctx, v, d, n, v->nb[1], off * v->nb[1]),
-                ggml_view_2d(ctx, vc, d, n, vc->nb[1], slot_off + it.n_past * vc->nb[1])));
+            ggml_build_forward_expand(g.graph,
+                ggml_cpy(ctx, ggml_transpose(ctx, ggml_view_2d(ctx, v, d, n, v->nb[1], off * v->nb[1])),
+                         ggml_view_2d(ctx, vc, n, d, vc->nb[1], slot_voff + it.n_past * vc->nb[0])));
             ggml_tensor* K = ggml_view_3d(ctx, kc, hd, H, L, hd * ggml_element_size(kc), kc->nb[1], slot_off);
             K = ggml_permute(ctx, K, 0, 2, 1, 3);  // [hd, L, H]
-            ggml_tensor* V = ggml_view_3d(ctx, vc, hd, H, L, hd * ggml_element_size(vc), vc->nb[1], slot_off);
-            ggml_tensor* Vt = ggml_cont(ctx, ggml_permute(ctx, V, 1, 2, 0, 3));  // [L, hd, H]
+            ggml_tensor* Vt = ggml_view_3d(ctx, vc, L, hd, H, vc->nb[1], hd * vc->nb[1], slot_voff);  // [L, hd, H]
             ggml_tensor* qi = ggml_view_3d(ctx, q, hd, H, n, hd * ggml_element_size(q), q->nb[1], off * q->nb[1]);
             qi = ggml_permute(ctx, qi, 0, 2, 1, 3);  // [hd, n, H]
             ggml_tensor* kq = ggml_mul_mat(ctx, K, qi);  // [L, n, H]
@@ -327,11 +331,14 @@ void WhisperRunner::copy_slot(int from, int to, int n) {
     GraphContext g(graph_buf_);
     ggml_context* ctx = g.ctx;
     for (int li = 0; li < config_.decoder_layers; ++li) {
-        for (ggml_tensor* cache : {kv_.k[li], kv_.v[li]}) {
-            ggml_tensor* src = ggml_view_2d(ctx, cache, cache->ne[0], n, cache->nb[1], from * cache->nb[2]);
-            ggml_tensor* dst = ggml_view_2d(ctx, cache, cache->ne[0], n, cache->nb[1], to * cache->nb[2]);
-            ggml_build_forward_expand(g.graph, ggml_cpy(ctx, src, dst));
-        }
+        ggml_tensor* k = kv_.k[li];  // [d, positions]: the first n rows
+        ggml_build_forward_expand(g.graph,
+            ggml_cpy(ctx, ggml_view_2d(ctx, k, k->ne[0], n, k->nb[1], from * k->nb[2]),
+                     ggml_view_2d(ctx, k, k->ne[0], n, k->nb[1], to * k->nb[2])));
+        ggml_tensor* v = kv_.v[li];  // [positions, d]: the first n columns
+        ggml_build_forward_expand(g.graph,
+            ggml_cpy(ctx, ggml_view_2d(ctx, v, n, v->ne[1], v->nb[1], from * v->nb[2]),
+                     ggml_view_2d(ctx, v, n, v->ne[1], v->nb[1], to * v->nb[2])));
     }
     backend_.alloc_graph(g.graph);
     backend_.compute(g.graph);

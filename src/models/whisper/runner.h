@@ -31,7 +31,8 @@ private:
 };
 
 // Self-attention cache: `n_slots` sequences of up to n_text_ctx tokens.
-// k[l], v[l]: ne [d, n_text_ctx, n_slots].
+// k[l]: ne [d, n_text_ctx, n_slots]; v[l]: ne [n_text_ctx, d, n_slots] (transposed: read in place
+// as the left operand of attention·V).
 class SelfKvCache {
 public:
     SelfKvCache(const WhisperConfig& config, Backend& backend, int n_slots);
