@@ -254,8 +254,11 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
             ggml_tensor* qi = ggml_view_3d(ctx, q, hd, H, n, hd * ggml_element_size(q), q->nb[1], off * q->nb[1]);
             qi = ggml_permute(ctx, qi, 0, 2, 1, 3);  // [hd, n, H]
             ggml_tensor* kq = ggml_mul_mat(ctx, K, qi);  // [L, n, H]
-            kq = ggml_diag_mask_inf(ctx, ggml_scale(ctx, kq, scale), it.n_past);
-            kq = ggml_soft_max(ctx, kq);
+            if (n == 1) {
+                kq = ggml_soft_max_ext(ctx, kq, nullptr, scale, 0.0f);  // one new token sees every cached one
+            } else {
+                kq = ggml_soft_max(ctx, ggml_diag_mask_inf(ctx, ggml_scale(ctx, kq, scale), it.n_past));
+            }
             ggml_tensor* o = ggml_mul_mat(ctx, Vt, kq);  // [hd, n, H]
             o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), d, n);
             att = att ? ggml_concat(ctx, att, o, 1) : o;
