@@ -201,4 +201,23 @@ SpecialTokens special_tokens_from_hf(const nlohmann::json& g, int vocab_size,
     return t;
 }
 
+void name_special_tokens(SpecialTokens& t, const std::function<std::optional<int>(const std::string&)>& id_of,
+                         const std::string& source) {
+    auto by_name = [&](std::initializer_list<const char*> names, int& id) {
+        for (const char* name : names)
+            if (auto found = id_of(name)) {
+                id = *found;
+                return;
+            }
+    };
+    by_name({"<|startoflm|>"}, t.startoflm);
+    by_name({"<|startofprev|>"}, t.startofprev);
+    by_name({"<|nospeech|>", "<|nocaptions|>"}, t.nospeech);
+    if (t.translate < 0) by_name({"<|translate|>"}, t.translate);
+    if (t.transcribe < 0) by_name({"<|transcribe|>"}, t.transcribe);
+    if (t.transcribe < 0)
+        throw Error(ErrorKind::InvalidModel,
+                    source + ": no task_to_id.transcribe, and the tokenizer has no <|transcribe|>");
+}
+
 }  // namespace parlance::whisper

@@ -2,7 +2,9 @@
 // against the weights, and the special-token layout derived from generation_config/tokenizer.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +74,13 @@ struct SpecialTokens {
 // contradicts the vocabulary size.
 SpecialTokens special_tokens_from_hf(const nlohmann::json& generation_config, int vocab_size,
                                      const std::string& source);
+// Fills what generation_config.json does not list from the tokenizer's names (startoflm,
+// startofprev, nospeech or nocaptions, and the tasks when task_to_id is absent): a compact
+// vocabulary has no layout to derive them from; OpenAI's layouts agree with the names. `id_of`
+// returns a token's id by its text, or nothing. Throws Error(InvalidModel) naming `source` when
+// no transcribe token can be found.
+void name_special_tokens(SpecialTokens& tokens, const std::function<std::optional<int>(const std::string&)>& id_of,
+                         const std::string& source);
 // From the vocabulary size alone, with the layout whisper.cpp files imply (51864 .en,
 // 51865 multilingual, 51866 with v3's extra language).
 SpecialTokens special_tokens_from_layout(int vocab_size);

@@ -75,24 +75,13 @@ std::unique_ptr<WhisperModel> WhisperModel::load(const std::filesystem::path& pa
         if (files.tokenizer_json.empty())
             throw Error(ErrorKind::InvalidModel, path.string() + ": missing tokenizer.json");
         m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_json_file(files.tokenizer_json));
-        // The tokenizer names the tokens that generation_config.json does not list (all of them
-        // agree with OpenAI's layout there; a compact vocabulary has no layout to derive from).
-        auto by_name = [&](std::initializer_list<const char*> names, int& id) {
-            for (const char* name : names)
-                if (auto found = m->tokenizer->token_to_id(name)) {
-                    id = static_cast<int>(*found);
-                    return;
-                }
-        };
-        by_name({"<|startoflm|>"}, m->tokens.startoflm);
-        by_name({"<|startofprev|>"}, m->tokens.startofprev);
-        by_name({"<|nospeech|>", "<|nocaptions|>"}, m->tokens.nospeech);
-        if (m->tokens.translate < 0) by_name({"<|translate|>"}, m->tokens.translate);
-        if (m->tokens.transcribe < 0) by_name({"<|transcribe|>"}, m->tokens.transcribe);
-        if (m->tokens.transcribe < 0)
-            throw Error(ErrorKind::InvalidModel,
-                        (path / "generation_config.json").string() +
-                            ": no task_to_id.transcribe, and the tokenizer has no <|transcribe|>");
+        name_special_tokens(
+            m->tokens,
+            [&](const std::string& name) -> std::optional<int> {
+                if (auto found = m->tokenizer->token_to_id(name)) return static_cast<int>(*found);
+                return std::nullopt;
+            },
+            (path / "generation_config.json").string());
     }
     // The tokenizer must agree with the weights' vocabulary and the special-token layout.
     auto& tok = *m->tokenizer;
