@@ -229,6 +229,14 @@ def plan_window(rng, store, L, args, prompts, short=False):
     return chunks, inp, labels, speech, active, (None if cut else (ctc if speech else []))
 
 
+def to_device(t, device):
+    """Host to GPU without a stream synchronization (pinned memory, asynchronous copy), so the
+    host plans the next batch while the GPU still works on this one."""
+    if torch.device(device).type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
 def assemble(store, plans, device):
     """B windows of float audio from the store by one gather: each window position points at a
     store sample, or at index 0 (a zero) where no utterance is placed."""
@@ -243,9 +251,9 @@ def assemble(store, plans, device):
     inside = torch.zeros(total + 1, dtype=torch.int32, device=device)
     shift = torch.zeros(total + 1, dtype=torch.int64, device=device)
     if starts:
-        st = torch.tensor(starts, dtype=torch.int64, device=device)
-        ln = torch.tensor(lens, dtype=torch.int64, device=device)
-        sr = torch.tensor(srcs, dtype=torch.int64, device=device)
+        st = to_device(torch.tensor(starts, dtype=torch.int64), device)
+        ln = to_device(torch.tensor(lens, dtype=torch.int64), device)
+        sr = to_device(torch.tensor(srcs, dtype=torch.int64), device)
         one = torch.ones_like(st, dtype=torch.int32)
         inside.index_add_(0, st, one)
         inside.index_add_(0, st + ln, -one)
@@ -366,13 +374,15 @@ def make_batch(rng, store, L, args, prompts, device, short=False):
         inp[b, : len(i)] = torch.tensor(i)
         lab[b, : len(l)] = torch.tensor(l)
     audio = assemble(store, plans, device)
-    ctc_ok = torch.tensor([k is not None for k in ctcs], device=device)
+    ctc_ok = to_device(torch.tensor([k is not None for k in ctcs]), device)
+    ctc_any = any(k is not None for k in ctcs)  # on the host: the loop must not wait for the GPU
     ctc_len = torch.tensor([len(k) if k is not None else 0 for k in ctcs], dtype=torch.long)
     flat = [t for k in ctcs if k is not None for t in k]
     ctc_targets = torch.tensor(flat if flat else [0], dtype=torch.long)
     # Windows whose utterances were cut contribute an empty target that the mask drops.
-    return (audio, torch.tensor(active, device=device), torch.tensor(speech, device=device),
-            inp.to(device), lab.to(device), (ctc_targets.to(device), ctc_len.to(device), ctc_ok))
+    return (audio, to_device(torch.tensor(active), device), to_device(torch.tensor(speech), device),
+            to_device(inp, device), to_device(lab, device),
+            (to_device(ctc_targets, device), to_device(ctc_len, device), ctc_ok, ctc_any))
 
 
 def edit_distance(a, b):
@@ -397,7 +407,7 @@ class Probe:
             raise SystemExit("probe: no utterances in " + folder)
         pargs = argparse.Namespace(**{**vars(args), "batch": windows, "p_nospeech": 0.0, "p_prompt": 0.0,
                                       "p_timestamps": 0.0, "p_translate": 0.0})
-        audio, _, _, self.inp, self.lab, (ctc_t, ctc_len, _) = make_batch(
+        audio, _, _, self.inp, self.lab, (ctc_t, ctc_len, _, _) = make_batch(
             random.Random(99), store, L, pargs, [[L.eot]], device, short=True)
         self.feats = mel(audio)
         flat, self.refs = ctc_t.tolist(), []
@@ -583,7 +593,12 @@ def main():
     gen.manual_seed(args.seed)
     budget = args.minutes * 60
     t0 = time.time()
-    step, ema, ema_ctc = 0, None, None
+    # Losses are summed on the GPU and read every 100 steps: a read per step would make the host
+    # wait for the GPU, where it should be planning the next batch meanwhile.
+    step, last_loss = 0, float("nan")
+    loss_sum = torch.zeros((), device=device)
+    ctc_sum = torch.zeros((), device=device)
+    ctc_steps = 0
     history = []
     model.train()
     while True:
@@ -597,7 +612,7 @@ def main():
         lr = args.lr * min(1.0, (step + 1) / args.warmup) * max(0.02, 1.0 - progress)
         for g in opt.param_groups:
             g["lr"] = lr
-        audio, active, speech, inp, lab, (ctc_t, ctc_len, ctc_ok) = make_batch(
+        audio, active, speech, inp, lab, (ctc_t, ctc_len, ctc_ok, ctc_any) = make_batch(
             rng, store, L, args, prompts, device, short=progress < args.curriculum)
         with torch.no_grad():
             strength = min(1.0, progress / args.aug_ramp) if args.aug_ramp > 0 else 1.0
@@ -608,8 +623,7 @@ def main():
             enc = model.model.encoder(feats).last_hidden_state
             out = model(encoder_outputs=(enc,), decoder_input_ids=inp, labels=lab)
         loss = out.loss
-        ctc_value = 0.0
-        if args.ctc_weight > 0 and bool(ctc_ok.any()):
+        if args.ctc_weight > 0 and ctc_any:
             logp = ctc_head(enc.float()).log_softmax(-1).transpose(0, 1)  # (T, B, V + 1)
             T = logp.shape[0]
             lens_in = torch.full((logp.shape[1],), T, dtype=torch.long, device=device)
@@ -618,20 +632,24 @@ def main():
             per = per / ctc_len.clamp(min=1).float()
             ctc_loss = (per * ctc_ok.float()).sum() / ctc_ok.float().sum()
             loss = loss + args.ctc_weight * ctc_loss
-            ctc_value = ctc_loss.item()
+            ctc_sum += ctc_loss.detach()
+            ctc_steps += 1
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(list(model.parameters()) + list(ctc_head.parameters()), 1.0)
         opt.step()
         step += 1
-        lv = out.loss.item()
-        ema = lv if ema is None else 0.98 * ema + 0.02 * lv
-        ema_ctc = ctc_value if ema_ctc is None else 0.98 * ema_ctc + 0.02 * ctc_value
+        loss_sum += out.loss.detach()
         if step % 100 == 0:
             el = time.time() - t0
-            log("step %d (%.0f%%) loss %.3f (ema %.3f) ctc %.3f grad %.2f lr %.2e  %.1f windows/s" % (
-                step, 100 * progress, lv, ema, ema_ctc, gnorm, lr, step * args.batch / el))
-            history.append({"step": step, "loss": round(ema, 4), "ctc": round(ema_ctc, 4), "seconds": round(el, 1)})
+            last_loss = loss_sum.item() / 100
+            ctc_mean = ctc_sum.item() / max(1, ctc_steps)
+            log("step %d (%.0f%%) loss %.3f ctc %.3f (means of 100 steps) grad %.2f lr %.2e  %.1f windows/s" % (
+                step, 100 * progress, last_loss, ctc_mean, gnorm.item(), lr, step * args.batch / el))
+            history.append({"step": step, "loss": round(last_loss, 4), "ctc": round(ctc_mean, 4), "seconds": round(el, 1)})
+            loss_sum.zero_()
+            ctc_sum.zero_()
+            ctc_steps = 0
         if probe and time.time() - t_probe >= args.probe_seconds:
             t_probe = time.time()
             r = {"step": step, "seconds": round(time.time() - t0, 1), **probe(model, ctc_head)}
@@ -653,14 +671,14 @@ def main():
     WhisperFeatureExtractor(feature_size=80).save_pretrained(args.out)
     record = {"args": vars(args), "steps": step, "seconds": round(time.time() - t0, 1),
               "utterances": len(store.length), "hours": round(store.hours(), 2),
-              "parameters": n_params, "final_loss": round(ema, 4), "history": history,
+              "parameters": n_params, "final_loss": round(last_loss, 4), "history": history,
               "probes": probes,
               "torch": torch.__version__, "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu"}
     import transformers
     record["transformers"] = transformers.__version__
     with open(os.path.join(args.out, "training.json"), "w") as f:
         json.dump(record, f, indent=1)
-    log("saved %s: %d steps, loss %.3f" % (args.out, step, ema))
+    log("saved %s: %d steps, loss %.3f" % (args.out, step, last_loss))
 
 
 if __name__ == "__main__":
