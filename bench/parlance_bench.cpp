@@ -62,6 +62,30 @@ size_t decoder_step_weight_bytes(const WhisperWeights& w) {
     return b;
 }
 
+// `batch` sequences (one slot each, the same audio) take the prompt step, then `toks.size()`
+// one-token steps in one graph each, as the engine runs concurrent requests; batch 1 is the
+// plain decoder. Appends each timed repetition's prompt time and mean ms per step.
+void time_decode(WhisperRunner& runner, const CrossKv& cross, int sot, const std::vector<int>& toks,
+                 int batch, int warmup, int reps, std::vector<double>& prompt_ms, std::vector<double>& step_ms) {
+    std::vector<DecodeItem> items(batch);
+    const int n = static_cast<int>(toks.size());
+    for (int r = 0; r < warmup + reps; ++r) {
+        for (int b = 0; b < batch; ++b) items[b] = DecodeItem{b, &cross, {sot}, 0};
+        double t0 = bench::now_ms();
+        runner.decode(items);
+        const double p = bench::now_ms() - t0;
+        t0 = bench::now_ms();
+        for (int i = 0; i < n; ++i) {
+            for (int b = 0; b < batch; ++b) items[b] = DecodeItem{b, &cross, {toks[i]}, 1 + i};
+            runner.decode(items);
+        }
+        if (r >= warmup) {
+            prompt_ms.push_back(p);
+            step_ms.push_back((bench::now_ms() - t0) / n);
+        }
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,42 +124,9 @@ int main(int argc, char** argv) {
         }
         const std::vector<int> toks = bench::decode_tokens(a.tokens);
         const int dw = std::max(1, a.warmup);  // decoding always warms up once (cheap)
-        for (int r = 0; r < dw + a.reps; ++r) {
-            DecodeItem it;
-            it.slot = 0;
-            it.cross = &cross;
-            it.tokens = {model->tokens.sot};
-            it.n_past = 0;
-            t0 = bench::now_ms();
-            runner.decode(std::span<const DecodeItem>(&it, 1));
-            const double p = bench::now_ms() - t0;
-            t0 = bench::now_ms();
-            for (int i = 0; i < a.tokens; ++i) {
-                it.tokens = {toks[i]};
-                it.n_past = 1 + i;
-                runner.decode(std::span<const DecodeItem>(&it, 1));
-            }
-            if (r >= dw) {
-                prompt_ms.push_back(p);
-                dec_ms.push_back((bench::now_ms() - t0) / a.tokens);
-            }
-        }
-        // Continuous batching's decoder step: `batch` sequences (one slot each, the same audio)
-        // advance one token in one graph, as the engine runs concurrent requests.
-        std::vector<double> batch_ms;
-        if (a.batch > 1) {
-            std::vector<DecodeItem> items(a.batch);
-            for (int r = 0; r < dw + a.reps; ++r) {
-                for (int b = 0; b < a.batch; ++b) items[b] = DecodeItem{b, &cross, {model->tokens.sot}, 0};
-                runner.decode(items);
-                t0 = bench::now_ms();
-                for (int i = 0; i < a.tokens; ++i) {
-                    for (int b = 0; b < a.batch; ++b) items[b] = DecodeItem{b, &cross, {toks[i]}, 1 + i};
-                    runner.decode(items);
-                }
-                if (r >= dw) batch_ms.push_back((bench::now_ms() - t0) / a.tokens);
-            }
-        }
+        time_decode(runner, cross, model->tokens.sot, toks, 1, dw, a.reps, prompt_ms, dec_ms);
+        std::vector<double> batch_prompt_ms, batch_ms;
+        if (a.batch > 1) time_decode(runner, cross, model->tokens.sot, toks, a.batch, dw, a.reps, batch_prompt_ms, batch_ms);
         const WhisperConfig& c = model->config;
         const size_t cross_kv_bytes = 2ull * c.decoder_layers * c.max_source_positions * c.d_model *
                                       ggml_type_size(cross.k[0]->type);
