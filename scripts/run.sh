@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# Installs, builds and runs parlance's main job on what a fresh machine has. parlance does not
-# ship trained weights yet (a model of our own is being trained: see the issues), so this shows
-# the model inventory and transcribes a real recording with a random-weight test checkpoint —
-# the words are noise; the pipeline (decode, log-mel, encoder, decoder, timestamps, SRT) is real.
+# Installs, builds and runs parlance's main job on what a fresh machine has: the bundled model
+# (models/parlance-synth-en, trained by tools/train) transcribes its samples. Until that model is
+# committed, a random-weight test checkpoint shows the pipeline instead (its words are noise).
 # Usage: scripts/run.sh [parlance transcribe arguments...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +9,21 @@ bash scripts/setup.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPARLANCE_TESTS=OFF >/dev/null
 cmake --build build -j"$(nproc)" --target parlance
 if [ $# -gt 0 ]; then exec ./build/parlance transcribe "$@"; fi
+model=models/parlance-synth-en
+if [ -f "$model/config.json" ]; then
+    # The bundled model (no --model needed) on its samples: sentences and a voice it never heard
+    # in training, then a recording longer than one 30 s window, as subtitles.
+    ./build/parlance info "$model"
+    for name in heldout_voice seen_voice; do
+        echo
+        echo "$model/samples/$name.wav — reference: $(cat "$model/samples/$name.txt")"
+        ./build/parlance transcribe "$model/samples/$name.wav" -f text
+    done
+    echo
+    echo "$model/samples/long.wav ($(cat "$model/samples/long.txt" | wc -w) words), as SRT:"
+    ./build/parlance transcribe "$model/samples/long.wav" -f srt
+    exit 0
+fi
 echo
 echo "No trained model is bundled yet: pass --model PATH (a Whisper HF snapshot directory or a"
 echo "whisper.cpp .bin file) to transcribe for real. Meanwhile, on a test checkpoint:"
