@@ -1,0 +1,73 @@
+// Continuous batching is only correct if a sequence's logits do not depend on what it is batched
+// with: the engine promises results identical to running each request alone. Checked at the
+// logit level, bit for bit: one sequence decoded alone, then again inside steps that carry other
+// sequences (other audio, other prompt lengths, joining and leaving between steps).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "audio/wav.h"
+#include "models/whisper/model.h"
+#include "models/whisper/runner.h"
+#include "test_support.h"
+
+namespace parlance::whisper {
+namespace {
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(WhisperBatchInvariance, LogitsDoNotDependOnTheBatch) {
+    BackendOptions bo;
+    bo.threads = 2;
+    Backend backend(bo);
+    auto model = WhisperModel::load(testing::fixtures_dir() / "whisper" / "tiny-multi" / "model", backend);
+    const int kSeqs = 6;
+    WhisperRunner runner(model->config, *model->weights, backend, kSeqs);
+    const std::vector<float> pcm = read_wav_file(testing::fixtures_dir() / "audio" / "jfk.wav").samples;
+
+    // Two different inputs: jfk and its second half.
+    std::vector<std::vector<float>> mels(2);
+    int frames = 0;
+    mels[0] = model->mel->compute(pcm, &frames);
+    mels[1] = model->mel->compute(std::span<const float>(pcm).subspan(pcm.size() / 2), &frames);
+    CrossKv a(model->config, backend), b(model->config, backend);
+    CrossKv* crosses[] = {&a, &b};
+    runner.encode(mels, crosses);
+
+    const SpecialTokens& t = model->tokens;
+    const std::vector<int> prompt = {t.sot, t.language_token("en"), t.transcribe, t.notimestamps};
+    const std::vector<int> steps = {300, 1200, 45, 7000, 220, 13};
+
+    // Alone: slot 0, audio a.
+    std::vector<std::vector<float>> alone;
+    DecodeItem it{0, &a, prompt, 0};
+    alone.push_back(runner.decode(std::span<const DecodeItem>(&it, 1))[0]);
+    for (size_t i = 0; i < steps.size(); ++i) {
+        it = DecodeItem{0, &a, {steps[i]}, static_cast<int>(prompt.size() + i)};
+        alone.push_back(runner.decode(std::span<const DecodeItem>(&it, 1))[0]);
+    }
+
+    // Batched: the same sequence in slot 3, among others that start and stop at other steps.
+    std::vector<std::vector<float>> batched;
+    std::vector<DecodeItem> items = {DecodeItem{1, &b, {t.sot, t.language_token("de")}, 0},
+                                     DecodeItem{3, &a, prompt, 0},
+                                     DecodeItem{5, &b, {t.sot, t.language_token("en"), t.translate, 50, 60, 70, 80}, 0}};
+    batched.push_back(runner.decode(items)[1]);
+    std::vector<int> past = {2, static_cast<int>(prompt.size()), 7};
+    for (size_t i = 0; i < steps.size(); ++i) {
+        std::vector<DecodeItem> step;
+        step.push_back(DecodeItem{1, &b, {400 + static_cast<int>(i)}, past[0]++});
+        step.push_back(DecodeItem{3, &a, {steps[i]}, past[1]++});
+        if (i < 3) step.push_back(DecodeItem{5, &b, {90 + static_cast<int>(i)}, past[2]++});
+        if (i >= 2) step.push_back(DecodeItem{4, &a, {t.sot}, 0});  // a new arrival, prompt step
+        auto out = runner.decode(step);
+        batched.push_back(out[1]);  // slot 4 restarts at n_past 0 each time: a prompt step beside one-token steps
+    }
+    ASSERT_EQ(alone.size(), batched.size());
+    for (size_t i = 0; i < alone.size(); ++i) EXPECT_TRUE(same_bits(alone[i], batched[i])) << "step " << i;
+}
+
+}  // namespace
+}  // namespace parlance::whisper
