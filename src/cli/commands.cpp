@@ -9,6 +9,7 @@ void register_commands(CLI::App& app, GlobalOptions& globals) {
     register_info(app, globals);
     register_parity(app, globals);
     register_convert(app, globals);
+    register_pull(app, globals);
 }
 
 }  // namespace parlance::cli
