@@ -1,6 +1,7 @@
 // `parlance pull ORG/NAME`: downloads what parlance needs of a Hugging Face model repository
 // (configs, tokenizer, safetensors weights; or the files named with --file) into a folder and
-// prints that folder's path, so that `--model "$(parlance pull ORG/NAME)"` works. For users with
+// prints that folder's path (or the file's, for one picked .gguf or whisper.cpp .bin), so that
+// `--model "$(parlance pull ORG/NAME)"` works. For users with
 // a network; the tests run it against a local server laid out like the hub.
 #include <unistd.h>
 
@@ -68,7 +69,15 @@ void run(PullArgs& a) {
     }
     std::fprintf(stderr, "%s at %s: %zu files, %s downloaded, %s already present\n", o.repo.c_str(),
                  r.commit.c_str(), r.files.size(), human(fetched).c_str(), human(kept).c_str());
-    std::printf("%s\n", o.dir.string().c_str());
+    // What --model takes: the folder, or the single-file checkpoint when that is what was picked.
+    fs::path model = o.dir;
+    int single = 0;
+    for (const PulledFile& f : r.files)
+        if (f.name.ends_with(".gguf") || f.name.ends_with(".bin")) {
+            model = o.dir / f.name;
+            ++single;
+        }
+    std::printf("%s\n", (single == 1 ? model : o.dir).string().c_str());
 }
 
 }  // namespace
