@@ -1,8 +1,8 @@
 // `parlance pull ORG/NAME`: downloads what parlance needs of a Hugging Face model repository
 // (configs, tokenizer, safetensors weights; or the files named with --file) into a folder and
 // prints that folder's path (or the file's, for one picked .gguf or whisper.cpp .bin), so that
-// `--model "$(parlance pull ORG/NAME)"` works. For users with
-// a network; the tests run it against a local server laid out like the hub.
+// `--model "$(parlance pull ORG/NAME)"` works. For users with a network; the tests run it
+// against a local server laid out like the hub.
 #include <unistd.h>
 
 #include <cstdio>
