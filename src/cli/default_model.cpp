@@ -13,6 +13,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+#ifndef PARLANCE_BIN_TO_DATA
+#define PARLANCE_BIN_TO_DATA "../share"
+#endif
+
 fs::path executable_dir() {
     std::error_code ec;
     fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -24,7 +28,8 @@ fs::path executable_dir() {
 std::vector<fs::path> candidates() {
     std::vector<fs::path> out;
     const fs::path exe = executable_dir();
-    if (!exe.empty()) out.push_back(exe / ".." / "share" / "parlance" / "models" / kDefaultModelName);
+    // Relative to the binary, as installed (CMake computes it from the install directories).
+    if (!exe.empty()) out.push_back(exe / PARLANCE_BIN_TO_DATA / "parlance" / "models" / kDefaultModelName);
 #ifdef PARLANCE_SOURCE_DIR
     out.push_back(fs::path(PARLANCE_SOURCE_DIR) / "models" / kDefaultModelName);
 #endif
@@ -39,7 +44,10 @@ std::string resolve_model(const std::string& given) {
     std::string looked;
     for (const fs::path& dir : candidates()) {
         std::error_code ec;
-        if (fs::is_regular_file(dir / "config.json", ec)) return fs::weakly_canonical(dir, ec).string();
+        if (fs::is_regular_file(dir / "config.json", ec)) {
+            const fs::path canonical = fs::weakly_canonical(dir, ec);
+            return (ec || canonical.empty() ? dir.lexically_normal() : canonical).string();
+        }
         looked += "\n  " + dir.lexically_normal().string();
     }
     throw Error(ErrorKind::InvalidArgument,

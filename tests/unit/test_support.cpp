@@ -24,6 +24,11 @@ std::filesystem::path bundled_model_dir() {
     return fixtures_dir().parent_path().parent_path() / "models" / "parlance-synth-en";
 }
 
+bool words_match(const std::string& reference, const std::string& hypothesis) {
+    return !words(reference).empty() && word_recall(reference, hypothesis) >= 0.8 &&
+           (words(hypothesis).empty() ? false : word_recall(hypothesis, reference) >= 0.6);
+}
+
 std::vector<std::string> words(const std::string& text) {
     std::vector<std::string> out;
     std::string cur;

@@ -22,6 +22,10 @@ std::vector<std::string> words(const std::string& text);
 // Fraction of the reference's words that the hypothesis contains (each word counted as often
 // as it occurs in both): a content check that tolerates a small model's slips.
 double word_recall(const std::string& reference, const std::string& hypothesis);
+// A content check that tolerates a small model's slips but not a loop or a hallucination: the
+// reference is not empty, at least 80 % of its words are in the hypothesis, and at least 60 % of
+// the hypothesis' words are in the reference.
+bool words_match(const std::string& reference, const std::string& hypothesis);
 
 // A fresh temporary directory, removed when the object dies.
 class TempDir {

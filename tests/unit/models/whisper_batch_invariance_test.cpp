@@ -6,6 +6,8 @@
 
 #include <cstring>
 
+#include <ggml-cpu.h>
+
 #include "audio/wav.h"
 #include "models/whisper/model.h"
 #include "models/whisper/runner.h"
@@ -19,6 +21,9 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST(WhisperBatchInvariance, LogitsDoNotDependOnTheBatch) {
+    // llamafile's tiled products sum in an order that depends on the number of columns; setup.sh
+    // builds ggml without them for this guarantee, a system ggml may have them.
+    if (ggml_cpu_has_llamafile()) GTEST_SKIP() << "ggml built with llamafile: no bit-identical batching";
     BackendOptions bo;
     bo.threads = 2;
     Backend backend(bo);
@@ -61,7 +66,7 @@ TEST(WhisperBatchInvariance, LogitsDoNotDependOnTheBatch) {
         step.push_back(DecodeItem{1, &b, {400 + static_cast<int>(i)}, past[0]++});
         step.push_back(DecodeItem{3, &a, {steps[i]}, past[1]++});
         if (i < 3) step.push_back(DecodeItem{5, &b, {90 + static_cast<int>(i)}, past[2]++});
-        if (i >= 2) step.push_back(DecodeItem{4, &a, {t.sot}, 0});  // a new arrival, prompt step
+        if (i >= 2) step.push_back(DecodeItem{4, &a, {t.sot, t.language_token("en"), t.transcribe}, 0});  // an arrival
         auto out = runner.decode(step);
         batched.push_back(out[1]);  // slot 4 restarts at n_past 0 each time: a prompt step beside one-token steps
     }
