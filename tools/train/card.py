@@ -77,9 +77,11 @@ timestamps work. Loads in parlance and in transformers alike.
 {tr["steps"]} steps of {a["batch"]} 30-second windows in {tr["seconds"] / 60:.1f} minutes on one
 {tr["device"]} (torch {tr["torch"]}, transformers {tr["transformers"]}), seed {a["seed"]}, from
 {tr["utterances"]:,} synthesized utterances ({tr["hours"]} h) of sentences from Debian's `fortunes`
-and WordNet glosses; held-out sentences (1.5 %, split by hash) and one voice (flite `rms`) were never
-used in training. Augmentation: reverberation, telephone band and mu-law, coloured noise at 5–40 dB
-SNR, level, SpecAugment; an auxiliary character CTC loss on the encoder (dropped at export).
+and WordNet glosses; held-out sentences (split by hash in `corpus.py`) and one voice (flite `rms`) were never
+used in training. Augmentation: reverberation (p {a.get("p_reverb")}), telephone band and mu-law (p {a.get("p_phone")}),
+coloured noise (p {a.get("p_noise")}) at {a.get("snr_min")}–{a.get("snr_max")} dB SNR, level
+{a.get("gain_min")}…{a.get("gain_max")} dB, SpecAugment; an auxiliary character CTC loss on the
+encoder (weight {a.get("ctc_weight")}, dropped at export).
 Final training loss {tr["final_loss"]}. Synthesizers and text (exact Debian versions):
 {", ".join("`" + v + "`" for v in versions)}.
 

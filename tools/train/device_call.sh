@@ -17,15 +17,15 @@ progress() { grep -v '^synth:\|transformers\]\|Loading weights\|Writing model' "
 case "${1:-}" in
 start)
     nvidia-smi --query-gpu=name,memory.used --format=csv,noheader || true
-    rm -rf "$W/out" "$W"/DONE-* "$W"/EXIT-*
+    rm -rf "$W/out" "$W"/DONE-* "$W"/EXIT-* "$W"/PGID-*
     bash tools/train/device_run.sh "$W" unpack >/dev/null || { echo "unpacking failed"; exit 1; }
     # The full run starts at once (its synthesis needs minutes before training can begin); the
     # smoke run checks every step meanwhile and stops the full run if any fails.
     setsid nohup bash tools/train/device_run.sh "$W" full >/dev/null 2>&1 </dev/null &
-    full_pid=$!
     if ! bash tools/train/device_run.sh "$W" smoke >/dev/null 2>&1; then
-        kill -- -"$full_pid" 2>/dev/null
-        echo "smoke run failed:"; progress 60; exit 1
+        # The full run's own process group (it records it), whatever setsid did.
+        [ -s "$W/PGID-full" ] && kill -- -"$(cat "$W/PGID-full")" 2>/dev/null
+        echo "smoke run failed:"; tail -60 "$W/out/run-smoke.log"; exit 1
     fi
     echo "smoke run passed after ${SECONDS} s"
     while [ "$SECONDS" -lt 555 ] && [ ! -e "$W/EXIT-full" ]; do sleep 5; done

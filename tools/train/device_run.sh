@@ -15,9 +15,16 @@ MODE=${2:-full}
 repo=$PWD
 mkdir -p "$W/out"
 rm -f "$W/EXIT-$MODE"
-# EXIT-MODE holds the status however the run ends, so a waiting call need not time out.
-trap 'echo $? >"$W/EXIT-$MODE"' EXIT
-exec > >(tee -a "$W/out/run.log") 2>&1
+synth_pid=
+# EXIT-MODE holds the status however the run ends, so a waiting call need not time out; a
+# background synthesis does not outlive its run.
+trap 'rc=$?; [ -n "$synth_pid" ] && kill "$synth_pid" 2>/dev/null; echo $rc >"$W/EXIT-$MODE"' EXIT
+# This run's process group, for device_call.sh to stop it as a whole.
+ps -o pgid= $$ | tr -d ' ' >"$W/PGID-$MODE"
+# The full run logs to run.log (what `collect` returns), the others to run-MODE.log.
+log="$W/out/run.log"
+[ "$MODE" = full ] || log="$W/out/run-$MODE.log"
+exec > >(tee -a "$log") 2>&1
 echo "== $(date -u +%FT%TZ) device_run $MODE, commit $(git rev-parse --short HEAD 2>/dev/null || echo none)"
 
 if [ "$MODE" = smoke ]; then
@@ -76,7 +83,7 @@ cp "$M/training.json" "$W/out/training-$MODE.json"
 # most 16 MiB: the model travels as tar parts.
 [ "$MODE" != smoke ] && tar -C "$W" -cf - "model-$MODE" | split -b 15m - "$W/out/model.tar.part-"
 status=0
-PYTHONUNBUFFERED=1 timeout "$([ "$MODE" = smoke ] && echo 180 || echo 360)" python3 tools/train/evaluate.py \
+PYTHONUNBUFFERED=1 timeout "$([ "$MODE" = smoke ] && echo 300 || echo 360)" python3 tools/train/evaluate.py \
     --model "$M" --set seen="$D/eval_seen" --set heldout="$D/eval_heldout" --real .train/real \
     --limit "$limit" --out "$W/out/eval-$MODE.json" --save-clips "$W/clips-$MODE" || status=$?
 if [ "$status" != 0 ]; then

@@ -213,6 +213,10 @@ def main():
             entry.update({"wer": round(w, 4), "errors": e, "words": n})
         report["sets"][name] = entry
         print("%-10s %4d clips  %s" % (name, len(rows), {k: v for k, v in entry.items() if k != "rows"}), flush=True)
+        # Written after every set: a run stopped by its timeout still returns what it measured.
+        report["decoder"], report["seconds"] = tr.method, round(time.time() - t0, 1)
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=1)
         if args.save_clips and name != "nospeech":
             os.makedirs(args.save_clips, exist_ok=True)
             np.savez_compressed(os.path.join(args.save_clips, name + ".npz"),

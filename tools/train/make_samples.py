@@ -5,7 +5,9 @@ reference beside each. One sample per --pick; `--join K` also writes one longer 
 sentences in a row (a recording past 30 s, so the demo shows windows and timestamps).
 
   python3 tools/train/make_samples.py --clips clips_heldout.npz --report eval-full.json \
-      --set heldout --pick heldout_rms --join 0 --out models/NAME/samples
+      --set heldout --pick heldout_voice --out models/NAME/samples
+  python3 tools/train/make_samples.py --clips clips_seen.npz --report eval-full.json \
+      --set seen --pick seen_voice --join 10 --join-name long --out models/NAME/samples
 """
 import argparse
 import json

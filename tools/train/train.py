@@ -285,26 +285,25 @@ def augment(x, active, speech, gen, args, strength=1.0):
     nfft = 1 << (n + 8000 - 1).bit_length()
     X = torch.fft.rfft(x, nfft)
     reverb = u() < args.p_reverb * strength
-    if reverb.any():
-        ir_len = 8000
-        t = torch.arange(ir_len, device=dev).float() / SR
-        rt60 = 0.15 + 0.6 * u()
-        ir = torch.randn(B, ir_len, device=dev, generator=gen) * torch.exp(-6.9 * t.view(1, -1) / rt60.view(B, 1))
-        ir[:, :80] = 0
-        # Direct-to-reverberant ratio 0-15 dB (a room, not a cathedral: an unscaled tail of
-        # RT60 0.75 s put it at about -29 dB, unintelligible to a small model).
-        drr_db = 15.0 * u()
-        tail = ir.pow(2).sum(dim=1).clamp(min=1e-12)
-        ir = ir * (torch.pow(10.0, -drr_db / 10) / tail).sqrt().view(B, 1)
-        ir[:, 0] = 1.0
-        ir = ir / ir.pow(2).sum(dim=1, keepdim=True).sqrt()
-        H = torch.fft.rfft(ir, nfft)
-        X = torch.where(reverb.view(B, 1), X * H, X)
+    # Always computed and selected per window: `.any()` would make the host wait.
+    ir_len = 8000
+    t = torch.arange(ir_len, device=dev).float() / SR
+    rt60 = 0.15 + 0.6 * u()
+    ir = torch.randn(B, ir_len, device=dev, generator=gen) * torch.exp(-6.9 * t.view(1, -1) / rt60.view(B, 1))
+    ir[:, :80] = 0
+    # Direct-to-reverberant ratio 0-15 dB (a room, not a cathedral: an unscaled tail of
+    # RT60 0.75 s put it at about -29 dB, unintelligible to a small model).
+    drr_db = 15.0 * u()
+    tail = ir.pow(2).sum(dim=1).clamp(min=1e-12)
+    ir = ir * (torch.pow(10.0, -drr_db / 10) / tail).sqrt().view(B, 1)
+    ir[:, 0] = 1.0
+    ir = ir / ir.pow(2).sum(dim=1, keepdim=True).sqrt()
+    H = torch.fft.rfft(ir, nfft)
+    X = torch.where(reverb.view(B, 1), X * H, X)
     phone = u() < args.p_phone * strength
-    if phone.any():
-        freqs = torch.fft.rfftfreq(nfft, 1.0 / SR).to(dev)
-        band = ((freqs >= 300) & (freqs <= 3400)).float()
-        X = torch.where(phone.view(B, 1), X * band.view(1, -1), X)
+    freqs = torch.fft.rfftfreq(nfft, 1.0 / SR).to(dev)
+    band = ((freqs >= 300) & (freqs <= 3400)).float()
+    X = torch.where(phone.view(B, 1), X * band.view(1, -1), X)
     y = torch.fft.irfft(X, nfft)[:, :n]
     # Keep speech level after filtering: power over the active samples.
     act = active.clamp(min=1).float()
@@ -326,12 +325,11 @@ def augment(x, active, speech, gen, args, strength=1.0):
     y = y + noise * level.view(B, 1)
     # Telephone windows also lose resolution (8-bit mu-law), as G.711 does.
     mu = phone & (u() < 0.5)
-    if mu.any():
-        yc = y.clamp(-1, 1)
-        q = torch.sign(yc) * torch.log1p(255 * yc.abs()) / math.log(256)
-        q = torch.round(q * 127) / 127
-        yq = torch.sign(q) * (torch.pow(256.0, q.abs()) - 1) / 255
-        y = torch.where(mu.view(B, 1), yq, y)
+    yc = y.clamp(-1, 1)
+    q = torch.sign(yc) * torch.log1p(255 * yc.abs()) / math.log(256)
+    q = torch.round(q * 127) / 127
+    yq = torch.sign(q) * (torch.pow(256.0, q.abs()) - 1) / 255
+    y = torch.where(mu.view(B, 1), yq, y)
     gain_db = args.gain_min + (args.gain_max - args.gain_min) * u()
     y = y * torch.pow(10.0, gain_db / 20).view(B, 1)
     return y.clamp(-1.0, 1.0)
@@ -382,7 +380,7 @@ def make_batch(rng, store, L, args, prompts, device, short=False):
     # Windows whose utterances were cut contribute an empty target that the mask drops.
     return (audio, to_device(torch.tensor(active), device), to_device(torch.tensor(speech), device),
             to_device(inp, device), to_device(lab, device),
-            (to_device(ctc_targets, device), to_device(ctc_len, device), ctc_ok, ctc_any))
+            (to_device(ctc_targets, device), ctc_len, ctc_ok, ctc_any))  # lengths stay on the host
 
 
 def edit_distance(a, b):
@@ -626,10 +624,10 @@ def main():
         if args.ctc_weight > 0 and ctc_any:
             logp = ctc_head(enc.float()).log_softmax(-1).transpose(0, 1)  # (T, B, V + 1)
             T = logp.shape[0]
-            lens_in = torch.full((logp.shape[1],), T, dtype=torch.long, device=device)
+            lens_in = torch.full((logp.shape[1],), T, dtype=torch.long)  # host tensors: no device-to-host copy
             per = torch.nn.functional.ctc_loss(logp, ctc_t, lens_in, ctc_len, blank=0,
                                                reduction="none", zero_infinity=True)
-            per = per / ctc_len.clamp(min=1).float()
+            per = per / to_device(ctc_len.clamp(min=1).float(), device)
             ctc_loss = (per * ctc_ok.float()).sum() / ctc_ok.float().sum()
             loss = loss + args.ctc_weight * ctc_loss
             ctc_sum += ctc_loss.detach()
@@ -656,6 +654,8 @@ def main():
             probes.append(r)
             log("probe (held-out sentences): %s" % r)
 
+    if step % 100:  # the steps since the last report (all of them in a run under 100 steps)
+        last_loss = loss_sum.item() / (step % 100)
     if probe:
         probes.append({"step": step, "seconds": round(time.time() - t0, 1), "final": True, **probe(model, ctc_head)})
         log("probe (held-out sentences), final: %s" % probes[-1])
