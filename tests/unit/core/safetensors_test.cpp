@@ -1,5 +1,8 @@
 // safetensors: round trips (single, sharded; f32/f16/bf16) and every malformed-input case.
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "core/dtype.h"
 #include "core/mapped_file.h"
@@ -54,6 +57,42 @@ TEST(Safetensors, RoundTripSingleFile) {
     expect_error([&] { store->get("nope"); }, ErrorKind::InvalidModel, {"model.safetensors", "nope"});
     // zero copy: data points into the mapping of the file, which is the same size on disk
     EXPECT_EQ(store->bytes_on_disk(), std::filesystem::file_size(dir / "model.safetensors"));
+}
+
+// Resident kilobytes of the mapping that contains `p` (/proc/self/smaps), -1 if not found.
+long resident_kb(const void* p) {
+    std::ifstream in("/proc/self/smaps");
+    const auto addr = reinterpret_cast<uintptr_t>(p);
+    bool inside = false;
+    for (std::string line; std::getline(in, line);) {
+        unsigned long lo = 0, hi = 0;
+        if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find('-')) {
+            inside = addr >= lo && addr < hi;
+        } else if (inside && line.rfind("Rss:", 0) == 0) {
+            return std::stol(line.substr(4));
+        }
+    }
+    return -1;
+}
+
+// Releasing drops the pages from this process: after reading every tensor the mapping is
+// resident; after releasing them all, (almost) none of it is.
+TEST(Safetensors, ReleaseDropsResidentPages) {
+    TempDir dir;
+    std::vector<TensorData> tensors = {TensorData::from_f32("a.weight", {256, 1024}, ramp(256 * 1024, 1), GGML_TYPE_F32),
+                                       TensorData::from_f32("b.weight", {128, 1024}, ramp(128 * 1024, 2), GGML_TYPE_F32)};
+    write_safetensors(dir / "model.safetensors", tensors);
+    auto store = TensorStore::open(dir.path());
+    volatile uint8_t sink = 0;
+    for (const auto& t : tensors) {
+        const TensorInfo& info = store->get(t.name);
+        for (size_t i = 0; i < info.nbytes; i += 4096) sink = sink + info.data[i];
+    }
+    const TensorInfo& a = store->get("a.weight");
+    const long before = resident_kb(a.data);
+    ASSERT_GT(before, 1400) << "1.5 MB of tensors read";
+    for (const auto& t : tensors) store->release(store->get(t.name));
+    EXPECT_LT(resident_kb(a.data), 16) << "was " << before << " kB";
 }
 
 // A loader releases each tensor's pages after copying it; the data stays readable (faulted in
