@@ -18,7 +18,8 @@ rm -f "$W/EXIT-$MODE"
 synth_pid=
 # EXIT-MODE holds the status however the run ends, so a waiting call need not time out; a
 # background synthesis does not outlive its run.
-trap 'rc=$?; [ -n "$synth_pid" ] && kill "$synth_pid" 2>/dev/null; echo $rc >"$W/EXIT-$MODE"' EXIT
+# (`if`, not `&&`: under set -e a failing kill after && would end the trap before it writes.)
+trap 'rc=$?; if [ -n "$synth_pid" ]; then kill "$synth_pid" 2>/dev/null || true; fi; echo $rc >"$W/EXIT-$MODE"' EXIT
 # This run's process group, for device_call.sh to stop it as a whole.
 ps -o pgid= $$ | tr -d ' ' >"$W/PGID-$MODE"
 # The full run logs to run.log (what `collect` returns), the others to run-MODE.log.
