@@ -28,6 +28,9 @@ import time
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from evaluate import edit_distance  # noqa: E402  (the same edit distance as the evaluation's WER)
+
 SR = 16000
 WIN = 30 * SR
 N_FFT, HOP = 400, 160
@@ -381,15 +384,6 @@ def make_batch(rng, store, L, args, prompts, device, short=False):
     return (audio, to_device(torch.tensor(active), device), to_device(torch.tensor(speech), device),
             to_device(inp, device), to_device(lab, device),
             (to_device(ctc_targets, device), ctc_len, ctc_ok, ctc_any))  # lengths stay on the host
-
-
-def edit_distance(a, b):
-    d = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        prev, d[0] = d[0], i
-        for j, y in enumerate(b, 1):
-            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (x != y))
-    return d[len(b)]
 
 
 class Probe:
