@@ -4,22 +4,15 @@
 // request's milliseconds and decoded tokens.
 //
 //   whisper_cpp_serial --model base.bin --threads 2 --file jfk.wav --requests 8
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "audio/wav.h"
 #include "whisper.h"
 
-namespace {
-
-double now_ms() {
-    using namespace std::chrono;
-    return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
+using bench::now_ms;
 
 int main(int argc, char** argv) {
     std::string model, file;
@@ -58,20 +51,21 @@ int main(int argc, char** argv) {
     p.print_realtime = false;
     p.print_timestamps = false;
     p.print_special = false;
-    std::string ms = "[", toks = "[";
+    std::vector<double> ms;
+    std::string toks = "[";
     const double t_all = now_ms();
     for (int r = 0; r < requests; ++r) {
         const double t0 = now_ms();
         if (whisper_full(ctx, p, pcm.data(), static_cast<int>(pcm.size())) != 0) return 1;
         int n = 0;
         for (int s = 0; s < whisper_full_n_segments(ctx); ++s) n += whisper_full_n_tokens(ctx, s);
-        ms += (r ? "," : "") + std::to_string(now_ms() - t0);
+        ms.push_back(now_ms() - t0);
         toks += (r ? "," : "") + std::to_string(n);
     }
     const double wall = now_ms() - t_all;
     std::printf("{\"tool\":\"whisper.cpp\",\"mode\":\"serial\",\"threads\":%d,\"requests\":%d,"
-                "\"audio_seconds\":%.3f,\"wall_ms\":%.1f,\"request_ms\":%s],\"tokens\":%s]}\n",
-                threads, requests, pcm.size() / 16000.0, wall, ms.c_str(), toks.c_str());
+                "\"audio_seconds\":%.3f,\"wall_ms\":%.1f,\"request_ms\":%s,\"tokens\":%s]}\n",
+                threads, requests, pcm.size() / 16000.0, wall, bench::json_array(ms).c_str(), toks.c_str());
     whisper_free(ctx);
     return 0;
 }
