@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/format.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/model_files.h"
@@ -121,19 +122,6 @@ std::string with_commas(uint64_t n) {
         out.push_back(digits[i]);
     }
     return out;
-}
-
-std::string human_bytes(uint64_t n) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = static_cast<double>(n);
-    int u = 0;
-    while (v >= 1024 && u < 4) {
-        v /= 1024;
-        ++u;
-    }
-    char buf[32];
-    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-    return buf;
 }
 
 void print_table(const json& info) {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "cli/commands.h"
+#include "cli/format.h"
 #include "cli/hub_client.h"
 #include "core/error.h"
 
@@ -37,14 +38,6 @@ fs::path default_dir(const PullOptions& o) {
     return fs::path(env_or("HOME", ".")) / ".cache" / "parlance" / "models" / leaf;
 }
 
-std::string human(uint64_t bytes) {
-    char buf[32];
-    if (bytes >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1ull << 30));
-    else if (bytes >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / double(1ull << 20));
-    else std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
-    return buf;
-}
-
 void run(PullArgs& a) {
     PullOptions& o = a.options;
     if (o.endpoint.empty()) o.endpoint = env_or("HF_ENDPOINT", "https://huggingface.co");
@@ -54,7 +47,7 @@ void run(PullArgs& a) {
     std::string shown;
     PullResult r = pull_snapshot(o, [&](const std::string& name, uint64_t now, uint64_t total) {
         if (!tty) return;
-        std::string line = "  " + name + "  " + human(now) + (total ? " / " + human(total) : std::string());
+        std::string line = "  " + name + "  " + human_bytes(now) + (total ? " / " + human_bytes(total) : std::string());
         if (total) line += "  (" + std::to_string(100 * now / total) + "%)";
         if (line == shown) return;
         shown = line;
@@ -65,10 +58,10 @@ void run(PullArgs& a) {
     for (const PulledFile& f : r.files) {
         (f.downloaded ? fetched : kept) += f.bytes;
         std::fprintf(stderr, "%s %s (%s)\n", f.downloaded ? "fetched" : "present", f.name.c_str(),
-                     human(f.bytes).c_str());
+                     human_bytes(f.bytes).c_str());
     }
     std::fprintf(stderr, "%s at %s: %zu files, %s downloaded, %s already present\n", o.repo.c_str(),
-                 r.commit.c_str(), r.files.size(), human(fetched).c_str(), human(kept).c_str());
+                 r.commit.c_str(), r.files.size(), human_bytes(fetched).c_str(), human_bytes(kept).c_str());
     // What --model takes: the folder, or the single-file checkpoint when that is what was picked.
     fs::path model = o.dir;
     int single = 0;

@@ -1,7 +1,5 @@
 #include "cli/default_model.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <vector>

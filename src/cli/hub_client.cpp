@@ -3,10 +3,8 @@
 #include <curl/curl.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <fstream>
 #include <map>
-#include <memory>
 #include <regex>
 
 #include <nlohmann/json.hpp>

@@ -25,8 +25,8 @@ std::filesystem::path bundled_model_dir() {
 }
 
 bool words_match(const std::string& reference, const std::string& hypothesis) {
-    return !words(reference).empty() && word_recall(reference, hypothesis) >= 0.8 &&
-           (words(hypothesis).empty() ? false : word_recall(hypothesis, reference) >= 0.6);
+    return !words(reference).empty() && !words(hypothesis).empty() && word_recall(reference, hypothesis) >= 0.8 &&
+           word_recall(hypothesis, reference) >= 0.6;
 }
 
 std::vector<std::string> words(const std::string& text) {

@@ -168,7 +168,7 @@ TEST(Transcribe, ModelFromEnvironment) {
 // Without --model and $PARLANCE_MODEL: the bundled default from the source tree when it is
 // there, otherwise an error that says where it looked and what to pass.
 TEST(Transcribe, DefaultModelOrAnErrorSayingWhereItLooked) {
-    const fs::path bundled = testing::fixtures_dir().parent_path().parent_path() / "models" / "parlance-synth-en";
+    const fs::path bundled = testing::bundled_model_dir();
     std::string out;
     const std::string cmd = "env -u PARLANCE_MODEL " + quoted(testing::parlance_binary().string()) +
                             " transcribe -t 2 --temperature 0 --max-new-tokens 32 " + quoted(jfk()) + " 2>&1";

@@ -1,0 +1,12 @@
+// Small formatting helpers the subcommands share.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace parlance::cli {
+
+// "1.5 MiB", "312 B": binary units, one decimal above bytes.
+std::string human_bytes(uint64_t n);
+
+}  // namespace parlance::cli
