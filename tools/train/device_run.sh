@@ -66,19 +66,20 @@ if got < 0.95 * int(sys.argv[2]):
     sys.exit("only %d of %s evaluation utterances were synthesized" % (got, sys.argv[2]))
 PY
 python3 tools/train/synth.py --synth-root "$W/synth" --sentences "$W/corpus/train.txt" --voices train \
-    --count "$n_train" --out "$D/train" --jobs "$synth_jobs" --seed 1 >"$W/out/synth-$MODE.log" 2>&1 &
+    --count "$n_train" --out "$D/train" --jobs "$synth_jobs" --seed 1 --splice "${SPLICE:-0.5}" >"$W/out/synth-$MODE.log" 2>&1 &
 synth_pid=$!
 M="$W/model-$MODE"
 rm -rf "$M" "$M".a "$M".b
 # Two trainings share the GPU (one alone kept it ~4 % busy): the recipe's defaults, and a doubled
-# learning rate with another seed. The held-out probe at the end picks the one evaluated and
-# shipped (pick.py); both runs' figures stay in its training.json.
+# learning rate, twice the input corruption and a heavier CTC loss, with another seed. The
+# held-out probe at the end picks the one evaluated and shipped (pick.py); both runs' figures stay
+# in its training.json.
 train=(python3 tools/train/train.py --data "$D/train" --corpus "$W/corpus" --minutes "$minutes"
        --steps "$steps" --min-utterances "$min_utt" --probe "$D/eval_seen"
        --probe-seconds "$([ "$MODE" = smoke ] && echo 20 || echo 90)")
 PYTHONUNBUFFERED=1 "${train[@]}" --out "$M.a" > >(sed -u 's/^/[a] /') 2>&1 &
 pid_a=$!
-PYTHONUNBUFFERED=1 "${train[@]}" --out "$M.b" --lr 3e-3 --seed 2 > >(sed -u 's/^/[b] /') 2>&1 &
+PYTHONUNBUFFERED=1 "${train[@]}" --out "$M.b" --lr 3e-3 --seed 2 --p-corrupt 0.2 --ctc-weight 0.5 > >(sed -u 's/^/[b] /') 2>&1 &
 pid_b=$!
 wait "$pid_a" || echo "training a failed (status $?)"
 wait "$pid_b" || echo "training b failed (status $?)"

@@ -8,6 +8,7 @@ did not finish (no training.json) are skipped; none finished is an error.
 """
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -15,9 +16,9 @@ import sys
 
 def score(record):
     probes = [p for p in record.get("probes", []) if p.get("final")] or record.get("probes", [])
-    if probes:
-        return probes[-1]["loss"], probes[-1]
-    return record.get("final_loss", float("inf")), None
+    loss, probe = (probes[-1]["loss"], probes[-1]) if probes else (record.get("final_loss", float("inf")), None)
+    # A diverged run (NaN) must never compare as the best.
+    return (loss if isinstance(loss, (int, float)) and math.isfinite(loss) else float("inf")), probe
 
 
 def main():
@@ -36,6 +37,7 @@ def main():
         a = record["args"]
         runs.append({"folder": folder, "loss": loss, "record": record,
                      "summary": {"name": os.path.basename(folder), "lr": a["lr"], "batch": a["batch"],
+                                 "p_corrupt": a.get("p_corrupt"), "ctc_weight": a.get("ctc_weight"),
                                  "seed": a["seed"], "steps": record["steps"], "final_loss": record["final_loss"],
                                  "final_probe": probe}})
     if not runs:

@@ -120,6 +120,24 @@ def trim(x, margin=480):
     return x[start:end]
 
 
+def splice(sentences, rng):
+    """A sentence-shaped run of 2-3 spans (2-8 words each) from random corpus sentences. The
+    decoder cannot complete it from memory (the runs so far learned the training sentences and
+    then wrote them whatever the audio said); it has to listen. Every word is one a synthesizer
+    reads, since each comes from a corpus sentence."""
+    words = []
+    for k in range(rng.randint(2, 3)):
+        w = sentences[rng.randrange(len(sentences))].split()
+        n = min(len(w), rng.randint(2, 8))
+        start = rng.randrange(len(w) - n + 1)
+        span = [t.strip(".!?;:,") if j == n - 1 else t for j, t in enumerate(w[start: start + n])]
+        if k and span[0][:1].isupper() and not span[0][1:2].isupper() and span[0] != "I":
+            span[0] = span[0][0].lower() + span[0][1:]
+        words += [t for t in span if t]
+    text = " ".join(words)
+    return text[0].upper() + text[1:] + "."
+
+
 def synth_one(root, env, voice, text, rng, tmp):
     engine, name = voice.split(":", 1)
     bin_dir = os.path.join(root, "usr/bin")
@@ -196,6 +214,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count())
     ap.add_argument("--shard-size", type=int, default=250)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--splice", type=float, default=0.0,
+                    help="train: fraction of utterances whose text is spliced from spans of several sentences")
     args = ap.parse_args()
 
     with open(args.sentences) as f:
@@ -211,7 +231,10 @@ def main():
     for i in range(args.count):
         idx = rng.randrange(len(sentences)) if args.voices == "train" else i % len(sentences)
         voice = rng.choices(voices, weights=weights)[0] if weights else voices[i % len(voices)]
-        items.append((idx, sentences[idx], voice))
+        text = sentences[idx]
+        if args.voices == "train" and rng.random() < args.splice:
+            idx, text = -1, splice(sentences, rng)
+        items.append((idx, text, voice))
     os.makedirs(args.out, exist_ok=True)
     jobs = []
     for s in range(0, len(items), args.shard_size):

@@ -358,7 +358,18 @@ class LogMel:
         return (logm + 4.0) / 4.0
 
 
-def make_batch(rng, store, L, args, prompts, device, short=False):
+def corrupt_inputs(inp, L, p, gen):
+    """Replaces a fraction p of the decoder's input text tokens (teacher forcing) by random text
+    tokens; the labels stay. A decoder that completes memorized sentences from the previous
+    tokens is then wrong where the audio is right, so it learns to read the encoder."""
+    if p <= 0:
+        return inp
+    hit = (torch.rand(inp.shape, generator=gen) < p) & (inp < L.text_vocab)
+    noise = torch.randint(0, L.text_vocab, inp.shape, generator=gen)
+    return torch.where(hit, noise, inp)
+
+
+def make_batch(rng, store, L, args, prompts, device, short=False, corrupt=0.0, cgen=None):
     plans, inps, labs, speech, active, ctcs = [], [], [], [], [], []
     for _ in range(args.batch):
         c, i, l, s, a, k = plan_window(rng, store, L, args, prompts, short)
@@ -374,6 +385,7 @@ def make_batch(rng, store, L, args, prompts, device, short=False):
     for b, (i, l) in enumerate(zip(inps, labs)):
         inp[b, : len(i)] = torch.tensor(i)
         lab[b, : len(l)] = torch.tensor(l)
+    inp = corrupt_inputs(inp, L, corrupt, cgen)
     audio = assemble(store, plans, device)
     ctc_ok = to_device(torch.tensor([k is not None for k in ctcs]), device)
     ctc_any = any(k is not None for k in ctcs)  # on the host: the loop must not wait for the GPU
@@ -508,6 +520,9 @@ def main():
     ap.add_argument("--curriculum", type=float, default=0.15,
                     help="fraction of training on windows of at most three utterances")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--p-corrupt", type=float, default=0.1,
+                    help="fraction of decoder input text tokens replaced by random ones (labels kept)")
+    ap.add_argument("--label-smoothing", type=float, default=0.1)
     ap.add_argument("--max-tokens", type=int, default=440)
     ap.add_argument("--max-prompt-tokens", type=int, default=96)
     ap.add_argument("--p-nospeech", type=float, default=0.04)
@@ -583,6 +598,7 @@ def main():
     rng = random.Random(args.seed)
     gen = torch.Generator(device=device)
     gen.manual_seed(args.seed)
+    cgen = torch.Generator().manual_seed(args.seed + 1)  # host side: the input corruption
     budget = args.minutes * 60
     t0 = time.time()
     # Losses are summed on the GPU and read every 100 steps: a read per step would make the host
@@ -605,7 +621,8 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr
         audio, active, speech, inp, lab, (ctc_t, ctc_len, ctc_ok, ctc_any) = make_batch(
-            rng, store, L, args, prompts, device, short=progress < args.curriculum)
+            rng, store, L, args, prompts, device, short=progress < args.curriculum,
+            corrupt=args.p_corrupt, cgen=cgen)
         with torch.no_grad():
             strength = min(1.0, progress / args.aug_ramp) if args.aug_ramp > 0 else 1.0
             feats = mel(augment(audio, active, speech, gen, args, strength))
@@ -613,8 +630,12 @@ def main():
                 feats = spec_augment(feats, gen)
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
             enc = model.model.encoder(feats).last_hidden_state
-            out = model(encoder_outputs=(enc,), decoder_input_ids=inp, labels=lab)
-        loss = out.loss
+            out = model(encoder_outputs=(enc,), decoder_input_ids=inp)
+        # Label smoothing: a memorized continuation earns less than certainty (the probe's loss
+        # stays the plain cross-entropy).
+        ce = torch.nn.functional.cross_entropy(out.logits.float().flatten(0, 1), lab.flatten(), ignore_index=-100,
+                                               label_smoothing=args.label_smoothing)
+        loss = ce
         if args.ctc_weight > 0 and ctc_any:
             logp = ctc_head(enc.float()).log_softmax(-1).transpose(0, 1)  # (T, B, V + 1)
             T = logp.shape[0]
@@ -631,7 +652,7 @@ def main():
         gnorm = torch.nn.utils.clip_grad_norm_(list(model.parameters()) + list(ctc_head.parameters()), 1.0)
         opt.step()
         step += 1
-        loss_sum += out.loss.detach()
+        loss_sum += ce.detach()
         if step % 100 == 0:
             el = time.time() - t0
             last_loss = loss_sum.item() / 100
