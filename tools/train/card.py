@@ -27,6 +27,8 @@ def main():
     ap.add_argument("--compare", action="append", default=[], help="SET=compare.py --json output")
     ap.add_argument("--versions", required=True)
     ap.add_argument("--commit", required=True, help="commit of tools/train that produced the model")
+    ap.add_argument("--splice", type=float, default=0.5,
+                    help="the run's synth.py --splice (device_run.sh SPLICE; 0.5 unless set)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
@@ -77,11 +79,13 @@ timestamps work. Loads in parlance and in transformers alike.
 {tr["steps"]} steps of {a["batch"]} 30-second windows in {tr["seconds"] / 60:.1f} minutes on one
 {tr["device"]} (torch {tr["torch"]}, transformers {tr["transformers"]}), seed {a["seed"]}, from
 {tr["utterances"]:,} synthesized utterances ({tr["hours"]} h) of sentences from Debian's `fortunes`
-and WordNet glosses; held-out sentences (split by hash in `corpus.py`) and one voice (flite `rms`) were never
+and WordNet glosses ({pct(args.splice)} of them spliced from spans of several sentences, so that
+the decoder cannot complete them from memory); held-out sentences (split by hash in `corpus.py`) and one voice (flite `rms`) were never
 used in training. Augmentation: reverberation (p {a.get("p_reverb")}), telephone band and mu-law (p {a.get("p_phone")}),
 coloured noise (p {a.get("p_noise")}) at {a.get("snr_min")}–{a.get("snr_max")} dB SNR, level
 {a.get("gain_min")}…{a.get("gain_max")} dB, SpecAugment; an auxiliary character CTC loss on the
-encoder (weight {a.get("ctc_weight")}, dropped at export).
+encoder (weight {a.get("ctc_weight")}, dropped at export); {pct(a.get("p_corrupt") or 0)} of the decoder's
+teacher-forced input tokens replaced by random ones, label smoothing {a.get("label_smoothing", 0)}.
 Final training loss {tr["final_loss"]}. Synthesizers and text (exact Debian versions):
 {", ".join("`" + v + "`" for v in versions)}.
 
