@@ -54,6 +54,18 @@ def main():
             if c else "—")
         rows.append("| %s | %d | %d | %s | %s |" % (labels[name], e["clips"], e["words"], pct(e["wer"]), ours))
     ns = ev.get("nospeech", {})
+    picked = ""
+    if tr.get("candidates"):
+        lines = []
+        for c in tr["candidates"]:
+            pr = c.get("final_probe") or {}
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                c["name"] + (" (kept)" if c["name"] == tr.get("chosen") else ""), c["lr"], c.get("p_corrupt"),
+                c.get("ctc_weight"), c["steps"], pr.get("loss", "—"), pr.get("token_acc", "—"), pr.get("ctc_cer", "—")))
+        picked = ("\n\nTwo trainings shared the GPU; `pick.py` kept the one with the lower loss on held-out "
+                  "sentences (the probe: 32 windows never trained on, no augmentation):\n\n"
+                  "| run | learning rate | input corruption | CTC weight | steps | probe loss | probe token accuracy | probe CTC CER |\n"
+                  "|---|---|---|---|---|---|---|---|\n" + "\n".join(lines))
 
     text = f"""# {args.name}
 
@@ -86,7 +98,9 @@ coloured noise (p {a.get("p_noise")}) at {a.get("snr_min")}–{a.get("snr_max")}
 {a.get("gain_min")}…{a.get("gain_max")} dB, SpecAugment; an auxiliary character CTC loss on the
 encoder (weight {a.get("ctc_weight")}, dropped at export); {pct(a.get("p_corrupt") or 0)} of the decoder's
 teacher-forced input tokens replaced by random ones, label smoothing {a.get("label_smoothing", 0)}.
-Final training loss {tr["final_loss"]}. Synthesizers and text (exact Debian versions):
+Final training loss {tr["final_loss"]} (label-smoothed).{picked}
+
+Synthesizers and text (exact Debian versions):
 {", ".join("`" + v + "`" for v in versions)}.
 
 Reproduce: `bash tools/train/prepare.sh`, then the two device calls in `tools/train/README.md`.
