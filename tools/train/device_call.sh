@@ -44,6 +44,27 @@ collect)
     if [ ! -e "$W/EXIT-full" ]; then echo "still running: call collect again"; exit 3; fi
     if [ ! -e "$W/DONE-full" ]; then echo "the full run failed (status $(cat "$W/EXIT-full"))"; exit 1; fi
     ;;
+continue)
+    # One call, back in under ten minutes: continue training the model carried in .train/init
+    # (its tar parts from an earlier collect) for CONTINUE_MINUTES, evaluate, return the results.
+    # No smoke run (the recipe passed one with this train.py) and one training on the whole GPU.
+    rm -rf "$W/out" "$W"/DONE-* "$W"/EXIT-* "$W"/PGID-* "$W/model-init"
+    bash tools/train/device_run.sh "$W" unpack >/dev/null || { echo "unpacking failed"; exit 1; }
+    mkdir -p "$W/init" && cat .train/init/model.tar.part-* | tar -x -C "$W/init"
+    mv "$W/init/model-full" "$W/model-init" && rm -f "$W/model-init/training.json"
+    INIT="$W/model-init" TRAIN_MINUTES=${CONTINUE_MINUTES:-6} MIN_UTTERANCES=${MIN_UTTERANCES:-6000} \
+        EVAL_TIMEOUT=75 TRAIN_ARGS="--lr ${CONTINUE_LR:-1e-3} --warmup 200" \
+        timeout "${CONTINUE_SECONDS:-560}" bash tools/train/device_run.sh "$W" full >/dev/null 2>&1
+    echo "device_run ended with status $?"
+    progress 25
+    mkdir -p "${OUT:?}"
+    for f in run.log training-full.json eval-full.json clips_seen.npz clips_heldout.npz clips_real.npz; do
+        [ -e "$W/out/$f" ] && cp "$W/out/$f" "$OUT"/
+    done
+    cp "$W"/out/model.tar.part-* "$OUT"/ 2>/dev/null
+    ls -la "$OUT"
+    [ -e "$W/DONE-full" ] || { echo "the continuation did not finish"; exit 1; }
+    ;;
 *)
-    echo "usage: device_call.sh start|collect" >&2; exit 2 ;;
+    echo "usage: device_call.sh start|collect|continue" >&2; exit 2 ;;
 esac

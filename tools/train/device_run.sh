@@ -74,16 +74,28 @@ rm -rf "$M" "$M".a "$M".b
 # learning rate, twice the input corruption and a heavier CTC loss, with another seed. The
 # held-out probe at the end picks the one evaluated and shipped (pick.py); both runs' figures stay
 # in its training.json.
+# INIT (a saved model folder): continue training it, one run on the whole GPU, without the
+# curriculum and the augmentation ramp it has been through already (TRAIN_ARGS adds options).
 train=(python3 tools/train/train.py --data "$D/train" --corpus "$W/corpus" --minutes "$minutes"
        --steps "$steps" --min-utterances "$min_utt" --probe "$D/eval_seen"
        --probe-seconds "$([ "$MODE" = smoke ] && echo 20 || echo 90)")
+if [ -n "${INIT:-}" ]; then
+    train+=(--init "$INIT" --curriculum 0 --aug-ramp 0)
+fi
+# shellcheck disable=SC2206
+train+=(${TRAIN_ARGS:-})
 PYTHONUNBUFFERED=1 "${train[@]}" --out "$M.a" > >(sed -u 's/^/[a] /') 2>&1 &
 pid_a=$!
-PYTHONUNBUFFERED=1 "${train[@]}" --out "$M.b" --lr 3e-3 --seed 2 --p-corrupt 0.2 --ctc-weight 0.5 > >(sed -u 's/^/[b] /') 2>&1 &
-pid_b=$!
+runs=("$M.a")
+if [ -z "${INIT:-}" ]; then
+    PYTHONUNBUFFERED=1 "${train[@]}" --out "$M.b" --lr 3e-3 --seed 2 --p-corrupt 0.2 --ctc-weight 0.5 \
+        > >(sed -u 's/^/[b] /') 2>&1 &
+    pid_b=$!
+    runs+=("$M.b")
+    wait "$pid_b" || echo "training b failed (status $?)"
+fi
 wait "$pid_a" || echo "training a failed (status $?)"
-wait "$pid_b" || echo "training b failed (status $?)"
-python3 tools/train/pick.py --out "$M" "$M.a" "$M.b"
+python3 tools/train/pick.py --out "$M" "${runs[@]}"
 # Training is over: what synthesis has not made yet is not needed.
 kill "$synth_pid" 2>/dev/null || true
 wait "$synth_pid" 2>/dev/null || true
@@ -95,7 +107,7 @@ cp "$M/training.json" "$W/out/training-$MODE.json"
 # most 16 MiB: the model travels as tar parts.
 [ "$MODE" != smoke ] && tar -C "$W" -cf - "model-$MODE" | split -b 15m - "$W/out/model.tar.part-"
 status=0
-PYTHONUNBUFFERED=1 timeout "$([ "$MODE" = smoke ] && echo 300 || echo 360)" python3 tools/train/evaluate.py \
+PYTHONUNBUFFERED=1 timeout "$([ "$MODE" = smoke ] && echo 300 || echo "${EVAL_TIMEOUT:-360}")" python3 tools/train/evaluate.py \
     --model "$M" --set seen="$D/eval_seen" --set heldout="$D/eval_heldout" --real .train/real \
     --limit "$limit" --out "$W/out/eval-$MODE.json" --save-clips "$W/clips-$MODE" || status=$?
 if [ "$status" != 0 ]; then
