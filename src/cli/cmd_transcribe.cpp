@@ -117,7 +117,8 @@ void register_transcribe(CLI::App& app, GlobalOptions&) {
     cmd->add_option("--max-new-tokens", a->options.max_new_tokens, "Tokens per 30 s window")->default_val(224);
     cmd->add_option("-t,--threads", a->threads, "CPU threads (0 = all, up to 8)");
     cmd->add_option("--device", a->device, "cpu|cuda|metal")->default_val("cpu");
-    cmd->add_option("--quantize", a->quantize, "Quantize linear weights at load: f16|q8_0|q5_k|q4_k");
+    cmd->add_option("--quantize", a->quantize,
+                    "Linear weights at load: f32 (full precision) or quantized f16|q8_0|q5_k|q4_k");
     cmd->add_option("--max-seconds", a->max_seconds, "Refuse audio longer than this")->default_val(4 * 3600);
     cmd->callback([a] { run(*a); });
 }

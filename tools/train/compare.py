@@ -38,6 +38,7 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--clips", required=True)
     ap.add_argument("--report", required=True)
+    ap.add_argument("--quantize", help="parlance's --quantize (f32: linear weights in float32, as transformers ran them)")
     ap.add_argument("--set", required=True)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="write the per-clip comparison here")
@@ -55,7 +56,8 @@ def main():
         # One run for every clip (the model loads once); json output is one object per file, in order.
         res = subprocess.run([args.parlance, "transcribe", "-m", args.model, "--language", "en",
                               "--temperature", "0", "--no-timestamps", "-t", str(args.threads),
-                              "-f", "json"] + paths, capture_output=True, text=True)
+                              "-f", "json"] + (["--quantize", args.quantize] if args.quantize else []) + paths,
+                             capture_output=True, text=True)
         if res.returncode != 0:
             sys.exit("parlance failed: %s" % res.stderr.strip())
     decoder, pos, texts = json.JSONDecoder(), 0, []

@@ -183,6 +183,10 @@ def main():
     args = ap.parse_args()
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    # Full float32 on the GPU (cuDNN's convolutions default to TF32, ~1e-3 relative): the
+    # transcripts are compared with parlance's token for token, and near-tied tokens flip.
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
     tr = Transcriber(args.model, device)
     sets = {}
     for spec in args.set:
