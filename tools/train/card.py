@@ -25,6 +25,8 @@ def main():
     ap.add_argument("--training", required=True)
     ap.add_argument("--eval", required=True)
     ap.add_argument("--compare", action="append", default=[], help="SET=compare.py --json output")
+    ap.add_argument("--continued-from", help="training.json of the run the model was continued from "
+                                              "(device_call.sh continue)")
     ap.add_argument("--versions", required=True)
     ap.add_argument("--commit", required=True, help="commit of tools/train that produced the model")
     ap.add_argument("--splice", type=float, default=0.5,
@@ -33,6 +35,7 @@ def main():
     args = ap.parse_args()
 
     tr = json.load(open(args.training))
+    base = json.load(open(args.continued_from)) if args.continued_from else None
     ev = json.load(open(args.eval))["sets"]
     cmp = {}
     for spec in args.compare:
@@ -55,18 +58,28 @@ def main():
         rows.append("| %s | %d | %d | %s | %s |" % (labels[name], e["clips"], e["words"], pct(e["wer"]), ours))
     ns = ev.get("nospeech", {})
     picked = ""
-    if tr.get("candidates"):
+    first = base or tr  # the run from scratch (two candidates, one kept)
+    if first.get("candidates"):
         lines = []
-        for c in tr["candidates"]:
+        for c in first["candidates"]:
             pr = c.get("final_probe") or {}
             lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                c["name"] + (" (kept)" if c["name"] == tr.get("chosen") else ""), c["lr"], c.get("p_corrupt"),
+                c["name"] + (" (kept)" if c["name"] == first.get("chosen") else ""), c["lr"], c.get("p_corrupt"),
                 c.get("ctc_weight"), c["steps"], pr.get("loss", "—"), pr.get("token_acc", "—"), pr.get("ctc_cer", "—")))
         picked = ("\n\nTwo trainings shared the GPU; `pick.py` kept the one with the lower loss on held-out "
                   "sentences (the probe: 32 windows never trained on, no augmentation):\n\n"
                   "| run | learning rate | input corruption | CTC weight | steps | probe loss | probe token accuracy | probe CTC CER |\n"
                   "|---|---|---|---|---|---|---|---|\n" + "\n".join(lines))
 
+    continued = ""
+    if base:
+        bp = [p for p in base.get("probes", []) if p.get("final")]
+        tp = [p for p in tr.get("probes", []) if p.get("final")]
+        continued = ("\n\nThe kept model was then trained on (`device_call.sh continue`): %d steps from scratch in "
+                     "%.1f minutes (probe loss %s), then %d more steps in %.1f minutes on freshly synthesized data "
+                     "at learning rate %s (probe loss %s). The figures above the table are the second stage's." % (
+                         base["steps"], base["seconds"] / 60, bp[-1]["loss"] if bp else "—", tr["steps"],
+                         tr["seconds"] / 60, a["lr"], tp[-1]["loss"] if tp else "—"))
     text = f"""# {args.name}
 
 A small English speech-recognition model in the Whisper architecture, **trained by parlance's own
@@ -98,7 +111,7 @@ coloured noise (p {a.get("p_noise")}) at {a.get("snr_min")}–{a.get("snr_max")}
 {a.get("gain_min")}…{a.get("gain_max")} dB, SpecAugment; an auxiliary character CTC loss on the
 encoder (weight {a.get("ctc_weight")}, dropped at export); {pct(a.get("p_corrupt") or 0)} of the decoder's
 teacher-forced input tokens replaced by random ones, label smoothing {a.get("label_smoothing", 0)}.
-Final training loss {tr["final_loss"]} (label-smoothed).{picked}
+Final training loss {tr["final_loss"]} (label-smoothed).{picked}{continued}
 
 Synthesizers and text (exact Debian versions):
 {", ".join("`" + v + "`" for v in versions)}.
