@@ -114,6 +114,12 @@ void register_transcribe(CLI::App& app, GlobalOptions&) {
     cmd->add_flag("--no-timestamps", a->no_timestamps, "Do not predict timestamps (text and json only)");
     cmd->add_flag("--word-timestamps", a->options.word_timestamps,
                   "Time each word by cross-attention alignment (verbose_json gets a words array)");
+    cmd->add_flag_callback(
+        "--condition-on-previous-text", [a] { a->options.condition_on_previous_text = true; },
+        "Prompt each 30 s window with the text before it (default: the model's generation_config, else on)");
+    cmd->add_flag_callback(
+        "--no-condition-on-previous-text", [a] { a->options.condition_on_previous_text = false; },
+        "Decode each window without the text before it");
     cmd->add_option("--max-new-tokens", a->options.max_new_tokens, "Tokens per 30 s window")->default_val(224);
     cmd->add_option("-t,--threads", a->threads, "CPU threads (0 = all, up to 8)");
     cmd->add_option("--device", a->device, "cpu|cuda|metal")->default_val("cpu");

@@ -487,6 +487,10 @@ def generation_config_dict(L, args, space_id):
         "max_initial_timestamp_index": 50, "max_length": 448,
         "no_timestamps_token_id": L.notimestamps, "prev_sot_token_id": L.startofprev,
         "suppress_tokens": [], "return_timestamps": False,
+        # Training prompts are plain text, never a previous window's timestamped tokens: long
+        # audio decodes each window on its own (measured on the third run's long sample: with the
+        # previous window as prompt the second window lost two of its three sentences).
+        "condition_on_prev_tokens": False,
     }
 
 

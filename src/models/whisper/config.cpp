@@ -178,6 +178,11 @@ SpecialTokens special_tokens_from_hf(const nlohmann::json& g, int vocab_size,
     if (g.contains("begin_suppress_tokens") && g.at("begin_suppress_tokens").is_array())
         t.begin_suppress_tokens = g.at("begin_suppress_tokens").get<std::vector<int>>();
     get("max_initial_timestamp_index", t.max_initial_timestamp_index);
+    if (g.contains("condition_on_prev_tokens") && !g.at("condition_on_prev_tokens").is_null()) {
+        if (!g.at("condition_on_prev_tokens").is_boolean())
+            throw Error(ErrorKind::InvalidModel, source + ": condition_on_prev_tokens must be true or false");
+        t.condition_on_previous_text = g.at("condition_on_prev_tokens").get<bool>();
+    }
     if (g.contains("alignment_heads") && g.at("alignment_heads").is_array()) {
         for (const auto& pair : g.at("alignment_heads")) {
             if (!pair.is_array() || pair.size() != 2)

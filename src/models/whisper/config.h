@@ -61,6 +61,10 @@ struct SpecialTokens {
     std::vector<int> begin_suppress_tokens;  // suppressed at the first sampled position
     int max_initial_timestamp_index = 50;    // first timestamp at most <|1.00|>
     std::vector<std::pair<int, int>> alignment_heads;  // (decoder layer, head) for word timing
+    // Whether a window is prompted with the previous windows' text: generation_config's
+    // condition_on_prev_tokens when it has one (a model trained without such prompts says
+    // false), else true as OpenAI's transcribe does. TranscribeOptions can override it.
+    bool condition_on_previous_text = true;
 
     // The language code of a language token, or "" if `id` is not one.
     std::string language_of(int id) const;

@@ -65,6 +65,7 @@ private:
     const WhisperModel& model_;
     std::vector<float> pcm_;
     TranscribeOptions o_;
+    bool condition_ = true;  // o_.condition_on_previous_text, or the model's default
     std::vector<int> slots_;
     std::unique_ptr<CrossKv> cross_;
     Transcript result_;

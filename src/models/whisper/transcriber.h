@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,7 +30,9 @@ struct TranscribeOptions {
     float logprob_threshold = -1.0f;
     float no_speech_threshold = 0.6f;
     std::string initial_prompt;
-    bool condition_on_previous_text = true;
+    // Prompt each window with the previous windows' text; unset: the model's default
+    // (SpecialTokens::condition_on_previous_text).
+    std::optional<bool> condition_on_previous_text;
     int max_new_tokens = 224;        // per window (half the decoder context, as OpenAI)
     bool suppress_blank = true;      // no space or eot as the first token
     int repetition_cut = 4;          // cut a window's output looping >= N times (0 = keep all)

@@ -76,5 +76,27 @@ TEST_F(CompactVocabulary, TooSmallForTheTimestampsIsRefused) {
     }
 }
 
+// generation_config's condition_on_prev_tokens (HF's name) sets whether windows are prompted with
+// the text before them; absent, parlance prompts as OpenAI's transcribe does; not a boolean, the
+// load fails naming the field.
+TEST_F(CompactVocabulary, ConditionOnPreviousTextFromGenerationConfig) {
+    EXPECT_TRUE(model_->tokens.condition_on_previous_text);
+    testing::TempDir tmp;
+    auto dir = tmp.path() / "model";
+    std::filesystem::copy(testing::fixtures_dir() / "whisper" / "compact" / "model", dir);
+    auto gen = nlohmann::json::parse(testing::read_file(dir / "generation_config.json"));
+    gen["condition_on_prev_tokens"] = false;
+    testing::write_file(dir / "generation_config.json", gen.dump());
+    EXPECT_FALSE(WhisperModel::load(dir, *backend_)->tokens.condition_on_previous_text);
+    gen["condition_on_prev_tokens"] = "no";
+    testing::write_file(dir / "generation_config.json", gen.dump());
+    try {
+        WhisperModel::load(dir, *backend_);
+        FAIL() << "loaded";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("condition_on_prev_tokens"), std::string::npos) << e.what();
+    }
+}
+
 }  // namespace
 }  // namespace parlance::whisper
