@@ -31,6 +31,7 @@ def main():
     ap.add_argument("--commit", required=True, help="commit of tools/train that produced the model")
     ap.add_argument("--splice", type=float, default=0.5,
                     help="the run's synth.py --splice (device_run.sh SPLICE; 0.5 unless set)")
+    ap.add_argument("--sample-max-wer", type=float, default=0.0, help="make_samples.py --max-wer of the samples")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
@@ -71,6 +72,11 @@ def main():
                   "| run | learning rate | input corruption | CTC weight | steps | probe loss | probe token accuracy | probe CTC CER |\n"
                   "|---|---|---|---|---|---|---|---|\n" + "\n".join(lines))
 
+    # The recipe's targets (issue 5): 10 % on seen voices, 20 % on the held-out voice.
+    met = [ev[k]["wer"] <= lim for k, lim in (("seen", 0.10), ("heldout", 0.20)) if k in ev]
+    targets = ("The recipe's targets, at most 10 %% (seen voices) and 20 %% (held-out voice), are %s." % (
+        "met" if met and all(met) else "**not met yet**: more training minutes are the known remedy "
+                                       "(the held-out probe was still falling when training ended)"))
     continued = ""
     if base:
         bp = [p for p in base.get("probes", []) if p.get("final")]
@@ -127,6 +133,8 @@ machine; `compare.py` with `parlance transcribe` here, on the same clips):
 |---|---|---|---|---|
 {chr(10).join(rows)}
 
+{targets}
+
 No speech: {ns.get("clips_with_text", "—")} of {ns.get("clips", "—")} clips of silence and white/pink/brown
 noise produced text.
 
@@ -134,6 +142,23 @@ Commands: `python3 tools/train/evaluate.py --model MODEL --set seen=... --set he
 .train/real --out eval.json --save-clips clips` (device), `python3 tools/train/compare.py
 --parlance build/parlance --model models/{args.name} --clips clips_seen.npz --report eval.json
 --set seen --json cmp-seen.json` (here).
+
+## Samples
+
+`samples/` holds held-out sentences (never in training) with their reference text:
+`heldout_voice` (the held-out voice), `seen_voice`, and `long` (ten sentences in a row, past one
+30-second window). They were picked by `tools/train/make_samples.py` among the evaluation clips
+that transformers transcribed best (a word error rate of at most {args.sample_max_wer:g} each):
+they show the pipeline working end to end; the table above is how well the model does on
+typical held-out sentences.
+
+## Long audio
+
+`generation_config.json` sets `condition_on_prev_tokens` to false: the model was trained with
+plain-text prompts only, never a previous window's timestamped output, and prompted with one it
+loses words (on `samples/long.wav` the second window lost two of its three sentences).
+parlance, like transformers, then decodes each 30-second window on its own;
+`--condition-on-previous-text` turns the prompt back on.
 """
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
