@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, builds and runs parlance's main job on what a fresh machine has: the bundled model
-# (models/parlance-synth-en, trained by tools/train) transcribes its samples. Until that model is
-# committed, a random-weight test checkpoint shows the pipeline instead (its words are noise).
+# (models/parlance-synth-en, trained by tools/train) transcribes its samples. Without it (a
+# checkout that left models/ out), a random-weight test checkpoint shows the pipeline instead.
 # Usage: scripts/run.sh [parlance transcribe arguments...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
