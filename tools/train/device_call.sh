@@ -45,13 +45,20 @@ collect)
     if [ ! -e "$W/DONE-full" ]; then echo "the full run failed (status $(cat "$W/EXIT-full"))"; exit 1; fi
     ;;
 continue)
-    # One call, back in under ten minutes: continue training the model carried in .train/init
-    # (its tar parts from an earlier collect) for CONTINUE_MINUTES, evaluate, return the results.
+    # One call, back in under ten minutes: continue training a model for CONTINUE_MINUTES,
+    # evaluate, return the results. The model: the tar parts of an earlier collect carried in
+    # .train/init, else the bundled models/parlance-synth-en (it travels with the tree).
     # No smoke run (the recipe passed one with this train.py) and one training on the whole GPU.
-    rm -rf "$W/out" "$W"/DONE-* "$W"/EXIT-* "$W"/PGID-* "$W/model-init"
+    rm -rf "$W/out" "$W"/DONE-* "$W"/EXIT-* "$W"/PGID-* "$W/model-init" "$W/init"
     bash tools/train/device_run.sh "$W" unpack >/dev/null || { echo "unpacking failed"; exit 1; }
-    mkdir -p "$W/init" && cat .train/init/model.tar.part-* | tar -x -C "$W/init"
-    mv "$W/init/model-full" "$W/model-init" && rm -f "$W/model-init/training.json"
+    if compgen -G ".train/init/model.tar.part-*" >/dev/null; then
+        mkdir -p "$W/init" && cat .train/init/model.tar.part-* | tar -x -C "$W/init"
+        mv "$W/init/model-full" "$W/model-init"
+    else
+        cp -r models/parlance-synth-en "$W/model-init" && rm -rf "$W/model-init/samples"
+    fi
+    rm -f "$W/model-init/training.json"
+    echo "continuing from $([ -d "$W/init" ] && echo .train/init || echo models/parlance-synth-en)"
     INIT="$W/model-init" TRAIN_MINUTES=${CONTINUE_MINUTES:-6} MIN_UTTERANCES=${MIN_UTTERANCES:-6000} \
         EVAL_TIMEOUT=75 TRAIN_ARGS="--lr ${CONTINUE_LR:-1e-3} --warmup 200" \
         timeout "${CONTINUE_SECONDS:-560}" bash tools/train/device_run.sh "$W" full >/dev/null 2>&1
