@@ -60,7 +60,7 @@ continue)
     rm -f "$W/model-init/training.json"
     echo "continuing from $([ -d "$W/init" ] && echo .train/init || echo models/parlance-synth-en)"
     INIT="$W/model-init" TRAIN_MINUTES=${CONTINUE_MINUTES:-6} MIN_UTTERANCES=${MIN_UTTERANCES:-6000} \
-        EVAL_TIMEOUT=75 TRAIN_ARGS="--lr ${CONTINUE_LR:-1e-3} --warmup 200" \
+        EVAL_TIMEOUT=75 TRAIN_ARGS="--lr ${CONTINUE_LR:-1e-3} --warmup 200 --batch ${CONTINUE_BATCH:-128}" \
         timeout "${CONTINUE_SECONDS:-560}" bash tools/train/device_run.sh "$W" full >/dev/null 2>&1
     echo "device_run ended with status $?"
     progress 25
