@@ -77,6 +77,10 @@ def main():
     targets = ("The recipe's targets, at most 10 %% (seen voices) and 20 %% (held-out voice), are %s." % (
         "met" if met and all(met) else "**not met yet**: more training minutes are the known remedy "
                                        "(the held-out probe was still falling when training ended)"))
+    ns_parlance = ""
+    if "nospeech" in cmp:
+        ns_parlance = ("; %d of %d with `parlance transcribe` as a user runs it (its no-speech gate on), "
+                       "`compare.py --set nospeech`" % (cmp["nospeech"]["clips_with_text"], cmp["nospeech"]["clips"]))
     continued = ""
     if base:
         bp = [p for p in base.get("probes", []) if p.get("final")]
@@ -136,7 +140,7 @@ machine; `compare.py` with `parlance transcribe` here, on the same clips):
 {targets}
 
 No speech: {ns.get("clips_with_text", "—")} of {ns.get("clips", "—")} clips of silence and white/pink/brown
-noise produced text.
+noise produced text with transformers' plain greedy decoding{ns_parlance}.
 
 Commands: `python3 tools/train/evaluate.py --model MODEL --set seen=... --set heldout=... --real
 .train/real --out eval.json --save-clips clips` (device), `python3 tools/train/compare.py

@@ -9,6 +9,10 @@ Pure Python + numpy; runs on the CPU machine.
 
   python3 tools/train/compare.py --parlance build/parlance --model models/NAME \
       --clips clips_seen.npz --report eval.json --set seen [--json out.json]
+  python3 tools/train/compare.py --parlance build/parlance --model models/NAME --set nospeech
+
+`--set nospeech` runs the evaluation's silence and noise clips with parlance's default decoding
+(no-speech gate on) and counts those that give text.
 """
 import argparse
 import json
@@ -21,7 +25,7 @@ import wave
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from evaluate import wer  # noqa: E402  (same normalization and WER as the device side)
+from evaluate import nospeech_clips, normalize, wer  # noqa: E402  (the device side's clips and WER)
 
 
 def write_wav(path, samples):
@@ -32,40 +36,65 @@ def write_wav(path, samples):
         w.writeframes(samples.astype("<i2").tobytes())
 
 
+def transcribe(args, named_audio, extra):
+    """parlance transcribe on every clip in one run (the model loads once); the texts in order."""
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for cid, audio in named_audio:
+            paths.append(os.path.join(tmp, cid + ".wav"))
+            write_wav(paths[-1], audio)
+        res = subprocess.run([args.parlance, "transcribe", "-m", args.model, "-t", str(args.threads), "-f", "json"]
+                             + extra + (["--quantize", args.quantize] if args.quantize else []) + paths,
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            sys.exit("parlance failed: %s" % res.stderr.strip())
+    decoder, pos, texts = json.JSONDecoder(), 0, []
+    while len(texts) < len(named_audio):
+        while pos < len(res.stdout) and res.stdout[pos].isspace():
+            pos += 1
+        obj, pos = decoder.raw_decode(res.stdout, pos)
+        texts.append(obj["text"].strip())
+    return texts
+
+
+def nospeech(args):
+    """The evaluation's no-speech clips (silence, white/pink/brown noise; made again here, they are
+    seeded) through `parlance transcribe` as a user runs it: default decoding, with its no-speech
+    gate. Counts the clips that give any text."""
+    clips = nospeech_clips()
+    texts = transcribe(args, [(c["id"], c["audio"]) for c in clips], [])
+    with_text = [(c["id"], t) for c, t in zip(clips, texts) if normalize(t)]
+    print("set nospeech: %d clips, %d with text %s" % (len(clips), len(with_text), with_text or ""))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"set": "nospeech", "clips": len(clips), "clips_with_text": len(with_text),
+                       "rows": [{"id": c["id"], "parlance": t} for c, t in zip(clips, texts)]}, f, indent=1)
+    return 0 if not with_text else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parlance", required=True)
     ap.add_argument("--model", required=True)
-    ap.add_argument("--clips", required=True)
-    ap.add_argument("--report", required=True)
+    ap.add_argument("--clips", help="evaluate.py --save-clips NAME.npz (not for --set nospeech)")
+    ap.add_argument("--report", help="evaluate.py's report (not for --set nospeech)")
     ap.add_argument("--quantize", help="parlance's --quantize (f32: linear weights in float32, as transformers ran them)")
     ap.add_argument("--set", required=True)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="write the per-clip comparison here")
     args = ap.parse_args()
 
+    if args.set == "nospeech":
+        return nospeech(args)
+    if not args.clips or not args.report:
+        ap.error("--clips and --report are needed for --set %s" % args.set)
     rows = {r["id"]: r for r in json.load(open(args.report))["sets"][args.set]["rows"]}
     clips = np.load(args.clips)
     ids = [cid for cid in clips.files if cid in rows]
     out, same = [], 0
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = []
-        for cid in ids:
-            paths.append(os.path.join(tmp, cid + ".wav"))
-            write_wav(paths[-1], clips[cid])
-        # One run for every clip (the model loads once); json output is one object per file, in order.
-        res = subprocess.run([args.parlance, "transcribe", "-m", args.model, "--language", "en",
-                              "--temperature", "0", "--no-timestamps", "-t", str(args.threads),
-                              "-f", "json"] + (["--quantize", args.quantize] if args.quantize else []) + paths,
-                             capture_output=True, text=True)
-        if res.returncode != 0:
-            sys.exit("parlance failed: %s" % res.stderr.strip())
-    decoder, pos, texts = json.JSONDecoder(), 0, []
-    while len(texts) < len(ids):
-        while pos < len(res.stdout) and res.stdout[pos].isspace():
-            pos += 1
-        obj, pos = decoder.raw_decode(res.stdout, pos)
-        texts.append(obj["text"].strip())
+    # Greedy, temperature 0 without fallback, no timestamps, English: what evaluate.py ran.
+    texts = transcribe(args, [(cid, clips[cid]) for cid in ids],
+                       ["--language", "en", "--temperature", "0", "--no-timestamps"])
     for cid, ours in zip(ids, texts):
         ref = rows[cid]
         equal = ours == ref["hyp"].strip()
