@@ -8,10 +8,25 @@
 #                                             # results to $OUT (7 files, each < 16 MiB)
 #
 # A third `collect` picks up a run that needs longer. Progress is the tail of WORK/out/run.log.
+# Continuing a model instead (tools/train/README.md): `continue` (one call, ~6 training minutes)
+# or `start-continue` then `collect` calls (CONTINUE_MINUTES, 20 by default).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 W=${TRAIN_WORK:-/tmp/train}
 export PYTHONUNBUFFERED=1
+# The model a continuation starts from, as $W/model-init: the tar parts of an earlier collect
+# carried in .train/init, else the bundled models/parlance-synth-en (it travels with the tree).
+prepare_init() {
+    rm -rf "$W/model-init" "$W/init"
+    if compgen -G ".train/init/model.tar.part-*" >/dev/null; then
+        mkdir -p "$W/init" && cat .train/init/model.tar.part-* | tar -x -C "$W/init" &&
+            mv "$W/init/model-full" "$W/model-init" || return 1
+    else
+        cp -r models/parlance-synth-en "$W/model-init" && rm -rf "$W/model-init/samples" || return 1
+    fi
+    rm -f "$W/model-init/training.json"
+    echo "continuing from $([ -d "$W/init" ] && echo .train/init || echo models/parlance-synth-en)"
+}
 progress() { grep -v '^synth:\|transformers\]\|Loading weights\|Writing model' "$W/out/run.log" 2>/dev/null | tail -"${1:-15}"; }
 
 case "${1:-}" in
@@ -28,6 +43,19 @@ start)
         echo "smoke run failed:"; tail -60 "$W/out/run-smoke.log"; exit 1
     fi
     echo "smoke run passed after ${SECONDS} s"
+    while [ "$SECONDS" -lt 555 ] && [ ! -e "$W/EXIT-full" ]; do sleep 5; done
+    progress 14
+    ;;
+start-continue)
+    # A longer continuation than one call holds: like `continue`, in the background like `start`
+    # (no smoke run), for CONTINUE_MINUTES (20); `collect` (twice, back to back) returns it.
+    nvidia-smi --query-gpu=name,memory.used --format=csv,noheader || true
+    rm -rf "$W/out" "$W"/DONE-* "$W"/EXIT-* "$W"/PGID-*
+    bash tools/train/device_run.sh "$W" unpack >/dev/null || { echo "unpacking failed"; exit 1; }
+    prepare_init || { echo "no model to continue"; exit 1; }
+    INIT="$W/model-init" TRAIN_MINUTES=${CONTINUE_MINUTES:-20} MIN_UTTERANCES=${MIN_UTTERANCES:-6000} \
+        TRAIN_ARGS="--lr ${CONTINUE_LR:-1e-3} --warmup 200 --batch ${CONTINUE_BATCH:-128}" \
+        setsid nohup bash tools/train/device_run.sh "$W" full >/dev/null 2>&1 </dev/null &
     while [ "$SECONDS" -lt 555 ] && [ ! -e "$W/EXIT-full" ]; do sleep 5; done
     progress 14
     ;;
@@ -49,16 +77,9 @@ continue)
     # evaluate, return the results. The model: the tar parts of an earlier collect carried in
     # .train/init, else the bundled models/parlance-synth-en (it travels with the tree).
     # No smoke run (the recipe passed one with this train.py) and one training on the whole GPU.
-    rm -rf "$W/out" "$W"/DONE-* "$W"/EXIT-* "$W"/PGID-* "$W/model-init" "$W/init"
+    rm -rf "$W/out" "$W"/DONE-* "$W"/EXIT-* "$W"/PGID-*
     bash tools/train/device_run.sh "$W" unpack >/dev/null || { echo "unpacking failed"; exit 1; }
-    if compgen -G ".train/init/model.tar.part-*" >/dev/null; then
-        mkdir -p "$W/init" && cat .train/init/model.tar.part-* | tar -x -C "$W/init"
-        mv "$W/init/model-full" "$W/model-init"
-    else
-        cp -r models/parlance-synth-en "$W/model-init" && rm -rf "$W/model-init/samples"
-    fi
-    rm -f "$W/model-init/training.json"
-    echo "continuing from $([ -d "$W/init" ] && echo .train/init || echo models/parlance-synth-en)"
+    prepare_init || { echo "no model to continue"; exit 1; }
     INIT="$W/model-init" TRAIN_MINUTES=${CONTINUE_MINUTES:-6} MIN_UTTERANCES=${MIN_UTTERANCES:-6000} \
         EVAL_TIMEOUT=75 TRAIN_ARGS="--lr ${CONTINUE_LR:-1e-3} --warmup 200 --batch ${CONTINUE_BATCH:-128}" \
         timeout "${CONTINUE_SECONDS:-560}" bash tools/train/device_run.sh "$W" full >/dev/null 2>&1
@@ -73,5 +94,5 @@ continue)
     [ -e "$W/DONE-full" ] || { echo "the continuation did not finish"; exit 1; }
     ;;
 *)
-    echo "usage: device_call.sh start|collect|continue" >&2; exit 2 ;;
+    echo "usage: device_call.sh start|collect|continue|start-continue" >&2; exit 2 ;;
 esac
