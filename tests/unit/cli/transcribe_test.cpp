@@ -222,6 +222,33 @@ TEST(Transcribe, DefaultModelLongSampleSegments) {
     EXPECT_TRUE(testing::words_match(testing::read_file(samples / "long.txt"), j.at("text"))) << out;
 }
 
+// Word timestamps from cross-attention on a trained model: the sample is one sentence with half a
+// second of silence either side (make_samples.py), so the words must start after the lead-in,
+// end before the tail, and run in order.
+TEST(Transcribe, DefaultModelWordTimestampsFollowTheSpeech) {
+    const fs::path samples = testing::bundled_model_dir() / "samples";
+    if (!fs::exists(samples / "seen_voice.wav")) GTEST_SKIP() << "no bundled model";
+    std::string out;
+    const std::string cmd = "(env -u PARLANCE_MODEL " + quoted(testing::parlance_binary().string()) +
+                            " transcribe -t 2 --word-timestamps -f verbose_json " +
+                            quoted((samples / "seen_voice.wav").string()) + " 2>/dev/null)";
+    ASSERT_EQ(testing::run_command(cmd, &out), 0) << out;
+    const json j = json::parse(out);
+    const double duration = j.at("duration");
+    const auto& words = j.at("words");
+    ASSERT_GE(words.size(), 5u) << out;
+    EXPECT_GE(words.front().at("start").get<double>(), 0.3) << out;
+    EXPECT_LE(words.front().at("start").get<double>(), 1.2) << out;
+    EXPECT_GE(words.back().at("end").get<double>(), duration - 1.2) << out;
+    EXPECT_LE(words.back().at("end").get<double>(), duration - 0.2) << out;
+    double last = 0;
+    for (const auto& w : words) {
+        EXPECT_GE(w.at("start").get<double>(), last - 0.01) << out;
+        EXPECT_GE(w.at("end").get<double>(), w.at("start").get<double>()) << out;
+        last = w.at("end");
+    }
+}
+
 // A model named by $PARLANCE_MODEL that is not there is an error naming the path.
 TEST(Transcribe, MissingModelFromEnvironmentIsAnError) {
     std::string out;
