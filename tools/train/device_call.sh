@@ -27,6 +27,15 @@ prepare_init() {
     rm -f "$W/model-init/training.json"
     echo "continuing from $([ -d "$W/init" ] && echo .train/init || echo models/parlance-synth-en)"
 }
+# Whatever of the run's results exists goes to $OUT (the call brings it back: at most 8 files).
+return_results() {
+    mkdir -p "${OUT:?}"
+    for f in run.log training-full.json eval-full.json clips_seen.npz clips_heldout.npz clips_real.npz; do
+        [ -e "$W/out/$f" ] && cp "$W/out/$f" "$OUT"/
+    done
+    cp "$W"/out/model.tar.part-* "$OUT"/ 2>/dev/null
+    ls -la "$OUT"
+}
 progress() { grep -v '^synth:\|transformers\]\|Loading weights\|Writing model' "$W/out/run.log" 2>/dev/null | tail -"${1:-15}"; }
 
 case "${1:-}" in
@@ -62,13 +71,8 @@ start-continue)
 collect)
     while [ "$SECONDS" -lt 560 ] && [ ! -e "$W/EXIT-full" ]; do sleep 5; done
     progress 25
-    # Whatever exists comes back, finished or not: a later collect can still fetch the rest.
-    mkdir -p "${OUT:?}"
-    for f in run.log training-full.json eval-full.json clips_seen.npz clips_heldout.npz clips_real.npz; do
-        [ -e "$W/out/$f" ] && cp "$W/out/$f" "$OUT"/
-    done
-    cp "$W"/out/model.tar.part-* "$OUT"/ 2>/dev/null
-    ls -la "$OUT"
+    # Finished or not: a later collect can still fetch the rest.
+    return_results
     if [ ! -e "$W/EXIT-full" ]; then echo "still running: call collect again"; exit 3; fi
     if [ ! -e "$W/DONE-full" ]; then echo "the full run failed (status $(cat "$W/EXIT-full"))"; exit 1; fi
     ;;
@@ -85,12 +89,7 @@ continue)
         timeout "${CONTINUE_SECONDS:-560}" bash tools/train/device_run.sh "$W" full >/dev/null 2>&1
     echo "device_run ended with status $?"
     progress 25
-    mkdir -p "${OUT:?}"
-    for f in run.log training-full.json eval-full.json clips_seen.npz clips_heldout.npz clips_real.npz; do
-        [ -e "$W/out/$f" ] && cp "$W/out/$f" "$OUT"/
-    done
-    cp "$W"/out/model.tar.part-* "$OUT"/ 2>/dev/null
-    ls -la "$OUT"
+    return_results
     [ -e "$W/DONE-full" ] || { echo "the continuation did not finish"; exit 1; }
     ;;
 *)
