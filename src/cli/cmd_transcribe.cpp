@@ -116,7 +116,8 @@ void register_transcribe(CLI::App& app, GlobalOptions&) {
                   "Time each word by cross-attention alignment (verbose_json gets a words array)");
     cmd->add_flag_callback(
         "--condition-on-previous-text", [a] { a->options.condition_on_previous_text = true; },
-        "Prompt each 30 s window with the text before it (default: the model's generation_config, else on)");
+        "Prompt each 30 s window with the text before it (default: the model's "
+        "generation_config.json, else on)");
     cmd->add_flag_callback(
         "--no-condition-on-previous-text", [a] { a->options.condition_on_previous_text = false; },
         "Decode each window without the text before it");
