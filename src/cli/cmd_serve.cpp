@@ -15,6 +15,14 @@
 namespace parlance::cli {
 namespace {
 
+// ", English" for .en models, ", language en" for a model prompted in one language only (ours),
+// ", multilingual (N languages)" otherwise.
+std::string languages_of(const whisper::SpecialTokens& t) {
+    if (!t.multilingual) return ", English";
+    if (t.languages.size() == 1) return ", language " + t.languages.begin()->first;
+    return ", multilingual (" + std::to_string(t.languages.size()) + " languages)";
+}
+
 struct ServeArgs {
     std::string model;
     server::ServerOptions server;
@@ -54,7 +62,7 @@ void run(ServeArgs& a, GlobalOptions& globals) {
     std::string description = "whisper " + std::to_string(model->config.encoder_layers) + "+" +
                               std::to_string(model->config.decoder_layers) + " layers, d_model " +
                               std::to_string(model->config.d_model) +
-                              (model->tokens.multilingual ? ", multilingual" : ", English");
+                              languages_of(model->tokens);
     http.set_engine(&engine, description);
     log.info("ready: ", description, " loaded in ", model->load_seconds, " s on ", backend.device_name(), ", ",
              backend.threads(), " threads; model id '", a.server.model_id, "'");
