@@ -21,15 +21,21 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// Integers of an HF config that are not dimensions: token ids, and training-time settings that
+// transformers writes into every config (SpecAugment masks, the classifier head's size).
+bool is_dimension(const std::string& key) {
+    return !key.ends_with("_token_id") && !key.starts_with("mask_") && !key.starts_with("classifier_");
+}
+
 // Integer fields of an HF config, one level of nested objects included ("text_config.x").
 json config_dimensions(const json& config) {
     json dims = json::object();
     for (const auto& [k, v] : config.items()) {
-        if (v.is_number_integer()) {
+        if (v.is_number_integer() && is_dimension(k)) {
             dims[k] = v;
         } else if (v.is_object()) {
             for (const auto& [k2, v2] : v.items()) {
-                if (v2.is_number_integer()) dims[k + "." + k2] = v2;
+                if (v2.is_number_integer() && is_dimension(k2)) dims[k + "." + k2] = v2;
             }
         }
     }

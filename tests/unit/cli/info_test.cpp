@@ -36,7 +36,8 @@ int run_info_json(const std::filesystem::path& path, std::string* out) {
 void write_hf(const std::filesystem::path& dir, bool sharded) {
     write_file(dir / "config.json",
                R"({"model_type": "whisper", "d_model": 64, "encoder_layers": 2, "decoder_layers": 3,
-                   "num_mel_bins": 80, "vocab_size": 51865, "max_source_positions": 1500})");
+                   "num_mel_bins": 80, "vocab_size": 51865, "max_source_positions": 1500,
+                   "eos_token_id": 50257, "mask_time_length": 10, "classifier_proj_size": 256})");
     write_file(dir / "tokenizer.json",
                R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2}},
                    "added_tokens": [{"id": 3, "content": "<|endoftext|>"}, {"id": 2, "content": "c"}]})");
@@ -75,6 +76,9 @@ TEST(CliInfo, SafetensorsDirectory) {
     EXPECT_EQ(j["tokenizer_size"], 4);  // ids 0..3: vocab plus one new added token
     EXPECT_EQ(j["files"], 3);
     EXPECT_EQ(j["dimensions"]["decoder_layers"], 3);
+    // Token ids and training-time settings are integers too, but not dimensions.
+    for (const char* k : {"eos_token_id", "mask_time_length", "classifier_proj_size"})
+        EXPECT_FALSE(j["dimensions"].contains(k)) << k;
 }
 
 TEST(CliInfo, ShardedDirectory) {
