@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/format.h"
 #include "core/backend.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -64,7 +65,7 @@ void run(ServeArgs& a, GlobalOptions& globals) {
                               std::to_string(model->config.d_model) +
                               languages_of(model->tokens);
     http.set_engine(&engine, description);
-    log.info("ready: ", description, " loaded in ", model->load_seconds, " s on ", backend.device_name(), ", ",
+    log.info("ready: ", description, " loaded in ", seconds(model->load_seconds), " on ", backend.device_name(), ", ",
              backend.threads(), " threads; model id '", a.server.model_id, "'");
     http.wait_for_signal();
     engine.shutdown(true);

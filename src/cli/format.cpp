@@ -17,4 +17,10 @@ std::string human_bytes(uint64_t n) {
     return buf;
 }
 
+std::string seconds(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f s", s);
+    return buf;
+}
+
 }  // namespace parlance::cli
