@@ -36,6 +36,16 @@ return_results() {
     cp "$W"/out/model.tar.part-* "$OUT"/ 2>/dev/null
     ls -la "$OUT"
 }
+# The smoke run (every step at toy scale, ~1.5 min) beside the full run's first minutes; if it
+# fails, the full run is stopped and the call ends with the smoke run's log.
+smoke_or_stop() {
+    if ! bash tools/train/device_run.sh "$W" smoke >/dev/null 2>&1; then
+        # The full run's own process group (it records it), whatever setsid did.
+        [ -s "$W/PGID-full" ] && kill -- -"$(cat "$W/PGID-full")" 2>/dev/null
+        echo "smoke run failed:"; tail -60 "$W/out/run-smoke.log"; exit 1
+    fi
+    echo "smoke run passed after ${SECONDS} s"
+}
 progress() { grep -v '^synth:\|transformers\]\|Loading weights\|Writing model' "$W/out/run.log" 2>/dev/null | tail -"${1:-15}"; }
 
 case "${1:-}" in
@@ -46,18 +56,13 @@ start)
     # The full run starts at once (its synthesis needs minutes before training can begin); the
     # smoke run checks every step meanwhile and stops the full run if any fails.
     setsid nohup bash tools/train/device_run.sh "$W" full >/dev/null 2>&1 </dev/null &
-    if ! bash tools/train/device_run.sh "$W" smoke >/dev/null 2>&1; then
-        # The full run's own process group (it records it), whatever setsid did.
-        [ -s "$W/PGID-full" ] && kill -- -"$(cat "$W/PGID-full")" 2>/dev/null
-        echo "smoke run failed:"; tail -60 "$W/out/run-smoke.log"; exit 1
-    fi
-    echo "smoke run passed after ${SECONDS} s"
+    smoke_or_stop
     while [ "$SECONDS" -lt 555 ] && [ ! -e "$W/EXIT-full" ]; do sleep 5; done
     progress 14
     ;;
 start-continue)
     # A longer continuation than one call holds: like `continue`, in the background like `start`
-    # (no smoke run), for CONTINUE_MINUTES (20); `collect` (twice, back to back) returns it.
+    # (with its smoke run), for CONTINUE_MINUTES (20); `collect` (twice, back to back) returns it.
     nvidia-smi --query-gpu=name,memory.used --format=csv,noheader || true
     rm -rf "$W/out" "$W"/DONE-* "$W"/EXIT-* "$W"/PGID-*
     bash tools/train/device_run.sh "$W" unpack >/dev/null || { echo "unpacking failed"; exit 1; }
@@ -65,6 +70,7 @@ start-continue)
     INIT="$W/model-init" TRAIN_MINUTES=${CONTINUE_MINUTES:-20} MIN_UTTERANCES=${MIN_UTTERANCES:-6000} \
         TRAIN_ARGS="--lr ${CONTINUE_LR:-1e-3} --warmup 200 --batch ${CONTINUE_BATCH:-128}" \
         setsid nohup bash tools/train/device_run.sh "$W" full >/dev/null 2>&1 </dev/null &
+    smoke_or_stop
     while [ "$SECONDS" -lt 555 ] && [ ! -e "$W/EXIT-full" ]; do sleep 5; done
     progress 14
     ;;
