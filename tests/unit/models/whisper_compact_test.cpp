@@ -4,6 +4,8 @@
 // Fixture: tests/fixtures/whisper/compact (tools/reference/compact_fixture.py; random weights).
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "audio/wav.h"
 #include "core/error.h"
 #include "models/whisper/model.h"
@@ -22,6 +24,26 @@ protected:
         model_ = WhisperModel::load(testing::fixtures_dir() / "whisper" / "compact" / "model", *backend_);
         runner_ = std::make_unique<WhisperRunner>(model_->config, *model_->weights, *backend_, 4);
         pcm_ = read_wav_file(testing::fixtures_dir() / "audio" / "jfk.wav").samples;
+    }
+    // A copy of the fixture in `tmp` with one of its JSON files edited; the copy's folder.
+    std::filesystem::path edited_copy(const testing::TempDir& tmp, const char* file,
+                                      const std::function<void(nlohmann::json&)>& edit) {
+        auto dir = tmp.path() / "model";
+        if (!std::filesystem::exists(dir))
+            std::filesystem::copy(testing::fixtures_dir() / "whisper" / "compact" / "model", dir);
+        auto j = nlohmann::json::parse(testing::read_file(dir / file));
+        edit(j);
+        testing::write_file(dir / file, j.dump());
+        return dir;
+    }
+    // The message of the error loading `dir` throws ("" if it loads).
+    std::string load_error(const std::filesystem::path& dir) {
+        try {
+            WhisperModel::load(dir, *backend_);
+        } catch (const Error& e) {
+            return e.what();
+        }
+        return "";
     }
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<WhisperModel> model_;
@@ -63,17 +85,10 @@ TEST_F(CompactVocabulary, TranscribesWithPromptTimestampsAndTranslate) {
 
 TEST_F(CompactVocabulary, TooSmallForTheTimestampsIsRefused) {
     testing::TempDir tmp;
-    auto dir = tmp.path() / "model";
-    std::filesystem::copy(testing::fixtures_dir() / "whisper" / "compact" / "model", dir);
-    auto cfg = nlohmann::json::parse(testing::read_file(dir / "config.json"));
-    cfg["vocab_size"] = 1000;
-    testing::write_file(dir / "config.json", cfg.dump());
-    try {
-        WhisperModel::load(dir, *backend_);
-        FAIL() << "loaded";
-    } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("vocab_size = 1000"), std::string::npos) << e.what();
-    }
+    auto dir = edited_copy(tmp, "config.json", [](nlohmann::json& c) { c["vocab_size"] = 1000; });
+    const std::string error = load_error(dir);
+    ASSERT_FALSE(error.empty()) << "loaded";
+    EXPECT_NE(error.find("vocab_size = 1000"), std::string::npos) << error;
 }
 
 // generation_config's condition_on_prev_tokens (HF's name) sets whether windows are prompted with
@@ -82,20 +97,13 @@ TEST_F(CompactVocabulary, TooSmallForTheTimestampsIsRefused) {
 TEST_F(CompactVocabulary, ConditionOnPreviousTextFromGenerationConfig) {
     EXPECT_TRUE(model_->tokens.condition_on_previous_text);
     testing::TempDir tmp;
-    auto dir = tmp.path() / "model";
-    std::filesystem::copy(testing::fixtures_dir() / "whisper" / "compact" / "model", dir);
-    auto gen = nlohmann::json::parse(testing::read_file(dir / "generation_config.json"));
-    gen["condition_on_prev_tokens"] = false;
-    testing::write_file(dir / "generation_config.json", gen.dump());
+    auto dir = edited_copy(tmp, "generation_config.json",
+                           [](nlohmann::json& g) { g["condition_on_prev_tokens"] = false; });
     EXPECT_FALSE(WhisperModel::load(dir, *backend_)->tokens.condition_on_previous_text);
-    gen["condition_on_prev_tokens"] = "no";
-    testing::write_file(dir / "generation_config.json", gen.dump());
-    try {
-        WhisperModel::load(dir, *backend_);
-        FAIL() << "loaded";
-    } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("condition_on_prev_tokens"), std::string::npos) << e.what();
-    }
+    edited_copy(tmp, "generation_config.json", [](nlohmann::json& g) { g["condition_on_prev_tokens"] = "no"; });
+    const std::string error = load_error(dir);
+    ASSERT_FALSE(error.empty()) << "loaded";
+    EXPECT_NE(error.find("condition_on_prev_tokens"), std::string::npos) << error;
 }
 
 }  // namespace
