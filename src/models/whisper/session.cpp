@@ -61,7 +61,8 @@ Session::Session(const WhisperModel& model, Backend& backend, std::vector<float>
                  const TranscribeOptions& o, std::vector<int> slots)
     : model_(model), pcm_(std::move(pcm)), o_(o), slots_(std::move(slots)) {
     const SpecialTokens& t = model.tokens;
-    condition_ = o_.condition_on_previous_text.value_or(t.condition_on_previous_text);
+    // Unset: the model's default (its generation_config.json, else on).
+    o_.condition_on_previous_text = o_.condition_on_previous_text.value_or(t.condition_on_previous_text);
     if (o_.task != "transcribe" && o_.task != "translate")
         throw Error(ErrorKind::InvalidArgument, "task must be transcribe or translate, not '" + o_.task + "'");
     if (o_.task == "translate" && (!t.multilingual || t.translate < 0))
@@ -111,7 +112,7 @@ void Session::encoded() {
     prefix_.clear();
     const int max_context = model_.config.max_target_positions / 2 - 1;
     // A model without <|startofprev|> cannot be prompted; it decodes without context.
-    if (!previous_.empty() && t.startofprev >= 0 && (condition_ || seek_ == 0)) {
+    if (!previous_.empty() && t.startofprev >= 0 && (*o_.condition_on_previous_text || seek_ == 0)) {
         prefix_.push_back(t.startofprev);
         size_t n = std::min<size_t>(previous_.size(), max_context);
         prefix_.insert(prefix_.end(), previous_.end() - n, previous_.end());
@@ -301,7 +302,7 @@ void Session::finish_window(const SearchResult& best, float temperature, float r
         add_segment(time_offset, time_offset + duration, tokens, 0);
     }
     // Context for the next window; a hot temperature means an unreliable one.
-    if (condition_ && temperature <= 0.5f)
+    if (*o_.condition_on_previous_text && temperature <= 0.5f)
         previous_.insert(previous_.end(), tokens.begin(), tokens.end());
     else
         previous_.clear();

@@ -64,8 +64,7 @@ private:
 
     const WhisperModel& model_;
     std::vector<float> pcm_;
-    TranscribeOptions o_;
-    bool condition_ = true;  // o_.condition_on_previous_text, or the model's default
+    TranscribeOptions o_;  // condition_on_previous_text is always set (the model's default if unset)
     std::vector<int> slots_;
     std::unique_ptr<CrossKv> cross_;
     Transcript result_;
