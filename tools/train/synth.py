@@ -138,6 +138,13 @@ def splice(sentences, rng):
     return text[0].upper() + text[1:] + "."
 
 
+def festival_utterance(text, stretch, out):
+    """The Scheme expressions that speak `text` at a duration stretch into the WAV file `out`."""
+    safe = text.replace("\\", " ").replace('"', " ")
+    return ["(Parameter.set 'Duration_Stretch %g)" % stretch,
+            '(utt.save.wave (utt.synth (Utterance Text "%s")) "%s" \'riff)' % (safe, out)]
+
+
 def synth_one(root, env, voice, text, rng, tmp):
     engine, name = voice.split(":", 1)
     bin_dir = os.path.join(root, "usr/bin")
@@ -157,11 +164,9 @@ def synth_one(root, env, voice, text, rng, tmp):
         params = {"stretch": stretch, "f0": base_f0 + f0}
     elif engine == "festival":
         stretch = round(rng.uniform(0.85, 1.2), 3)
-        safe = text.replace("\\", " ").replace('"', " ")
         # One Scheme expression per argument: festival --batch ignores all but the first of a run.
-        cmd = [os.path.join(bin_dir, "festival"), "--batch", "(voice_%s)" % name,
-               "(Parameter.set 'Duration_Stretch %g)" % stretch,
-               '(utt.save.wave (utt.synth (Utterance Text "%s")) "%s" \'riff)' % (safe, out)]
+        cmd = [os.path.join(bin_dir, "festival"), "--batch", "(voice_%s)" % name] + festival_utterance(
+            text, stretch, out)
         params = {"stretch": stretch}
     else:
         raise ValueError(voice)
@@ -182,10 +187,7 @@ def festival_batch(root, env, items, rng, tmp):
         if name != voice:
             lines.append("(voice_%s)" % name)
             voice = name
-        safe = text.replace("\\", " ").replace('"', " ")
-        lines.append("(Parameter.set 'Duration_Stretch %g)" % stretch)
-        lines.append('(utt.save.wave (utt.synth (Utterance Text "%s")) "%s" \'riff)' % (
-            safe, os.path.join(tmp, "f%d.wav" % key)))
+        lines += festival_utterance(text, stretch, os.path.join(tmp, "f%d.wav" % key))
         params[key] = {"stretch": stretch}
     script = os.path.join(tmp, "batch.scm")
     with open(script, "w") as f:
