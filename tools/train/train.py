@@ -506,9 +506,10 @@ def generation_config_dict(L, args, space_id):
         "max_initial_timestamp_index": 50, "max_length": 448,
         "no_timestamps_token_id": L.notimestamps, "prev_sot_token_id": L.startofprev,
         "suppress_tokens": [], "return_timestamps": False,
-        # Training prompts are plain text, never a previous window's timestamped tokens: long
-        # audio decodes each window on its own (measured on the third run's long sample: with the
-        # previous window as prompt the second window lost two of its three sentences).
+        # Long audio decodes each window on its own: the third run, trained with plain-text prompts
+        # only, lost two of three sentences of its long sample's second window when prompted with
+        # the first window's timestamped output. Half the prompts now have that form (make_prompts);
+        # measure a model trained so before turning this on.
         "condition_on_prev_tokens": False,
     }
 
@@ -529,8 +530,8 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--dropout", type=float, default=0.05)
     # Steps per second stayed at 6-7 with batch 64 or 96, one process or two sharing the GPU (runs
-    # 2 and 3): a step costs a fixed overhead (the host waits for the GPU at the CTC loss), so a
-    # larger batch buys data nearly for free.
+    # 2 and 3): a step costs a fixed overhead (likely the synchronization the CTC loss forces; not
+    # measured), so a larger batch buys data nearly for free.
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--lr", type=float, default=1.5e-3)
     ap.add_argument("--warmup", type=int, default=500)
