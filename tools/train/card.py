@@ -25,8 +25,9 @@ def main():
     ap.add_argument("--training", required=True)
     ap.add_argument("--eval", required=True)
     ap.add_argument("--compare", action="append", default=[], help="SET=compare.py --json output")
-    ap.add_argument("--continued-from", help="training.json of the run the model was continued from "
-                                              "(device_call.sh continue)")
+    ap.add_argument("--continued-from", action="append", default=[],
+                    help="training.json of an earlier stage the model was continued from (device_call.sh "
+                         "continue / start-continue); once per stage, the run from scratch first")
     ap.add_argument("--versions", required=True)
     ap.add_argument("--commit", required=True, help="commit of tools/train that produced the model")
     ap.add_argument("--splice", type=float, default=0.5,
@@ -36,7 +37,8 @@ def main():
     args = ap.parse_args()
 
     tr = json.load(open(args.training))
-    base = json.load(open(args.continued_from)) if args.continued_from else None
+    earlier = [json.load(open(p)) for p in args.continued_from]
+    base = earlier[0] if earlier else None
     ev = json.load(open(args.eval))["sets"]
     cmp = {}
     for spec in args.compare:
@@ -75,21 +77,29 @@ def main():
     # The recipe's targets (issue 5): 10 % on seen voices, 20 % on the held-out voice.
     met = [ev[k]["wer"] <= lim for k, lim in (("seen", 0.10), ("heldout", 0.20)) if k in ev]
     targets = ("The recipe's targets, at most 10 %% (seen voices) and 20 %% (held-out voice), are %s." % (
-        "met" if met and all(met) else "**not met yet**: more training minutes are the known remedy "
-                                       "(the held-out probe was still falling when training ended)"))
+        "met" if met and all(met) else "**not met yet** (`tools/train/README.md`, section Runs: what each run "
+                                       "changed and what is next)"))
     ns_parlance = ""
     if "nospeech" in cmp:
         ns_parlance = ("; %d of %d with `parlance transcribe` as a user runs it (its no-speech gate on), "
                        "`compare.py --set nospeech`" % (cmp["nospeech"]["clips_with_text"], cmp["nospeech"]["clips"]))
     continued = ""
-    if base:
-        bp = [p for p in base.get("probes", []) if p.get("final")]
-        tp = [p for p in tr.get("probes", []) if p.get("final")]
-        continued = ("\n\nThe kept model was then trained on (`device_call.sh continue`): %d steps from scratch in "
-                     "%.1f minutes (probe loss %s), then %d more steps in %.1f minutes on freshly synthesized data "
-                     "at learning rate %s (probe loss %s). The figures above the table are the second stage's." % (
-                         base["steps"], base["seconds"] / 60, bp[-1]["loss"] if bp else "—", tr["steps"],
-                         tr["seconds"] / 60, a["lr"], tp[-1]["loss"] if tp else "—"))
+    if earlier:
+        def final_probe(record):
+            probes = [p for p in record.get("probes", []) if p.get("final")]
+            return probes[-1]["loss"] if probes else "—"
+
+        stages = []
+        for i, record in enumerate(earlier + [tr]):
+            ra = record["args"]
+            stages.append("| %d%s | %d | %d | %.1f | %s | %.1f | %s |" % (
+                i + 1, " (from scratch)" if i == 0 else "", record["steps"], ra["batch"], record["seconds"] / 60,
+                ra["lr"], record["hours"], final_probe(record)))
+        continued = ("\n\nThe kept model was then trained on, each stage on freshly synthesized data from where the "
+                     "previous one ended (`device_call.sh continue` / `start-continue`); the figures above are the "
+                     "last stage's:\n\n"
+                     "| stage | steps | batch | minutes | peak learning rate | hours of speech | final probe loss |\n"
+                     "|---|---|---|---|---|---|---|\n" + "\n".join(stages))
     text = f"""# {args.name}
 
 A small English speech-recognition model in the Whisper architecture, **trained by parlance's own
@@ -158,9 +168,10 @@ typical held-out sentences.
 
 ## Long audio
 
-`generation_config.json` sets `condition_on_prev_tokens` to false: the model was trained with
-plain-text prompts only, never a previous window's timestamped output, and prompted with one it
-loses words (on `samples/long.wav` the second window lost two of its three sentences).
+`generation_config.json` sets `condition_on_prev_tokens` to false: prompted with the previous
+window's timestamped output the model loses words (on `samples/long.wav` the second window keeps
+one of its four sentences). Its first stages saw plain-text prompts only; the last one had half of
+its prompts in the timestamped form, and that was not enough.
 parlance, like transformers, then decodes each 30-second window on its own;
 `--condition-on-previous-text` turns the prompt back on.
 """

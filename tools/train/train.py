@@ -22,6 +22,7 @@ import math
 import os
 import random
 import re
+import shutil
 import sys
 import time
 
@@ -106,11 +107,7 @@ def build_tokenizer(sentences, text_vocab, out_dir):
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIALS])
     tok.add_tokens([AddedToken(s, special=False, normalized=False) for s in stamps])
-    for s, want in (("<|endoftext|>", L.eot), ("<|startoftranscript|>", L.sot), ("<|en|>", L.en),
-                    ("<|notimestamps|>", L.notimestamps), ("<|0.00|>", L.ts0),
-                    ("<|30.00|>", L.vocab_size - 1)):
-        if tok.token_to_id(s) != want:
-            raise SystemExit("tokenizer layout: %s -> %s, expected %d" % (s, tok.token_to_id(s), want))
+    check_layout(tok, L)
     hf = WhisperTokenizerFast(tokenizer_object=tok, unk_token="<|endoftext|>", bos_token="<|endoftext|>",
                               eos_token="<|endoftext|>", pad_token="<|endoftext|>", add_prefix_space=False)
     hf.save_pretrained(out_dir)
@@ -120,6 +117,29 @@ def build_tokenizer(sentences, text_vocab, out_dir):
         data = json.load(f)
     with open(path, "w") as f:
         json.dump(data, f, ensure_ascii=False, separators=(",", ":"))
+    return tok, L
+
+
+def check_layout(tok, L):
+    for s, want in (("<|endoftext|>", L.eot), ("<|startoftranscript|>", L.sot), ("<|en|>", L.en),
+                    ("<|notimestamps|>", L.notimestamps), ("<|0.00|>", L.ts0),
+                    ("<|30.00|>", L.vocab_size - 1)):
+        if tok.token_to_id(s) != want:
+            raise SystemExit("tokenizer layout: %s -> %s, expected %d" % (s, tok.token_to_id(s), want))
+
+
+def reuse_tokenizer(init_dir, out_dir):
+    """A continued model keeps the tokenizer it was trained with. BPE trained again on a changed
+    corpus orders tied merges differently, and the model's embeddings would then belong to other
+    tokens (run 4 retrained it on a corpus eleven sentences shorter: 163 of 2048 ids moved)."""
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(os.path.join(init_dir, "tokenizer.json"))
+    L = Layout(tok.token_to_id("<|endoftext|>"))
+    check_layout(tok, L)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                 "vocab.json", "merges.txt"):
+        if os.path.exists(os.path.join(init_dir, name)):
+            shutil.copy(os.path.join(init_dir, name), os.path.join(out_dir, name))
     return tok, L
 
 
@@ -572,7 +592,10 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.corpus, "train.txt")) as f:
         sentences = [l.strip() for l in f if l.strip()]
-    tok, L = build_tokenizer(sentences, args.text_vocab, args.out)
+    if args.init:
+        tok, L = reuse_tokenizer(args.init, args.out)
+    else:
+        tok, L = build_tokenizer(sentences, args.text_vocab, args.out)
     space = tok.token_to_id("Ġ")
     log("tokenizer: %d text tokens, vocab_size %d" % (L.text_vocab, L.vocab_size))
 
@@ -584,7 +607,7 @@ def main():
     config = make_config(L, args)
     torch.manual_seed(args.seed)
     model = WhisperForConditionalGeneration(config).to(device)
-    if args.init:  # continue from a saved model (same tokenizer: the BPE training is deterministic)
+    if args.init:  # continue from a saved model (its tokenizer: reuse_tokenizer)
         init = WhisperForConditionalGeneration.from_pretrained(args.init, dtype=torch.float32)
         model.load_state_dict(init.state_dict())
         del init
