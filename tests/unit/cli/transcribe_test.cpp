@@ -223,8 +223,10 @@ TEST(Transcribe, DefaultModelLongSampleSegments) {
 }
 
 // Word timestamps from cross-attention on a trained model: the sample is one sentence with half a
-// second of silence either side (make_samples.py), so the words must start after the lead-in,
-// end before the tail, and run in order.
+// second of silence either side (make_samples.py), so the words must start after the lead-in, the
+// last one must start before the tail, and they run in order. The last word may end inside the
+// tail: a word ends where the next token's time starts, here the closing timestamp's, and this
+// model's alignment heads reach it up to 0.9 s after the speech ends (tools/train/README.md, run 4).
 TEST(Transcribe, DefaultModelWordTimestampsFollowTheSpeech) {
     const fs::path samples = testing::bundled_model_dir() / "samples";
     if (!fs::exists(samples / "seen_voice.wav")) GTEST_SKIP() << "no bundled model";
@@ -239,8 +241,10 @@ TEST(Transcribe, DefaultModelWordTimestampsFollowTheSpeech) {
     ASSERT_GE(words.size(), 5u) << out;
     EXPECT_GE(words.front().at("start").get<double>(), 0.3) << out;
     EXPECT_LE(words.front().at("start").get<double>(), 1.2) << out;
+    EXPECT_GE(words.back().at("start").get<double>(), duration - 1.5) << out;
+    EXPECT_LE(words.back().at("start").get<double>(), duration - 0.5) << out;
     EXPECT_GE(words.back().at("end").get<double>(), duration - 1.2) << out;
-    EXPECT_LE(words.back().at("end").get<double>(), duration - 0.2) << out;
+    EXPECT_LE(words.back().at("end").get<double>(), duration) << out;
     double last = 0;
     for (const auto& w : words) {
         EXPECT_GE(w.at("start").get<double>(), last - 0.01) << out;
