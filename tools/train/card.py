@@ -100,6 +100,7 @@ def main():
                      "last stage's:\n\n"
                      "| stage | steps | batch | minutes | peak learning rate | hours of speech | final probe loss |\n"
                      "|---|---|---|---|---|---|---|\n" + "\n".join(stages))
+    vtlp = (" vocal tract length perturbation (warp factors 1 ± %g)," % a["vtlp"]) if a.get("vtlp") else ""
     text = f"""# {args.name}
 
 A small English speech-recognition model in the Whisper architecture, **trained by parlance's own
@@ -128,7 +129,7 @@ and WordNet glosses ({pct(args.splice)} of them spliced from spans of several se
 the decoder cannot complete them from memory); held-out sentences (split by hash in `corpus.py`) and one voice (flite `rms`) were never
 used in training. Augmentation: reverberation (p {a.get("p_reverb")}), telephone band and mu-law (p {a.get("p_phone")}),
 coloured noise (p {a.get("p_noise")}) at {a.get("snr_min")}–{a.get("snr_max")} dB SNR, level
-{a.get("gain_min")}…{a.get("gain_max")} dB, SpecAugment; an auxiliary character CTC loss on the
+{a.get("gain_min")}…{a.get("gain_max")} dB,{vtlp} SpecAugment; an auxiliary character CTC loss on the
 encoder (weight {a.get("ctc_weight")}, dropped at export); {pct(a.get("p_corrupt") or 0)} of the decoder's
 teacher-forced input tokens replaced by random ones, label smoothing {a.get("label_smoothing", 0)}.
 Final training loss {tr["final_loss"]} (label-smoothed).{picked}{continued}

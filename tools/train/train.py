@@ -377,6 +377,26 @@ def augment(x, active, speech, gen, args, strength=1.0):
     return y.clamp(-1.0, 1.0)
 
 
+def vtlp_filters(filters, alpha, f_hi=0.6):
+    """Mel filters per example for vocal tract length perturbation (Jaitly & Hinton, 2013): the
+    spectrum's frequency axis is scaled by alpha before the filters read it, so each utterance
+    sounds like another speaker (alpha > 1: a shorter vocal tract, formants and harmonics higher).
+    The scale is piecewise linear: alpha * f up to a knee at f_hi of Nyquist (times min(alpha, 1)
+    / alpha), then a line to Nyquist, which stays in place. The filters are read at the warped
+    bin, interpolated: bin k's energy lands where the unwarped spectrum would have it at warp(k).
+    filters: (mels, bins); alpha: (B,). Returns (B, mels, bins)."""
+    bins = filters.shape[1]
+    top = float(bins - 1)
+    k = torch.arange(bins, device=filters.device, dtype=torch.float32).view(1, -1)
+    a = alpha.float().view(-1, 1)
+    bend = f_hi * top * torch.clamp(a, max=1.0)  # where the knee lands after warping
+    knee = bend / a
+    warped = torch.where(k <= knee, k * a, top - (top - bend) / (top - knee) * (top - k)).clamp(0.0, top)
+    lo = warped.floor().long().clamp(max=bins - 2)
+    frac = (warped - lo.float()).unsqueeze(1)  # (B, 1, bins)
+    return filters[:, lo].permute(1, 0, 2) * (1 - frac) + filters[:, lo + 1].permute(1, 0, 2) * frac
+
+
 class LogMel:
     """Whisper's log-mel: |STFT|^2 (400-point Hann, hop 160, reflect-padded), last frame dropped,
     Slaney mel filters, log10, floor at max - 8, (x + 4) / 4; per example."""
@@ -388,10 +408,11 @@ class LogMel:
         self.window = torch.hann_window(N_FFT, device=device)
         self.fe = fe
 
-    def __call__(self, x):
+    def __call__(self, x, vtlp=None):
+        """`vtlp` (B,): each example's vocal-tract warp factor (vtlp_filters), None for none."""
         stft = torch.stft(x, N_FFT, HOP, window=self.window, return_complex=True)
         mag = stft[..., :-1].abs() ** 2
-        mel = self.filters @ mag
+        mel = self.filters @ mag if vtlp is None else torch.bmm(vtlp_filters(self.filters, vtlp), mag)
         logm = torch.clamp(mel, min=1e-10).log10()
         logm = torch.maximum(logm, logm.amax(dim=(1, 2), keepdim=True) - 8.0)
         return (logm + 4.0) / 4.0
@@ -577,6 +598,8 @@ def main():
     ap.add_argument("--p-translate", type=float, default=0.03)
     ap.add_argument("--p-prompt", type=float, default=0.2)
     ap.add_argument("--p-reverb", type=float, default=0.25)
+    ap.add_argument("--vtlp", type=float, default=0.1,
+                    help="vocal tract length perturbation: warp factors uniform in 1 +- VTLP (0: off)")
     ap.add_argument("--p-phone", type=float, default=0.1)
     ap.add_argument("--p-noise", type=float, default=0.5)
     ap.add_argument("--snr-min", type=float, default=5.0)
@@ -671,7 +694,12 @@ def main():
             corrupt=args.p_corrupt, cgen=cgen)
         with torch.no_grad():
             strength = min(1.0, progress / args.aug_ramp) if args.aug_ramp > 0 else 1.0
-            feats = mel(augment(audio, active, speech, gen, args, strength))
+            # A different vocal tract per window: the held-out voice is a speaker, and the
+            # training voices are few (run 4: 10.8 % WER on seen voices, 38 % on the held-out one).
+            vtlp = None
+            if args.vtlp > 0:
+                vtlp = 1.0 + args.vtlp * strength * (2 * torch.rand(audio.shape[0], device=device, generator=gen) - 1)
+            feats = mel(augment(audio, active, speech, gen, args, strength), vtlp)
             if args.spec_augment:
                 feats = spec_augment(feats, gen)
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
