@@ -12,7 +12,8 @@ import argparse
 import json
 import os
 
-KEY_PACKAGES = ("espeak-ng_", "flite_", "festival_", "festvox-us-slt-hts_", "fortunes_", "wordnet-base_")
+KEY_PACKAGES = ("espeak-ng_", "flite_", "festival_", "festvox-us-slt-hts_", "festvox-kdlpc16k_", "fortunes_",
+                "wordnet-base_")
 
 
 def pct(x):

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 out=.debs
 mkdir -p "$out"
 
-roots=(espeak-ng flite festival festvox-us-slt-hts
+roots=(espeak-ng flite festival festvox-us-slt-hts festvox-kdlpc16k
        fortunes wordnet-base)
 skip='^(adduser|alsa-utils|cdebconf|debconf|dpkg|gcc-12-base|install-info|kmod|libc6|libgcc-s1|libstdc\+\+6|passwd|sysvinit-utils|tar|lsb-base|sgml-base|readline-common|libpam.*|libsemanage.*|libselinux1|libsepol2|libaudit.*|libdebian-installer4|libnewt0.52|libslang2|libtextwrap1|libcrypt1|libssl3|libcap-ng0|libelogind0|libkmod2|libpcre2-8-0)$'
 mapfile -t pkgs < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \

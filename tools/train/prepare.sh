@@ -23,8 +23,9 @@ done
 python3 tools/train/corpus.py --root "$stage/text" --out "$stage/corpus"
 tar -C "$stage" -cJf .train/corpus.tar.xz corpus
 
-# English only, no documentation. festival speaks with its HTS voice (festvox-us-slt-hts): its
-# diphone voices (6 MB each) would not fit the transfer and speak as flite's kal does.
+# English only, no documentation. festival speaks with its HTS voice (festvox-us-slt-hts) and
+# one diphone voice, ked (festvox-kdlpc16k, ~4 MB packed): a speaker no other engine has. Its kal
+# diphone voice would add nothing (flite speaks kal).
 s="$stage/synth"
 rm -rf "$s"/usr/share/{doc,man,X11,lintian,locale,bug,info,alsa} "$s"/etc/X11
 ed="$s/usr/lib/x86_64-linux-gnu/espeak-ng-data"
