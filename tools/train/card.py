@@ -34,6 +34,8 @@ def main():
     ap.add_argument("--splice", type=float, default=0.5,
                     help="the run's synth.py --splice (device_run.sh SPLICE; 0.5 unless set)")
     ap.add_argument("--sample-max-wer", type=float, default=0.0, help="make_samples.py --max-wer of the samples")
+    ap.add_argument("--long", action="append", default=[],
+                    help="compare.py --join --json output (long audio, parlance only); once per set and decoding")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
@@ -101,6 +103,21 @@ def main():
                      "last stage's:\n\n"
                      "| stage | steps | batch | minutes | peak learning rate | hours of speech | final probe loss |\n"
                      "|---|---|---|---|---|---|---|\n" + "\n".join(stages))
+    long_rows = []
+    for path in args.long:
+        lj = json.load(open(path))
+        long_rows.append("| %s | %d files of %d sentences (%.0f s each) | %s | %s |" % (
+            labels.get(lj["set"], lj["set"]).replace("held-out sentences, ", ""), lj["files"], lj["join"],
+            lj["seconds"], "`" + lj["decoding"] + "`" if lj["decoding"] else "defaults (greedy)", pct(lj["wer_parlance"])))
+    long_table = ""
+    if long_rows:
+        long_table = ("\n\nWord error rate on long audio: held-out sentences joined ten at a time, transcribed by "
+                      "`parlance transcribe` with timestamps in 30-second windows (`compare.py --join 10`; "
+                      "transformers' figures above decode each sentence alone):\n\n"
+                      "| voices | audio | decoding | WER |\n|---|---|---|---|\n" + "\n".join(long_rows) +
+                      "\n\nWhere greedy decoding fails here it writes a fragment with a far end timestamp (one "
+                      "run: \"App\" from 4.2 to 24.3 s), then text without timestamps to the window's end; beam "
+                      "search keeps the structure. For long recordings with this model, use `--beam-size 5`.")
     vtlp = (" vocal tract length perturbation (warp factors 1 ± %g)," % a["vtlp"]) if a.get("vtlp") else ""
     text = f"""# {args.name}
 
@@ -171,11 +188,12 @@ typical held-out sentences.
 ## Long audio
 
 `generation_config.json` sets `condition_on_prev_tokens` to false: prompted with the previous
-window's timestamped output the model loses words (on `samples/long.wav` the second window keeps
-one of its four sentences). Its first stages saw plain-text prompts only; the last one had half of
-its prompts in the timestamped form, and that was not enough.
+window's output the model loses words (on `samples/long.wav` the second window keeps one of its
+four sentences). The cause is the prompt's length: training prompts had at most 96 tokens,
+the first window of that sample gives 140, and parlance, like OpenAI's decoder, passes up to 223;
+cut to 95 tokens (an experiment), the second window keeps all four.
 parlance, like transformers, then decodes each 30-second window on its own;
-`--condition-on-previous-text` turns the prompt back on.
+`--condition-on-previous-text` turns the prompt back on.{long_table}
 """
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:

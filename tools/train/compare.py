@@ -13,6 +13,14 @@ Pure Python + numpy; runs on the CPU machine.
 
 `--set nospeech` runs the evaluation's silence and noise clips with parlance's default decoding
 (no-speech gate on) and counts those that give text.
+
+`--join N` measures long audio instead: the clips joined N at a time (each has 0.5 s of silence
+either side), transcribed by parlance as a user runs it (default decoding, with timestamps and
+30-second windows; `--decoding "--beam-size 5"` adds options), WER against the joined references.
+transformers has no figure here (evaluate.py decodes clips one by one).
+
+  python3 tools/train/compare.py --parlance build/parlance --model models/NAME \
+      --clips clips_seen.npz --report eval.json --set seen --join 10 [--decoding "--beam-size 5"]
 """
 import argparse
 import json
@@ -72,6 +80,24 @@ def nospeech(args):
     return 0 if not with_text else 1
 
 
+def long_audio(args, rows, clips):
+    ids = [cid for cid in clips.files if cid in rows]
+    groups = [ids[i: i + args.join] for i in range(0, len(ids) - args.join + 1, args.join)]
+    audio = [("long-%03d" % k, np.concatenate([clips[c] for c in g])) for k, g in enumerate(groups)]
+    refs = [" ".join(rows[c]["ref"] for c in g) for g in groups]
+    texts = transcribe(args, audio, args.decoding.split())
+    w = wer(list(zip(refs, texts)))
+    seconds = sum(len(a) for _, a in audio) / 16000 / max(1, len(audio))
+    print("set %s, %d files of %d clips joined (%.0f s each), decoding [%s]: WER parlance %.2f%% (%d words)" % (
+        args.set, len(audio), args.join, seconds, args.decoding, 100 * w[0], w[2]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"set": args.set, "join": args.join, "files": len(audio), "seconds": seconds,
+                       "decoding": args.decoding, "wer_parlance": w[0], "words": w[2],
+                       "rows": [{"ref": r, "parlance": t} for r, t in zip(refs, texts)]}, f, indent=1)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parlance", required=True)
@@ -82,6 +108,8 @@ def main():
     ap.add_argument("--set", required=True)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="write the per-clip comparison here")
+    ap.add_argument("--join", type=int, default=0, help="long audio: clips joined N at a time (parlance only)")
+    ap.add_argument("--decoding", default="", help="with --join: parlance options, e.g. \"--beam-size 5\"")
     args = ap.parse_args()
 
     if args.set == "nospeech":
@@ -90,6 +118,8 @@ def main():
         ap.error("--clips and --report are needed for --set %s" % args.set)
     rows = {r["id"]: r for r in json.load(open(args.report))["sets"][args.set]["rows"]}
     clips = np.load(args.clips)
+    if args.join:
+        return long_audio(args, rows, clips)
     ids = [cid for cid in clips.files if cid in rows]
     out, same = [], 0
     # Greedy, temperature 0 without fallback, no timestamps, English: what evaluate.py ran.
