@@ -253,18 +253,22 @@ def plan_window(rng, store, L, args, prompts, short=False):
 
 
 def make_prompts(sentences, tok, L, rng, count=4000):
-    """Previous text for `<|startofprev|>`: runs of 1-4 corpus sentences, half of them as plain
-    text and half as a previous window's timestamped output (`<|t0|> text<|t1|>` per sentence),
-    which is what long-form decoding prompts with when it conditions on the previous window."""
+    """Previous text for `<|startofprev|>`: runs of 1-20 corpus sentences (a 30-second window
+    holds a dozen short ones, and long-form decoding passes the last 223 tokens of what came before:
+    run 4's model, trained on runs of 1-4, lost sentences after a 140-token prompt), half of them
+    as plain text and half as a previous window's timestamped output (`<|t0|> text<|t1|>` per
+    sentence, ending within 30 seconds), which is what long-form decoding prompts with."""
     prompts = []
     for _ in range(count):
-        chosen = [sentences[rng.randrange(len(sentences))] for _ in range(rng.randint(1, 4))]
+        chosen = [sentences[rng.randrange(len(sentences))] for _ in range(rng.randint(1, 20))]
         if rng.random() < 0.5:
             prompts.append(tok.encode(" " + " ".join(chosen), add_special_tokens=False).ids)
             continue
         ids, t = [], rng.uniform(0.0, 1.0)
         for text in chosen:
             end = t + 0.35 * len(text.split()) * rng.uniform(0.8, 1.25)  # ~170 words a minute
+            if ids and end > 29.5:
+                break
             ids += [L.stamp(t)] + tok.encode(" " + text, add_special_tokens=False).ids + [L.stamp(end)]
             t = end + rng.uniform(0.05, 1.2)
         prompts.append(ids)
