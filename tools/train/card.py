@@ -155,7 +155,9 @@ Final training loss {tr["final_loss"]} (label-smoothed).{picked}{continued}
 Synthesizers and text (exact Debian versions):
 {", ".join("`" + v + "`" for v in versions)}.
 
-Reproduce: `bash tools/train/prepare.sh`, then the two device calls in `tools/train/README.md`.
+Reproduce with the recipe at the commits above (each stage's `tools/train` checked out):
+`bash tools/train/prepare.sh`, then the device calls in `tools/train/README.md` (the first stage
+`start` and `collect`, later ones `continue`, or `start-continue` and two `collect`).
 
 ## Accuracy
 
