@@ -16,11 +16,11 @@ Pure Python + numpy; runs on the CPU machine.
 
 `--join N` measures long audio instead: the clips joined N at a time (each has 0.5 s of silence
 either side), transcribed by parlance as a user runs it (default decoding, with timestamps and
-30-second windows; `--decoding "--beam-size 5"` adds options), WER against the joined references.
+30-second windows; `--decoding="--beam-size 5"` adds options, the `=` needed), WER against the joined references.
 transformers has no figure here (evaluate.py decodes clips one by one).
 
   python3 tools/train/compare.py --parlance build/parlance --model models/NAME \
-      --clips clips_seen.npz --report eval.json --set seen --join 10 [--decoding "--beam-size 5"]
+      --clips clips_seen.npz --report eval.json --set seen --join 10 [--decoding="--beam-size 5"]
 """
 import argparse
 import json
@@ -80,8 +80,7 @@ def nospeech(args):
     return 0 if not with_text else 1
 
 
-def long_audio(args, rows, clips):
-    ids = [cid for cid in clips.files if cid in rows]
+def long_audio(args, rows, clips, ids):
     groups = [ids[i: i + args.join] for i in range(0, len(ids) - args.join + 1, args.join)]
     audio = [("long-%03d" % k, np.concatenate([clips[c] for c in g])) for k, g in enumerate(groups)]
     refs = [" ".join(rows[c]["ref"] for c in g) for g in groups]
@@ -109,7 +108,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="write the per-clip comparison here")
     ap.add_argument("--join", type=int, default=0, help="long audio: clips joined N at a time (parlance only)")
-    ap.add_argument("--decoding", default="", help="with --join: parlance options, e.g. \"--beam-size 5\"")
+    ap.add_argument("--decoding", default="", help="with --join: parlance options, e.g. --decoding=\"--beam-size 5\"")
     args = ap.parse_args()
 
     if args.set == "nospeech":
@@ -118,9 +117,9 @@ def main():
         ap.error("--clips and --report are needed for --set %s" % args.set)
     rows = {r["id"]: r for r in json.load(open(args.report))["sets"][args.set]["rows"]}
     clips = np.load(args.clips)
-    if args.join:
-        return long_audio(args, rows, clips)
     ids = [cid for cid in clips.files if cid in rows]
+    if args.join:
+        return long_audio(args, rows, clips, ids)
     out, same = [], 0
     # Greedy, temperature 0 without fallback, no timestamps, English: what evaluate.py ran.
     texts = transcribe(args, [(cid, clips[cid]) for cid in ids],

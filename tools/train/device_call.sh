@@ -46,33 +46,42 @@ smoke_or_stop() {
     fi
     echo "smoke run passed after ${SECONDS} s"
 }
+# A clean work folder with the synthesizers unpacked (every call that starts a run).
+fresh_work() {
+    rm -rf "$W/out" "$W"/DONE-* "$W"/EXIT-* "$W"/PGID-*
+    bash tools/train/device_run.sh "$W" unpack >/dev/null || { echo "unpacking failed"; exit 1; }
+}
+# The environment under which device_run.sh continues $W/model-init for $1 minutes (unless
+# CONTINUE_MINUTES says otherwise). Call it in a subshell: the smoke run must not inherit it.
+continue_env() {
+    export INIT="$W/model-init" TRAIN_MINUTES=${CONTINUE_MINUTES:-$1} MIN_UTTERANCES=${MIN_UTTERANCES:-6000}
+    export TRAIN_ARGS="--lr ${CONTINUE_LR:-1e-3} --warmup 200 --batch ${CONTINUE_BATCH:-128}"
+}
+# The rest of a starting call: the smoke run, then the full run's progress until ~9 minutes.
+smoke_then_wait() {
+    smoke_or_stop
+    while [ "$SECONDS" -lt 555 ] && [ ! -e "$W/EXIT-full" ]; do sleep 5; done
+    progress 14
+}
 progress() { grep -v '^synth:\|transformers\]\|Loading weights\|Writing model' "$W/out/run.log" 2>/dev/null | tail -"${1:-15}"; }
 
 case "${1:-}" in
 start)
     nvidia-smi --query-gpu=name,memory.used --format=csv,noheader || true
-    rm -rf "$W/out" "$W"/DONE-* "$W"/EXIT-* "$W"/PGID-*
-    bash tools/train/device_run.sh "$W" unpack >/dev/null || { echo "unpacking failed"; exit 1; }
+    fresh_work
     # The full run starts at once (its synthesis needs minutes before training can begin); the
     # smoke run checks every step meanwhile and stops the full run if any fails.
     setsid nohup bash tools/train/device_run.sh "$W" full >/dev/null 2>&1 </dev/null &
-    smoke_or_stop
-    while [ "$SECONDS" -lt 555 ] && [ ! -e "$W/EXIT-full" ]; do sleep 5; done
-    progress 14
+    smoke_then_wait
     ;;
 start-continue)
     # A longer continuation than one call holds: like `continue`, in the background like `start`
     # (with its smoke run), for CONTINUE_MINUTES (20); `collect` (twice, back to back) returns it.
     nvidia-smi --query-gpu=name,memory.used --format=csv,noheader || true
-    rm -rf "$W/out" "$W"/DONE-* "$W"/EXIT-* "$W"/PGID-*
-    bash tools/train/device_run.sh "$W" unpack >/dev/null || { echo "unpacking failed"; exit 1; }
+    fresh_work
     prepare_init || { echo "no model to continue"; exit 1; }
-    INIT="$W/model-init" TRAIN_MINUTES=${CONTINUE_MINUTES:-20} MIN_UTTERANCES=${MIN_UTTERANCES:-6000} \
-        TRAIN_ARGS="--lr ${CONTINUE_LR:-1e-3} --warmup 200 --batch ${CONTINUE_BATCH:-128}" \
-        setsid nohup bash tools/train/device_run.sh "$W" full >/dev/null 2>&1 </dev/null &
-    smoke_or_stop
-    while [ "$SECONDS" -lt 555 ] && [ ! -e "$W/EXIT-full" ]; do sleep 5; done
-    progress 14
+    (continue_env 20 && setsid nohup bash tools/train/device_run.sh "$W" full >/dev/null 2>&1 </dev/null &)
+    smoke_then_wait
     ;;
 collect)
     while [ "$SECONDS" -lt 560 ] && [ ! -e "$W/EXIT-full" ]; do sleep 5; done
@@ -87,12 +96,10 @@ continue)
     # evaluate, return the results. The model: the tar parts of an earlier collect carried in
     # .train/init, else the bundled models/parlance-synth-en (it travels with the tree).
     # No smoke run (the recipe passed one with this train.py) and one training on the whole GPU.
-    rm -rf "$W/out" "$W"/DONE-* "$W"/EXIT-* "$W"/PGID-*
-    bash tools/train/device_run.sh "$W" unpack >/dev/null || { echo "unpacking failed"; exit 1; }
+    fresh_work
     prepare_init || { echo "no model to continue"; exit 1; }
-    INIT="$W/model-init" TRAIN_MINUTES=${CONTINUE_MINUTES:-6} MIN_UTTERANCES=${MIN_UTTERANCES:-6000} \
-        EVAL_TIMEOUT=75 TRAIN_ARGS="--lr ${CONTINUE_LR:-1e-3} --warmup 200 --batch ${CONTINUE_BATCH:-128}" \
-        timeout "${CONTINUE_SECONDS:-560}" bash tools/train/device_run.sh "$W" full >/dev/null 2>&1
+    (continue_env 6 && EVAL_TIMEOUT=75 timeout "${CONTINUE_SECONDS:-560}" bash tools/train/device_run.sh "$W" full \
+        >/dev/null 2>&1)
     echo "device_run ended with status $?"
     progress 25
     return_results

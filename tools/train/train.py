@@ -551,10 +551,10 @@ def generation_config_dict(L, args, space_id):
         "max_initial_timestamp_index": 50, "max_length": 448,
         "no_timestamps_token_id": L.notimestamps, "prev_sot_token_id": L.startofprev,
         "suppress_tokens": [], "return_timestamps": False,
-        # Long audio decodes each window on its own: the third run, trained with plain-text prompts
-        # only, lost two of three sentences of its long sample's second window when prompted with
-        # the first window's timestamped output. Half the prompts now have that form (make_prompts);
-        # measure a model trained so before turning this on.
+        # Long audio decodes each window on its own: run 4's model, trained on prompts of at most
+        # 96 tokens, lost sentences after a longer previous window (decoding passes up to 223).
+        # make_prompts now trains prompts that long; measure a model trained so before turning
+        # this on.
         "condition_on_prev_tokens": False,
     }
 
