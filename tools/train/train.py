@@ -456,10 +456,14 @@ def make_batch(rng, store, L, args, prompts, device, short=False, corrupt=0.0, c
     ctc_len = torch.tensor([len(k) if k is not None else 0 for k in ctcs], dtype=torch.long)
     flat = [t for k in ctcs if k is not None for t in k]
     ctc_targets = torch.tensor(flat if flat else [0], dtype=torch.long)
+    # The positions that carry a label (flat indices into B x T) and their labels, found on the
+    # host: the loss computes logits only there (prompts and padding are most of the sequence).
+    labelled = (lab.flatten() != -100).nonzero().squeeze(1)
+    targets = (to_device(labelled, device), to_device(lab.flatten()[labelled], device))
     # Windows whose utterances were cut contribute an empty target that the mask drops.
     return (audio, to_device(torch.tensor(active), device), to_device(torch.tensor(speech), device),
             to_device(inp, device), to_device(lab, device),
-            (to_device(ctc_targets, device), ctc_len, ctc_ok, ctc_any))  # lengths stay on the host
+            (to_device(ctc_targets, device), ctc_len, ctc_ok, ctc_any), targets)  # lengths stay on the host
 
 
 class Probe:
@@ -475,7 +479,7 @@ class Probe:
             raise SystemExit("probe: no utterances in " + folder)
         pargs = argparse.Namespace(**{**vars(args), "batch": windows, "p_nospeech": 0.0, "p_prompt": 0.0,
                                       "p_timestamps": 0.0, "p_translate": 0.0})
-        audio, _, _, self.inp, self.lab, (ctc_t, ctc_len, _, _) = make_batch(
+        audio, _, _, self.inp, self.lab, (ctc_t, ctc_len, _, _), _ = make_batch(
             random.Random(99), store, L, pargs, [[L.eot]], device, short=True)
         self.feats = mel(audio)
         flat, self.refs = ctc_t.tolist(), []
@@ -695,7 +699,7 @@ def main():
         lr = args.lr * min(1.0, (step + 1) / args.warmup) * max(0.02, 1.0 - progress)
         for g in opt.param_groups:
             g["lr"] = lr
-        audio, active, speech, inp, lab, (ctc_t, ctc_len, ctc_ok, ctc_any) = make_batch(
+        audio, active, speech, inp, _, (ctc_t, ctc_len, ctc_ok, ctc_any), (labelled, targets) = make_batch(
             rng, store, L, args, prompts, device, short=progress < args.curriculum,
             corrupt=args.p_corrupt, cgen=cgen)
         with torch.no_grad():
@@ -710,11 +714,14 @@ def main():
                 feats = spec_augment(feats, gen)
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
             enc = model.model.encoder(feats).last_hidden_state
-            out = model(encoder_outputs=(enc,), decoder_input_ids=inp)
+            hidden = model.model.decoder(input_ids=inp, encoder_hidden_states=enc, use_cache=False).last_hidden_state
+            # What WhisperForConditionalGeneration's forward does (decoder, then proj_out), but
+            # the output projection only at labelled positions: with prompts of up to 223 tokens
+            # most positions are prompt or padding, and B x T x vocab logits dominated the step.
+            logits = model.proj_out(hidden.flatten(0, 1).index_select(0, labelled))
         # Label smoothing: a memorized continuation earns less than certainty (the probe's loss
         # stays the plain cross-entropy).
-        ce = torch.nn.functional.cross_entropy(out.logits.float().flatten(0, 1), lab.flatten(), ignore_index=-100,
-                                               label_smoothing=args.label_smoothing)
+        ce = torch.nn.functional.cross_entropy(logits.float(), targets, label_smoothing=args.label_smoothing)
         loss = ce
         if args.ctc_weight > 0 and ctc_any:
             logp = ctc_head(enc.float()).log_softmax(-1).transpose(0, 1)  # (T, B, V + 1)
