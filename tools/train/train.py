@@ -557,8 +557,8 @@ def generation_config_dict(L, args, space_id):
         "suppress_tokens": [], "return_timestamps": False,
         # Long audio decodes each window on its own: run 4's model, trained on prompts of at most
         # 96 tokens, lost sentences after a longer previous window (decoding passes up to 223).
-        # make_prompts now trains prompts that long; measure a model trained so before turning
-        # this on.
+        # Run 5, trained on prompts that long, loses nothing with them but gains nothing either
+        # (19.7 % against 18.8 % on the joined seen-voice files), so the cheaper default stays.
         "condition_on_prev_tokens": False,
     }
 
