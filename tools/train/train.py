@@ -185,11 +185,17 @@ class Store:
 
 
 def plan_window(rng, store, L, args, prompts, short=False):
-    """One training window: audio chunks (source offset, length, destination), the token
-    sequence with its loss mask, and the CTC target (the text tokens of the whole utterances in
-    it, as characters; None when an utterance is cut by the window's end). `short`: at most three utterances
-    (the curriculum's first phase, where alignment is easier to find)."""
+    """One training window: its audio plan (the playback rate, and chunks of source offset,
+    length in the window, destination), the token sequence with its loss mask, and the CTC
+    target (the text tokens of the whole utterances in it, as characters; None when an utterance
+    is cut by the window's end). `short`: at most three utterances (the curriculum's first
+    phase, where alignment is easier to find).
+
+    The rate is speed perturbation (`--speed`): the window's utterances play `rate` times as
+    fast (tempo, pitch and formants together, as Kaldi's 0.9/1.0/1.1 perturbation), so each
+    takes length / rate samples of the window, and the timestamps are those of what is heard."""
     chunks, ctc = [], []
+    rate = 1.0 + args.speed * (2 * rng.random() - 1) if args.speed > 0 else 1.0
     cut = False
     speech = rng.random() >= args.p_nospeech
     timestamps = rng.random() < args.p_timestamps
@@ -205,7 +211,7 @@ def plan_window(rng, store, L, args, prompts, short=False):
         n = 0
         while n < n_max:
             i = rng.randrange(len(store.length))
-            length = store.length[i]
+            length = int(store.length[i] / rate)  # samples of the window it takes
             start = int(t * SR)
             if start + length <= WIN:
                 chunks.append((store.offset[i], length, start))
@@ -249,7 +255,7 @@ def plan_window(rng, store, L, args, prompts, short=False):
             labels.append(-100)  # the task and the timestamp mode are the user's, not predicted
         else:
             labels.append(target)
-    return chunks, inp, labels, speech, active, (None if cut else (ctc if speech else []))
+    return (rate, chunks), inp, labels, speech, active, (None if cut else (ctc if speech else []))
 
 
 def make_prompts(sentences, tok, L, rng, count=4000):
@@ -285,17 +291,23 @@ def to_device(t, device):
 
 def assemble(store, plans, device):
     """B windows of float audio from the store by one gather: each window position points at a
-    store sample, or at index 0 (a zero) where no utterance is placed."""
+    store sample, or at index 0 (a zero) where no utterance is placed. Chunks are found by
+    cumulative sums of their start and end marks: `shift` (source minus destination) and
+    `first` (the destination) are constant inside a chunk. A window played at a rate other than
+    1 reads its sources at fractional positions, linearly interpolated; at rate 1 exactly the
+    stored samples."""
     B = len(plans)
     total = B * WIN
-    starts, lens, srcs = [], [], []
-    for b, chunks in enumerate(plans):
+    starts, lens, srcs, rates = [], [], [], []
+    for b, (rate, chunks) in enumerate(plans):
+        rates.append(rate)
         for src, length, dst in chunks:
             starts.append(b * WIN + dst)
             lens.append(length)
             srcs.append(src)
     inside = torch.zeros(total + 1, dtype=torch.int32, device=device)
     shift = torch.zeros(total + 1, dtype=torch.int64, device=device)
+    first = torch.zeros(total + 1, dtype=torch.int64, device=device)
     if starts:
         st = to_device(torch.tensor(starts, dtype=torch.int64), device)
         ln = to_device(torch.tensor(lens, dtype=torch.int64), device)
@@ -305,11 +317,25 @@ def assemble(store, plans, device):
         inside.index_add_(0, st + ln, -one)
         shift.index_add_(0, st, sr - st)
         shift.index_add_(0, st + ln, -(sr - st))
+        first.index_add_(0, st, st)
+        first.index_add_(0, st + ln, -st)
     inside = torch.cumsum(inside[:total], 0) > 0
     shift = torch.cumsum(shift[:total], 0)
     pos = torch.arange(total, device=device, dtype=torch.int64)
     idx = torch.where(inside, pos + shift, torch.zeros_like(pos))
-    return (store.audio[idx].float() / 32768.0).view(B, WIN)
+    if all(r == 1.0 for r in rates):
+        return (store.audio[idx].float() / 32768.0).view(B, WIN)
+    # source = src + (p - dst) * rate = idx + (p - dst) * (rate - 1), in float64 (store offsets
+    # reach 1e10; float32 would lose the fraction).
+    first = torch.cumsum(first[:total], 0)
+    extra = to_device(torch.tensor(rates, dtype=torch.float64), device).repeat_interleave(WIN) - 1.0
+    where = idx.double() + (pos - first).double() * extra
+    lo = where.floor()
+    frac = (where - lo).float()
+    lo = torch.where(inside, lo.long(), torch.zeros_like(idx))
+    hi = torch.where(inside, (lo + 1).clamp(max=store.audio.numel() - 1), torch.zeros_like(idx))
+    x = store.audio[lo].float() * (1 - frac) + store.audio[hi].float() * frac
+    return (x / 32768.0).view(B, WIN)
 
 
 def colored_noise(B, n, alpha, gen, device):
@@ -478,7 +504,7 @@ class Probe:
         if not store.length:
             raise SystemExit("probe: no utterances in " + folder)
         pargs = argparse.Namespace(**{**vars(args), "batch": windows, "p_nospeech": 0.0, "p_prompt": 0.0,
-                                      "p_timestamps": 0.0, "p_translate": 0.0})
+                                      "p_timestamps": 0.0, "p_translate": 0.0, "speed": 0.0})
         audio, _, _, self.inp, self.lab, (ctc_t, ctc_len, _, _), _ = make_batch(
             random.Random(99), store, L, pargs, [[L.eot]], device, short=True)
         self.feats = mel(audio)
@@ -608,6 +634,9 @@ def main():
     ap.add_argument("--p-translate", type=float, default=0.03)
     ap.add_argument("--p-prompt", type=float, default=0.2)
     ap.add_argument("--p-reverb", type=float, default=0.25)
+    ap.add_argument("--speed", type=float, default=0.1,
+                    help="speed perturbation: each window's utterances play at a rate uniform in "
+                         "1 +- SPEED (tempo, pitch and formants; timestamps follow; 0: off)")
     ap.add_argument("--vtlp", type=float, default=0.1,
                     help="vocal tract length perturbation: warp factors uniform in 1 +- VTLP (0: off)")
     ap.add_argument("--p-phone", type=float, default=0.1)
