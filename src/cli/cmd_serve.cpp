@@ -1,5 +1,6 @@
 // `parlance serve --model PATH`: loads the model once, serves the OpenAI-compatible API until
 // SIGINT/SIGTERM, then drains in-flight requests and exits.
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 
@@ -32,6 +33,7 @@ struct ServeArgs {
     std::string quantize;
     double max_upload_mb = 25;
     int max_new_tokens = 224;
+    int cache_slots = 0;  // 0: from the model's default beam size (run)
 };
 
 void run(ServeArgs& a, GlobalOptions& globals) {
@@ -58,6 +60,16 @@ void run(ServeArgs& a, GlobalOptions& globals) {
     wo.quantize = a.quantize;
     auto model = whisper::WhisperModel::load(a.model, backend, wo);
     a.engine.max_new_tokens = a.max_new_tokens;
+    // Requests decode with the model's default beam size (clients of the OpenAI API cannot ask
+    // for another): room for four of them at once, and never fewer slots than before.
+    const int beams = model->tokens.num_beams;
+    a.engine.cache_slots = a.cache_slots > 0 ? a.cache_slots : std::max(16, 4 * 2 * beams);
+    if (a.engine.cache_slots < 2 * beams)
+        throw Error(ErrorKind::InvalidArgument,
+                    "--cache-slots " + std::to_string(a.engine.cache_slots) +
+                        " is too few for the model's default beam size " + std::to_string(beams) +
+                        " (generation_config.json num_beams): a request takes " +
+                        std::to_string(2 * beams));
     a.server.max_pending = a.engine.max_queue;
     TranscriptionEngine engine(*model, backend, a.engine, log);
     std::string description = "whisper " + std::to_string(model->config.encoder_layers) + "+" +
@@ -65,8 +77,9 @@ void run(ServeArgs& a, GlobalOptions& globals) {
                               std::to_string(model->config.d_model) +
                               languages_of(model->tokens);
     http.set_engine(&engine, description);
-    log.info("ready: ", description, " loaded in ", seconds(model->load_seconds), " on ", backend.device_name(), ", ",
-             backend.threads(), " threads; model id '", a.server.model_id, "'");
+    log.info("ready: ", description, " loaded in ", seconds(model->load_seconds), " on ",
+             backend.device_name(), ", ", backend.threads(), " threads; model id '",
+             a.server.model_id, "'; beam size ", beams, ", ", a.engine.cache_slots, " cache slots");
     http.wait_for_signal();
     engine.shutdown(true);
     log.info("stopped");
@@ -88,8 +101,10 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
     cmd->add_option("--max-audio-seconds", a->server.max_audio_seconds, "Longest audio accepted")->default_val(10800);
     cmd->add_option("--max-queue", a->engine.max_queue, "Requests waiting beyond the active ones (then 429)")
         ->default_val(32);
-    cmd->add_option("--cache-slots", a->engine.cache_slots, "Decoder cache slots (2 per greedy request)")
-        ->default_val(16);
+    cmd->add_option(
+        "--cache-slots", a->cache_slots,
+        "Decoder cache slots, 2 per beam of a request (default: 16, or room for 4 requests "
+        "at the model's default beam size when that is more)");
     cmd->add_option("--max-new-tokens", a->max_new_tokens, "Decoded tokens per 30 s window (cap)")
         ->default_val(224);
     cmd->add_option("--encode-batch", a->engine.max_encode_batch, "30 s windows encoded in one graph")

@@ -53,8 +53,9 @@ void run(TranscribeArgs& a) {
     whisper::WeightOptions wo;
     wo.quantize = a.quantize;
     auto model = whisper::WhisperModel::load(a.model, backend, wo);
-    whisper::WhisperRunner runner(model->config, *model->weights, backend,
-                                  std::max(2, 2 * a.options.beam_size));
+    // Two cache slots per beam; unset, the model's default beam size (generation_config.json).
+    const int beams = a.options.beam_size.value_or(model->tokens.num_beams);
+    whisper::WhisperRunner runner(model->config, *model->weights, backend, std::max(2, 2 * beams));
     const bool tty = isatty(fileno(stderr));
     std::fprintf(stderr, "loaded %s (%d+%d layers, d_model %d) in %.2f s on %s, %d threads\n",
                  a.model.c_str(), model->config.encoder_layers, model->config.decoder_layers,
@@ -107,7 +108,9 @@ void register_transcribe(CLI::App& app, GlobalOptions&) {
     cmd->add_option("-o,--output", a->output, "Write here instead of stdout");
     cmd->add_option("-l,--language", a->options.language, "Spoken language code (default: detect)");
     cmd->add_option("--task", a->options.task, "transcribe|translate")->default_val("transcribe");
-    cmd->add_option("--beam-size", a->options.beam_size, "Beams (1 = greedy)")->default_val(1);
+    cmd->add_option_function<int>(
+        "--beam-size", [a](int n) { a->options.beam_size = n; },
+        "Beams (1 = greedy; default: the model's generation_config.json num_beams, else 1)");
     cmd->add_option("--temperature", a->temperature,
                     "Fixed sampling temperature (default: 0 with fallback 0.2..1.0)");
     cmd->add_option("--prompt", a->options.initial_prompt, "Initial prompt (vocabulary, style)");

@@ -33,12 +33,17 @@ TranscriptionEngine::TranscriptionEngine(const whisper::WhisperModel& model, Bac
 TranscriptionEngine::~TranscriptionEngine() { shutdown(false); }
 
 std::future<Transcript> TranscriptionEngine::submit(TranscriptionRequest request) {
-    const int need = 2 * std::max(1, request.options.beam_size);
+    // The model's defaults first: the cache slots a request takes depend on its beam size.
+    request.options = whisper::with_model_defaults(std::move(request.options), model_.tokens);
+    const int beams = *request.options.beam_size;
+    if (beams < 1)
+        throw Error(ErrorKind::InvalidArgument,
+                    "beam_size must be at least 1, not " + std::to_string(beams));
+    const int need = 2 * beams;
     if (need > runner_.kv().n_slots())
         throw Error(ErrorKind::InvalidArgument,
-                    "beam_size " + std::to_string(request.options.beam_size) + " needs " +
-                        std::to_string(need) + " cache slots; this server has " +
-                        std::to_string(runner_.kv().n_slots()));
+                    "beam_size " + std::to_string(beams) + " needs " + std::to_string(need) +
+                        " cache slots; this server has " + std::to_string(runner_.kv().n_slots()));
     auto job = std::make_unique<Job>();
     job->request = std::move(request);
     job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, options_.max_new_tokens);
@@ -89,7 +94,8 @@ void TranscriptionEngine::finish(Job& job, std::exception_ptr error) {
 void TranscriptionEngine::admit_locked() {
     while (!queue_.empty()) {
         Job& head = *queue_.front();
-        const size_t need = 2 * std::max(1, head.request.options.beam_size);
+        const size_t need =
+            2 * static_cast<size_t>(*head.request.options.beam_size);  // set by submit
         if (free_slots_.size() < need) break;
         std::unique_ptr<Job> job = std::move(queue_.front());
         queue_.pop_front();

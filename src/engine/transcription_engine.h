@@ -25,7 +25,7 @@ namespace parlance {
 
 struct EngineOptions {
     int max_queue = 32;         // waiting requests beyond the active ones
-    int cache_slots = 16;       // decoder cache slots; a request takes 2 * beam_size
+    int cache_slots = 16;       // decoder cache slots; a request takes 2 * its beam size
     int max_encode_batch = 4;   // windows encoded in one graph
     double request_timeout_seconds = 600.0;  // 0 = none
     int max_new_tokens = 224;   // cap on decoded tokens per 30 s window, whatever a request asks

@@ -42,7 +42,8 @@ def main():
     tr = json.load(open(args.training))
     earlier = [json.load(open(p)) for p in args.continued_from]
     base = earlier[0] if earlier else None
-    ev = json.load(open(args.eval))["sets"]
+    ev_report = json.load(open(args.eval))
+    ev = ev_report["sets"]
     cmp = {}
     for spec in args.compare:
         name, path = spec.split("=", 1)
@@ -111,21 +112,39 @@ def main():
                      "last stage's:\n\n"
                      "| stage | steps | batch | minutes | peak learning rate | hours of speech | final probe loss |\n"
                      "|---|---|---|---|---|---|---|\n" + "\n".join(stages))
+    # The model's default beams (its generation_config.json, beside the card).
+    gpath = os.path.join(os.path.dirname(os.path.abspath(args.out)), "generation_config.json")
+    default_beams = json.load(open(gpath)).get("num_beams", 1) if os.path.exists(gpath) else 1
+
+    def decoding_label(lj):
+        beams = lj.get("num_beams", 1)
+        return "%s (%s)" % ("`" + lj["decoding"] + "`" if lj["decoding"] else "defaults",
+                            "greedy" if beams == 1 else "%d beams" % beams)
+
     long_rows = []
     for path in args.long:
         lj = json.load(open(path))
-        long_rows.append("| %s | %d files of %d sentences (%.0f s each) | %s | %s |" % (
-            labels.get(lj["set"], lj["set"]).replace("held-out sentences, ", ""), lj["files"], lj["join"],
-            lj["seconds"], "`" + lj["decoding"] + "`" if lj["decoding"] else "defaults (greedy)", pct(lj["wer_parlance"])))
+        audio = ("%d clips one by one (%.0f s each)" % (lj["files"], lj["seconds"]) if lj["join"] == 1 else
+                 "%d files of %d sentences (%.0f s each)" % (lj["files"], lj["join"], lj["seconds"]))
+        long_rows.append("| %s | %s | %s | %s |" % (
+            labels.get(lj["set"], lj["set"]).replace("held-out sentences, ", ""), audio, decoding_label(lj),
+            pct(lj["wer_parlance"])))
+    if default_beams > 1:
+        advice = ("Beam search is this model's default (`num_beams` %d in `generation_config.json`, which "
+                  "parlance and transformers' `generate()` both read); `--beam-size 1` decodes greedily." % default_beams)
+    else:
+        advice = "For long recordings with this model, use `--beam-size 5`."
     long_table = ""
     if long_rows:
-        long_table = ("\n\nWord error rate on long audio: held-out sentences joined ten at a time, transcribed by "
-                      "`parlance transcribe` with timestamps in 30-second windows (`compare.py --join 10`; "
-                      "transformers' figures above decode each sentence alone):\n\n"
+        long_table = ("\n\nWord error rate of `parlance transcribe` as a user runs it (`compare.py --join N`: the "
+                      "held-out clips one by one, or joined ten at a time into long files transcribed with "
+                      "timestamps in 30-second windows; parlance only):\n\n"
                       "| voices | audio | decoding | WER |\n|---|---|---|---|\n" + "\n".join(long_rows) +
-                      "\n\nWhere greedy decoding fails here it writes a fragment with a far end timestamp (one "
-                      "run: \"App\" from 4.2 to 24.3 s), then text without timestamps to the window's end; beam "
-                      "search keeps the structure. For long recordings with this model, use `--beam-size 5`.")
+                      "\n\nWhere greedy decoding fails on long files it writes a fragment with a far end timestamp "
+                      "(one run: \"App\" from 4.2 to 24.3 s), then text without timestamps to the window's end; "
+                      "beam search keeps the structure. " + advice)
+    eval_beams = ev_report.get("num_beams", 1)
+    eval_decoding = "greedy decoding" if eval_beams == 1 else "beam search (%d beams)" % eval_beams
     vtlp = (" vocal tract length perturbation (warp factors 1 ± %g)," % a["vtlp"]) if a.get("vtlp") else ""
     text = f"""# {args.name}
 
@@ -169,8 +188,8 @@ Reproduce with the recipe at the commits above (each stage's `tools/train` check
 
 ## Accuracy
 
-Word error rate, greedy decoding, no timestamps (`evaluate.py` with transformers on the GPU
-machine; `compare.py` with `parlance transcribe` here, on the same clips):
+Word error rate, {eval_decoding}, no timestamps (`evaluate.py` with transformers on the GPU
+machine; `compare.py` with `parlance transcribe` here, on the same clips, with the same decoding):
 
 | set | clips | words | WER (transformers) | WER (parlance) |
 |---|---|---|---|---|
@@ -179,7 +198,7 @@ machine; `compare.py` with `parlance transcribe` here, on the same clips):
 {targets}
 
 No speech: {ns.get("clips_with_text", "—")} of {ns.get("clips", "—")} clips of silence and white/pink/brown
-noise produced text with transformers' plain greedy decoding{ns_parlance}.
+noise produced text with transformers ({eval_decoding}){ns_parlance}.
 
 Commands: `python3 tools/train/evaluate.py --model MODEL --set seen=... --set heldout=... --real
 .train/real --out eval.json --save-clips clips` (device), `python3 tools/train/compare.py
@@ -197,13 +216,11 @@ typical held-out sentences.
 
 ## Long audio
 
-`generation_config.json` sets `condition_on_prev_tokens` to false: prompted with the previous
-window's output the model loses words (on `samples/long.wav` the second window keeps one of its
-four sentences). The cause is the prompt's length: training prompts had at most 96 tokens,
-the first window of that sample gives 140, and parlance, like OpenAI's decoder, passes up to 223;
-cut to 95 tokens (an experiment), the second window keeps all four.
-parlance, like transformers, then decodes each 30-second window on its own;
-`--condition-on-previous-text` turns the prompt back on.{long_table}
+`generation_config.json` sets `condition_on_prev_tokens` to false: parlance, like transformers,
+decodes each 30-second window on its own; `--condition-on-previous-text` prompts each window with
+the text before it. Models trained on prompts of at most 96 tokens lost words that way (parlance,
+like OpenAI's decoder, passes up to 223); the recipe now trains prompts that long (BENCHMARKS.md,
+the training runs, has what conditioning measured on each model).{long_table}
 """
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:

@@ -3,7 +3,8 @@
 
 Takes the clips evaluate.py saved (--save-clips, .npz of int16 samples) and its report (the
 transformers transcripts), runs `parlance transcribe` on each clip with the same decoding
-(greedy, temperature 0 without fallback, no timestamps, English), and prints how many
+(the report's beams, greedy when it does not say; temperature 0 without fallback, no timestamps,
+English), and prints how many
 transcripts are identical, the first differences, and the word error rate of both.
 Pure Python + numpy; runs on the CPU machine.
 
@@ -80,6 +81,16 @@ def nospeech(args):
     return 0 if not with_text else 1
 
 
+def effective_beams(args):
+    """The beams parlance decoded with: --beam-size in --decoding, else the model's default
+    (generation_config.json num_beams, else 1)."""
+    opts = args.decoding.split()
+    if "--beam-size" in opts:
+        return int(opts[opts.index("--beam-size") + 1])
+    path = os.path.join(args.model, "generation_config.json")
+    return json.load(open(path)).get("num_beams", 1) if os.path.exists(path) else 1
+
+
 def long_audio(args, rows, clips, ids):
     groups = [ids[i: i + args.join] for i in range(0, len(ids) - args.join + 1, args.join)]
     audio = [("long-%03d" % k, np.concatenate([clips[c] for c in g])) for k, g in enumerate(groups)]
@@ -87,12 +98,13 @@ def long_audio(args, rows, clips, ids):
     texts = transcribe(args, audio, args.decoding.split())
     w = wer(list(zip(refs, texts)))
     seconds = sum(len(a) for _, a in audio) / 16000 / max(1, len(audio))
-    print("set %s, %d files of %d clips joined (%.0f s each), decoding [%s]: WER parlance %.2f%% (%d words)" % (
-        args.set, len(audio), args.join, seconds, args.decoding, 100 * w[0], w[2]))
+    beams = effective_beams(args)
+    print("set %s, %d files of %d clips joined (%.0f s each), decoding [%s], %d beam(s): WER parlance %.2f%% (%d words)" % (
+        args.set, len(audio), args.join, seconds, args.decoding, beams, 100 * w[0], w[2]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"set": args.set, "join": args.join, "files": len(audio), "seconds": seconds,
-                       "decoding": args.decoding, "wer_parlance": w[0], "words": w[2],
+                       "decoding": args.decoding, "num_beams": beams, "wer_parlance": w[0], "words": w[2],
                        "rows": [{"ref": r, "parlance": t} for r, t in zip(refs, texts)]}, f, indent=1)
     return 0
 
@@ -121,9 +133,11 @@ def main():
     if args.join:
         return long_audio(args, rows, clips, ids)
     out, same = [], 0
-    # Greedy, temperature 0 without fallback, no timestamps, English: what evaluate.py ran.
+    # What evaluate.py ran: its beams (reports before it recorded them were greedy), temperature
+    # 0 without fallback, no timestamps, English.
+    beams = json.load(open(args.report)).get("num_beams", 1)
     texts = transcribe(args, [(cid, clips[cid]) for cid in ids],
-                       ["--language", "en", "--temperature", "0", "--no-timestamps"])
+                       ["--language", "en", "--temperature", "0", "--no-timestamps", "--beam-size", str(beams)])
     for cid, ours in zip(ids, texts):
         ref = rows[cid]
         equal = ours == ref["hyp"].strip()
@@ -138,7 +152,7 @@ def main():
         print("  %s\n    transformers: %s\n    parlance:     %s" % (r["id"], r["transformers"], r["parlance"]))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"set": args.set, "clips": n, "identical": same, "wer_transformers": w_t[0],
+            json.dump({"set": args.set, "clips": n, "identical": same, "num_beams": beams, "wer_transformers": w_t[0],
                        "wer_parlance": w_p[0], "rows": out}, f, indent=1)
     return 0 if same == n else 1
 

@@ -6,10 +6,11 @@ Sets:
   no-speech clips made here (digital silence, white/pink/brown noise at several levels),
   real recordings (WAV files with a `NAME.txt` reference beside each).
 
-Greedy decoding, no timestamps, language en, task transcribe, as `parlance transcribe` does by
-default. Writes JSON with every reference, hypothesis and the SHA-256 of each clip's samples, so
-that parlance's run on the same clips can be compared transcript by transcript
-(tools/train/compare.py), and optionally the clips themselves (--save-clips, .npz).
+The model's default decoding (generation_config.json's num_beams: greedy when absent, beam
+search when the model asks for it; --num-beams overrides), no timestamps, language en, task
+transcribe; the report records the beams. Writes JSON with every reference, hypothesis and the
+SHA-256 of each clip's samples, so that parlance's run on the same clips can be compared
+transcript by transcript (tools/train/compare.py), and optionally the clips themselves (--save-clips, .npz).
 
   python3 evaluate.py --model model --set seen=data/eval_seen --set heldout=data/eval_heldout \
       --real tests/fixtures/train_real --out eval.json
@@ -101,12 +102,15 @@ def real_clips(folder):
 
 
 class Transcriber:
-    def __init__(self, model_dir, device):
+    def __init__(self, model_dir, device, num_beams=None):
         from tokenizers import Tokenizer
         from transformers import GenerationConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
         self.device = device
         self.model = WhisperForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32).to(device).eval()
         self.gc = GenerationConfig.from_pretrained(model_dir)
+        if num_beams:
+            self.gc.num_beams = num_beams
+        self.num_beams = self.gc.num_beams or 1
         self.fe = WhisperFeatureExtractor.from_pretrained(model_dir)
         self.tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
         self.eot = self.gc.eos_token_id
@@ -134,6 +138,7 @@ class Transcriber:
             print("generate failed (%s); greedy loop instead" % e, flush=True)
             seqs = self.greedy(feats, max_new_tokens)
             self.method = "greedy-loop"
+            self.num_beams = 1
         texts = []
         for s in seqs.tolist():
             # Drop the forced prompt: everything up to <|notimestamps|>.
@@ -180,6 +185,7 @@ def main():
     ap.add_argument("--save-clips", help="folder: one NAME.npz per set with the clips' samples")
     ap.add_argument("--save-limit", type=int, default=120, help="clips per saved set (the device returns <= 16 MiB a file)")
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--num-beams", type=int, help="beams (default: the model's generation_config.json, else 1)")
     args = ap.parse_args()
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -187,7 +193,7 @@ def main():
     # transcripts are compared with parlance's token for token, and near-tied tokens flip.
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
-    tr = Transcriber(args.model, device)
+    tr = Transcriber(args.model, device, args.num_beams)
     sets = {}
     for spec in args.set:
         name, folder = spec.split("=", 1)
@@ -195,7 +201,7 @@ def main():
     sets["nospeech"] = nospeech_clips()
     if args.real:
         sets["real"] = real_clips(args.real)
-    report = {"model": os.path.abspath(args.model), "sets": {}}
+    report = {"model": os.path.abspath(args.model), "num_beams": tr.num_beams, "sets": {}}
     t0 = time.time()
     for name, clips in sets.items():
         print("%-10s %4d clips: transcribing (%.0f s so far)" % (name, len(clips), time.time() - t0), flush=True)
@@ -218,14 +224,14 @@ def main():
         report["sets"][name] = entry
         print("%-10s %4d clips  %s" % (name, len(rows), {k: v for k, v in entry.items() if k != "rows"}), flush=True)
         # Written after every set: a run stopped by its timeout still returns what it measured.
-        report["decoder"], report["seconds"] = tr.method, round(time.time() - t0, 1)
+        report["decoder"], report["num_beams"], report["seconds"] = tr.method, tr.num_beams, round(time.time() - t0, 1)
         with open(args.out, "w") as f:
             json.dump(report, f, indent=1)
         if args.save_clips and name != "nospeech":
             os.makedirs(args.save_clips, exist_ok=True)
             np.savez_compressed(os.path.join(args.save_clips, name + ".npz"),
                                 **{c["id"]: c["audio"] for c in clips[: args.save_limit]})
-    report["decoder"] = tr.method
+    report["decoder"], report["num_beams"] = tr.method, tr.num_beams
     report["seconds"] = round(time.time() - t0, 1)
     with open(args.out, "w") as f:
         json.dump(report, f, indent=1)

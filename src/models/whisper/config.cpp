@@ -183,6 +183,14 @@ SpecialTokens special_tokens_from_hf(const nlohmann::json& g, int vocab_size,
             throw Error(ErrorKind::InvalidModel, source + ": condition_on_prev_tokens must be true or false");
         t.condition_on_previous_text = g.at("condition_on_prev_tokens").get<bool>();
     }
+    if (g.contains("num_beams") && !g.at("num_beams").is_null()) {
+        const auto& n = g.at("num_beams");
+        if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > kMaxBeams)
+            throw Error(ErrorKind::InvalidModel,
+                        source + ": num_beams must be an integer from 1 to " +
+                            std::to_string(kMaxBeams) + ", not " + n.dump());
+        t.num_beams = n.get<int>();
+    }
     if (g.contains("alignment_heads") && g.at("alignment_heads").is_array()) {
         for (const auto& pair : g.at("alignment_heads")) {
             if (!pair.is_array() || pair.size() != 2)

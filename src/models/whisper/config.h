@@ -44,6 +44,10 @@ struct WhisperConfig {
 inline constexpr int kOpenAiVocabEn = 51864;
 inline constexpr int kCompactVocabMinimum = 1501 + 4;  // timestamps + eot, sot, task, notimestamps
 
+// The most beams a model's generation_config may ask for by default (each takes two decoder
+// cache slots per request).
+inline constexpr int kMaxBeams = 16;
+
 // Token ids with a meaning in Whisper's prompt and output.
 struct SpecialTokens {
     int eot = -1;            // <|endoftext|>
@@ -65,6 +69,10 @@ struct SpecialTokens {
     // condition_on_prev_tokens when it has one (a model trained without such prompts says
     // false), else true as OpenAI's transcribe does. TranscribeOptions can override it.
     bool condition_on_previous_text = true;
+    // Beams when a request does not say (1 = greedy): generation_config's num_beams, as
+    // transformers' generate() reads it. A model may decode best with beam search (ours does on
+    // long audio); TranscribeOptions::beam_size overrides it.
+    int num_beams = 1;
 
     // The language code of a language token, or "" if `id` is not one.
     std::string language_of(int id) const;

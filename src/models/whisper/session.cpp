@@ -59,15 +59,16 @@ WindowAlignment align_window(const WhisperModel& model, WhisperRunner& runner, c
 
 Session::Session(const WhisperModel& model, Backend& backend, std::vector<float> pcm,
                  const TranscribeOptions& o, std::vector<int> slots)
-    : model_(model), pcm_(std::move(pcm)), o_(o), slots_(std::move(slots)) {
+    : model_(model),
+      pcm_(std::move(pcm)),
+      o_(with_model_defaults(o, model.tokens)),
+      slots_(std::move(slots)) {
     const SpecialTokens& t = model.tokens;
-    // Unset: the model's default (its generation_config.json, else on).
-    o_.condition_on_previous_text = o_.condition_on_previous_text.value_or(t.condition_on_previous_text);
     if (o_.task != "transcribe" && o_.task != "translate")
         throw Error(ErrorKind::InvalidArgument, "task must be transcribe or translate, not '" + o_.task + "'");
     if (o_.task == "translate" && (!t.multilingual || t.translate < 0))
         throw Error(ErrorKind::InvalidArgument, "this English-only model cannot translate");
-    if (o_.beam_size < 1 || 2 * o_.beam_size > static_cast<int>(slots_.size()))
+    if (*o_.beam_size < 1 || 2 * *o_.beam_size > static_cast<int>(slots_.size()))
         throw Error(ErrorKind::InvalidArgument, "beam_size must be between 1 and " +
                                                     std::to_string(slots_.size() / 2));
     if (o_.temperatures.empty()) o_.temperatures = {0.0f};
@@ -162,7 +163,7 @@ void Session::start_attempt() {
                                  model_.config.max_target_positions - static_cast<int>(prompt_.size()));
     so.eos = model_.tokens.eot;
     so.temperature = o_.temperatures[attempt_];
-    so.num_beams = so.temperature > 0.0f ? 1 : o_.beam_size;
+    so.num_beams = so.temperature > 0.0f ? 1 : *o_.beam_size;
     so.length_penalty = o_.length_penalty;
     so.seed = o_.seed + attempt_;
     so.processors = whisper_processors(model_, static_cast<int>(prompt_.size()), o_.timestamps, 0,

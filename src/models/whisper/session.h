@@ -64,7 +64,7 @@ private:
 
     const WhisperModel& model_;
     std::vector<float> pcm_;
-    TranscribeOptions o_;  // condition_on_previous_text is always set (the model's default if unset)
+    TranscribeOptions o_;  // with_model_defaults: beam_size and condition_on_previous_text are set
     std::vector<int> slots_;
     std::unique_ptr<CrossKv> cross_;
     Transcript result_;

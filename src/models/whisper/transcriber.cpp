@@ -79,13 +79,20 @@ ProcessorList whisper_processors(const WhisperModel& model, int prompt_length, b
     return list;
 }
 
+TranscribeOptions with_model_defaults(TranscribeOptions o, const SpecialTokens& t) {
+    if (!o.beam_size) o.beam_size = t.num_beams;
+    if (!o.condition_on_previous_text) o.condition_on_previous_text = t.condition_on_previous_text;
+    return o;
+}
+
 Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::span<const float> pcm,
-                      const TranscribeOptions& o) {
-    if (o.beam_size < 1 || 2 * o.beam_size > runner.kv().n_slots())
+                      const TranscribeOptions& options) {
+    const TranscribeOptions o = with_model_defaults(options, model.tokens);
+    if (*o.beam_size < 1 || 2 * *o.beam_size > runner.kv().n_slots())
         throw Error(ErrorKind::InvalidArgument,
                     "beam_size must be between 1 and " + std::to_string(runner.kv().n_slots() / 2));
     std::vector<int> slots;
-    for (int i = 0; i < 2 * o.beam_size; ++i) slots.push_back(i);
+    for (int i = 0; i < 2 * *o.beam_size; ++i) slots.push_back(i);
     Session session(model, runner.backend(), std::vector<float>(pcm.begin(), pcm.end()), o, slots);
     WhisperStepModel steps(runner);
     for (int s : slots) steps.bind(s, session.cross());

@@ -22,7 +22,8 @@ struct TranscribeOptions {
     std::string language;            // "" = detect on the first window (multilingual models)
     std::string task = "transcribe";  // or "translate"
     bool timestamps = true;          // predict timestamp tokens (segments with times)
-    int beam_size = 1;               // 1 = greedy
+    // Beams (1 = greedy); unset: the model's default (SpecialTokens::num_beams).
+    std::optional<int> beam_size;
     float length_penalty = 1.0f;
     // Tried in order while a window's result looks wrong (compression or log-probability).
     std::vector<float> temperatures = {0.0f, 0.2f, 0.4f, 0.6f, 0.8f, 1.0f};
@@ -46,6 +47,10 @@ struct TranscribeOptions {
     // Called after each window with (seconds done, seconds total).
     std::function<void(double, double)> progress;
 };
+
+// `o` with what it leaves unset taken from the model's defaults (its generation_config.json):
+// the beam size and whether windows are prompted with the text before them.
+TranscribeOptions with_model_defaults(TranscribeOptions o, const SpecialTokens& tokens);
 
 // The runner as a StepModel whose slots are bound to encoded audio windows.
 class WhisperStepModel : public StepModel {

@@ -325,6 +325,39 @@ TEST(Serve, LoadOf32ClientsTimes20RequestsHasNoErrorsAndMemoryStaysFlat) {
     EXPECT_LT(after, baseline + 32.0 * 1048576) << "memory grew by " << (after - baseline) / 1048576 << " MiB";
 }
 
+// A model whose generation_config.json asks for beam search: requests (the OpenAI API has no beam
+// size) decode with it, as `parlance transcribe` does by default; the server makes room for four
+// such requests, and refuses to start with too few cache slots for one.
+TEST(Serve, TheModelsDefaultBeamSizeDecodesRequests) {
+    TempDir dir;
+    const auto model = dir.path() / "model";
+    std::filesystem::copy(fixture("whisper/tiny-multi/model"), model);
+    auto g = json::parse(read_file(model / "generation_config.json"));
+    g["num_beams"] = 3;
+    write_file(model / "generation_config.json", g.dump());
+    {
+        Server s("--model " + model.string(), "");
+        EXPECT_EQ(json::parse(Server::curl("-s " + s.url("/v1/status")))["free_cache_slots"], 24);
+        auto r = s.post("/v1/audio/transcriptions", kJfk + kFast + " -F response_format=text");
+        EXPECT_EQ(r.first, 200) << r.second;
+        const auto cli = dir.path() / "cli.txt";
+        ASSERT_EQ(run_command(parlance_binary().string() + " transcribe --model " + model.string() +
+                              " --temperature 0 --max-new-tokens 24 -f text -o " + cli.string() +
+                              " " + fixture("audio/jfk.wav")),
+                  0);
+        EXPECT_EQ(r.second, read_file(cli));
+    }
+    std::string out;
+    EXPECT_NE(run_command("timeout 60 " + parlance_binary().string() +
+                              " serve --port 0 --threads 2 --model " + model.string() +
+                              " --cache-slots 4",
+                          &out),
+              0);
+    EXPECT_NE(out.find("--cache-slots 4 is too few for the model's default beam size 3"),
+              std::string::npos)
+        << out;
+}
+
 TEST(Serve, SigtermDrainsInFlightRequests) {
     Server s;
     auto inflight = std::async(std::launch::async, [&] { return s.post("/v1/audio/transcriptions", kJfk + kFast); });

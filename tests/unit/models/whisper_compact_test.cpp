@@ -106,5 +106,21 @@ TEST_F(CompactVocabulary, ConditionOnPreviousTextFromGenerationConfig) {
     EXPECT_NE(error.find("condition_on_prev_tokens"), std::string::npos) << error;
 }
 
+// generation_config's num_beams is the default beam size (the engine's tests check that it is
+// used); absent, 1; not an integer from 1 to kMaxBeams, the load fails naming the field.
+TEST_F(CompactVocabulary, NumBeamsFromGenerationConfig) {
+    EXPECT_EQ(model_->tokens.num_beams, 1);
+    testing::TempDir tmp;
+    auto dir =
+        edited_copy(tmp, "generation_config.json", [](nlohmann::json& g) { g["num_beams"] = 5; });
+    EXPECT_EQ(WhisperModel::load(dir, *backend_)->tokens.num_beams, 5);
+    for (const char* bad : {"\"five\"", "0", "17", "2.5"}) {
+        edited_copy(tmp, "generation_config.json",
+                    [&](nlohmann::json& g) { g["num_beams"] = nlohmann::json::parse(bad); });
+        const std::string error = load_error(dir);
+        EXPECT_NE(error.find("num_beams"), std::string::npos) << bad << ": " << error;
+    }
+}
+
 }  // namespace
 }  // namespace parlance::whisper
