@@ -64,7 +64,7 @@ void run(ServeArgs& a, GlobalOptions& globals) {
     // for another): room for four of them at once, and never fewer slots than before.
     const int beams = model->tokens.num_beams;
     a.engine.cache_slots = a.cache_slots > 0 ? a.cache_slots : std::max(16, 4 * 2 * beams);
-    if (a.engine.cache_slots < 2 * beams)
+    if (std::max(2, a.engine.cache_slots) < 2 * beams)  // the engine takes at least 2
         throw Error(ErrorKind::InvalidArgument,
                     "--cache-slots " + std::to_string(a.engine.cache_slots) +
                         " is too few for the model's default beam size " + std::to_string(beams) +
@@ -101,10 +101,9 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
     cmd->add_option("--max-audio-seconds", a->server.max_audio_seconds, "Longest audio accepted")->default_val(10800);
     cmd->add_option("--max-queue", a->engine.max_queue, "Requests waiting beyond the active ones (then 429)")
         ->default_val(32);
-    cmd->add_option(
-        "--cache-slots", a->cache_slots,
-        "Decoder cache slots, 2 per beam of a request (default: 16, or room for 4 requests "
-        "at the model's default beam size when that is more)");
+    cmd->add_option("--cache-slots", a->cache_slots,
+                    "Decoder cache slots, 2 per beam of a request (default or 0: 16, or room for 4 "
+                    "requests at the model's default beam size when that is more)");
     cmd->add_option("--max-new-tokens", a->max_new_tokens, "Decoded tokens per 30 s window (cap)")
         ->default_val(224);
     cmd->add_option("--encode-batch", a->engine.max_encode_batch, "30 s windows encoded in one graph")

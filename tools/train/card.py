@@ -11,6 +11,10 @@ recipe's commit. Every figure in the card comes from those files; nothing is typ
 import argparse
 import json
 import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import beams_in, model_beams  # noqa: E402  (how compare.py reads decoding options)
 
 KEY_PACKAGES = ("espeak-ng_", "flite_", "festival_", "festvox-us-slt-hts_", "festvox-kdlpc16k_", "fortunes_",
                 "wordnet-base_")
@@ -113,11 +117,11 @@ def main():
                      "| stage | steps | batch | minutes | peak learning rate | hours of speech | final probe loss |\n"
                      "|---|---|---|---|---|---|---|\n" + "\n".join(stages))
     # The model's default beams (its generation_config.json, beside the card).
-    gpath = os.path.join(os.path.dirname(os.path.abspath(args.out)), "generation_config.json")
-    default_beams = json.load(open(gpath)).get("num_beams", 1) if os.path.exists(gpath) else 1
+    default_beams = model_beams(os.path.dirname(os.path.abspath(args.out)))
 
     def decoding_label(lj):
-        beams = lj.get("num_beams", 1)
+        # compare.py records the beams; older files only name them in the options, if at all.
+        beams = lj.get("num_beams") or beams_in(lj["decoding"]) or 1
         return "%s (%s)" % ("`" + lj["decoding"] + "`" if lj["decoding"] else "defaults",
                             "greedy" if beams == 1 else "%d beams" % beams)
 

@@ -7,8 +7,10 @@ numpy only (no transformers):
 
 Checks: at rate 1 the stored samples exactly (also when another window of the batch has another
 rate); a 1 kHz tone played at 1.1 peaks at 1100 Hz; a ramp played at 0.9 is the ramp at
-fractional positions; in 200 planned windows every timestamp lies within 10 ms of where its
-utterance starts and ends in the window; --speed 0 draws no rate.
+fractional positions; a short utterance played at 0.92 never reads the next utterance's samples
+(the played length is (stored - 1) / rate + 1, not stored / rate); in 200 planned windows every
+timestamp lies within 10 ms of where its utterance starts and ends in the window; --speed 0 draws
+no rate.
 """
 import os
 import sys, types, random, argparse
@@ -32,13 +34,20 @@ assert w0[:1000].abs().max() == 0 and w0[1000+2*SR:3*SR].abs().max() == 0, "sile
 w1 = x[1]
 n = int(2*SR/1.1)
 assert w1[:500].abs().max() == 0 and w1[500+n:].abs().max() == 0, "only the chunk's samples"
+# a short utterance at 0.92: the last played sample interpolates inside the utterance, not into the
+# ramp after it (the store's next utterance)
+short = types.SimpleNamespace(audio=torch.tensor([0] + [1000] * 12 + [-30000] * 5, dtype=torch.int16),
+                              offset=[1], length=[12])
+n_short = int((12 - 1) / 0.92) + 1
+z = train.assemble(short, [(0.92, [(1, n_short, 0)])], 'cpu')[0].numpy() * 32768
+assert np.allclose(z[:n_short], 1000, atol=1e-3), z[:n_short]
 seg = w1[500:500+n].numpy()
 f = np.fft.rfftfreq(len(seg), 1/SR)[np.argmax(np.abs(np.fft.rfft(seg)))]
 print("tone at rate 1.1: %.1f Hz" % f)
 assert abs(f - 1100) < 5
 # the ramp at rate 0.9: linear interpolation of a ramp is the ramp at fractional positions
-y = train.assemble(st, [(0.9, [(1+2*SR, int(SR/0.9), 0)])], 'cpu')[0].numpy()*32768
-k = np.arange(int(SR/0.9))
+y = train.assemble(st, [(0.9, [(1+2*SR, int((SR - 1) / 0.9) + 1, 0)])], 'cpu')[0].numpy()*32768
+k = np.arange(int((SR - 1) / 0.9) + 1)
 want = (np.minimum(k*0.9, SR-1) - SR//2)
 print("ramp max error %.4f" % np.abs(y[:len(k)] - want).max())
 assert np.abs(y[:len(k)] - want).max() < 1e-2
@@ -53,7 +62,9 @@ for _ in range(200):
     stamps = [t for t in inp if t >= L.ts0]
     for j, (src, length, dst) in enumerate(chunks):
         assert dst + length <= train.WIN
-        full = length == int(st.length[st.offset.index(src)] / rate)
+        stored = st.length[st.offset.index(src)]
+        full = length == int((stored - 1) / rate) + 1
+        assert (length - 1) * rate <= stored - 1 + 1e-9, "a chunk reads past its utterance"
         assert abs((stamps[2*j] - L.ts0) * 0.02 - dst / SR) <= 0.011
         if full:
             assert abs((stamps[2*j+1] - L.ts0) * 0.02 - (dst + length) / SR) <= 0.011

@@ -84,11 +84,24 @@ def nospeech(args):
 def effective_beams(args):
     """The beams parlance decoded with: --beam-size in --decoding, else the model's default
     (generation_config.json num_beams, else 1)."""
-    opts = args.decoding.split()
-    if "--beam-size" in opts:
-        return int(opts[opts.index("--beam-size") + 1])
-    path = os.path.join(args.model, "generation_config.json")
-    return json.load(open(path)).get("num_beams", 1) if os.path.exists(path) else 1
+    return beams_in(args.decoding) or model_beams(args.model)
+
+
+def beams_in(decoding):
+    """The N of `--beam-size N` or `--beam-size=N` in parlance options, else None."""
+    opts = decoding.split()
+    for k, o in enumerate(opts):
+        if o == "--beam-size" and k + 1 < len(opts):
+            return int(opts[k + 1])
+        if o.startswith("--beam-size="):
+            return int(o.split("=", 1)[1])
+    return None
+
+
+def model_beams(model_dir):
+    """A model's default beams: generation_config.json num_beams (absent or null: 1)."""
+    path = os.path.join(model_dir, "generation_config.json")
+    return (json.load(open(path)).get("num_beams") or 1) if os.path.exists(path) else 1
 
 
 def long_audio(args, rows, clips, ids):
@@ -135,7 +148,10 @@ def main():
     out, same = [], 0
     # What evaluate.py ran: its beams (reports before it recorded them were greedy), temperature
     # 0 without fallback, no timestamps, English.
-    beams = json.load(open(args.report)).get("num_beams", 1)
+    report = json.load(open(args.report))
+    beams = report["sets"][args.set].get("num_beams", report.get("num_beams")) or 1
+    if isinstance(beams, list):
+        sys.exit("set %s was decoded partly greedily (evaluate.py's fallback): beams %s" % (args.set, beams))
     texts = transcribe(args, [(cid, clips[cid]) for cid in ids],
                        ["--language", "en", "--temperature", "0", "--no-timestamps", "--beam-size", str(beams)])
     for cid, ours in zip(ids, texts):

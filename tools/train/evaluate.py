@@ -111,6 +111,7 @@ class Transcriber:
         if num_beams:
             self.gc.num_beams = num_beams
         self.num_beams = self.gc.num_beams or 1
+        self.last_beams = self.num_beams  # what the last run() decoded with
         self.fe = WhisperFeatureExtractor.from_pretrained(model_dir)
         self.tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
         self.eot = self.gc.eos_token_id
@@ -133,12 +134,11 @@ class Transcriber:
             out = self.model.generate(input_features=feats, generation_config=self.gc, language="en",
                                       task="transcribe", return_timestamps=False, max_new_tokens=max_new_tokens)
             seqs = out.sequences if hasattr(out, "sequences") else out
-            self.method = "generate"
+            self.method, self.last_beams = "generate", self.num_beams
         except Exception as e:  # keep the evaluation alive on an API change; say which path ran
             print("generate failed (%s); greedy loop instead" % e, flush=True)
             seqs = self.greedy(feats, max_new_tokens)
-            self.method = "greedy-loop"
-            self.num_beams = 1
+            self.method, self.last_beams = "greedy-loop", 1
         texts = []
         for s in seqs.tolist():
             # Drop the forced prompt: everything up to <|notimestamps|>.
@@ -201,21 +201,25 @@ def main():
     sets["nospeech"] = nospeech_clips()
     if args.real:
         sets["real"] = real_clips(args.real)
+    # num_beams: as configured; each set records what it was decoded with.
     report = {"model": os.path.abspath(args.model), "num_beams": tr.num_beams, "sets": {}}
     t0 = time.time()
     for name, clips in sets.items():
         print("%-10s %4d clips: transcribing (%.0f s so far)" % (name, len(clips), time.time() - t0), flush=True)
-        rows = []
+        rows, beams = [], set()
         for i in range(0, len(clips), args.batch):
             part = clips[i: i + args.batch]
             feats = tr.features([c["audio"] for c in part])
             hyps = tr.run(feats)
+            beams.add(tr.last_beams)
             probs = tr.nospeech_prob(feats)
             for c, h, p in zip(part, hyps, probs):
                 rows.append({"id": c["id"], "ref": c["ref"], "hyp": h, "voice": c.get("voice"),
                              "nospeech_prob": round(p, 4), "seconds": round(len(c["audio"]) / SR, 3),
                              "sha256": hashlib.sha256(c["audio"].astype("<i2").tobytes()).hexdigest()})
-        entry = {"clips": len(rows), "rows": rows}
+        # The beams this set was decoded with (a list if the greedy fallback ran for some batches:
+        # compare.py then refuses the set).
+        entry = {"clips": len(rows), "num_beams": beams.pop() if len(beams) == 1 else sorted(beams), "rows": rows}
         if name == "nospeech":
             entry["clips_with_text"] = sum(1 for r in rows if normalize(r["hyp"]))
         else:
@@ -224,14 +228,14 @@ def main():
         report["sets"][name] = entry
         print("%-10s %4d clips  %s" % (name, len(rows), {k: v for k, v in entry.items() if k != "rows"}), flush=True)
         # Written after every set: a run stopped by its timeout still returns what it measured.
-        report["decoder"], report["num_beams"], report["seconds"] = tr.method, tr.num_beams, round(time.time() - t0, 1)
+        report["decoder"], report["seconds"] = tr.method, round(time.time() - t0, 1)
         with open(args.out, "w") as f:
             json.dump(report, f, indent=1)
         if args.save_clips and name != "nospeech":
             os.makedirs(args.save_clips, exist_ok=True)
             np.savez_compressed(os.path.join(args.save_clips, name + ".npz"),
                                 **{c["id"]: c["audio"] for c in clips[: args.save_limit]})
-    report["decoder"], report["num_beams"] = tr.method, tr.num_beams
+    report["decoder"] = tr.method
     report["seconds"] = round(time.time() - t0, 1)
     with open(args.out, "w") as f:
         json.dump(report, f, indent=1)

@@ -211,7 +211,9 @@ def plan_window(rng, store, L, args, prompts, short=False):
         n = 0
         while n < n_max:
             i = rng.randrange(len(store.length))
-            length = int(store.length[i] / rate)  # samples of the window it takes
+            # Samples of the window it takes: the last one reads at most the utterance's last
+            # stored sample ((length - 1) * rate <= stored - 1), never the next utterance's.
+            length = int((store.length[i] - 1) / rate) + 1
             start = int(t * SR)
             if start + length <= WIN:
                 chunks.append((store.offset[i], length, start))
