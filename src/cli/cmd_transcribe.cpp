@@ -54,7 +54,7 @@ void run(TranscribeArgs& a) {
     wo.quantize = a.quantize;
     auto model = whisper::WhisperModel::load(a.model, backend, wo);
     // Two cache slots per beam; unset, the model's default beam size (generation_config.json).
-    const int beams = a.options.beam_size.value_or(model->tokens.num_beams);
+    const int beams = *whisper::with_model_defaults(a.options, model->tokens).beam_size;
     whisper::WhisperRunner runner(model->config, *model->weights, backend, std::max(2, 2 * beams));
     const bool tty = isatty(fileno(stderr));
     std::fprintf(stderr, "loaded %s (%d+%d layers, d_model %d) in %.2f s on %s, %d threads\n",

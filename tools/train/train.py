@@ -193,7 +193,7 @@ def plan_window(rng, store, L, args, prompts, short=False):
 
     The rate is speed perturbation (`--speed`): the window's utterances play `rate` times as
     fast (tempo, pitch and formants together, as Kaldi's 0.9/1.0/1.1 perturbation), so each
-    takes length / rate samples of the window, and the timestamps are those of what is heard."""
+    takes about length / rate samples of the window, and the timestamps are those of what is heard."""
     chunks, ctc = [], []
     rate = 1.0 + args.speed * (2 * rng.random() - 1) if args.speed > 0 else 1.0
     cut = False
@@ -309,7 +309,8 @@ def assemble(store, plans, device):
             srcs.append(src)
     inside = torch.zeros(total + 1, dtype=torch.int32, device=device)
     shift = torch.zeros(total + 1, dtype=torch.int64, device=device)
-    first = torch.zeros(total + 1, dtype=torch.int64, device=device)
+    varying = any(r != 1.0 for r in rates)
+    first = torch.zeros(total + 1, dtype=torch.int64, device=device) if varying else None
     if starts:
         st = to_device(torch.tensor(starts, dtype=torch.int64), device)
         ln = to_device(torch.tensor(lens, dtype=torch.int64), device)
@@ -319,13 +320,14 @@ def assemble(store, plans, device):
         inside.index_add_(0, st + ln, -one)
         shift.index_add_(0, st, sr - st)
         shift.index_add_(0, st + ln, -(sr - st))
-        first.index_add_(0, st, st)
-        first.index_add_(0, st + ln, -st)
+        if varying:
+            first.index_add_(0, st, st)
+            first.index_add_(0, st + ln, -st)
     inside = torch.cumsum(inside[:total], 0) > 0
     shift = torch.cumsum(shift[:total], 0)
     pos = torch.arange(total, device=device, dtype=torch.int64)
     idx = torch.where(inside, pos + shift, torch.zeros_like(pos))
-    if all(r == 1.0 for r in rates):
+    if not varying:
         return (store.audio[idx].float() / 32768.0).view(B, WIN)
     # source = src + (p - dst) * rate = idx + (p - dst) * (rate - 1), in float64 (store offsets
     # reach 1e10; float32 would lose the fraction).
@@ -490,8 +492,8 @@ def make_batch(rng, store, L, args, prompts, device, short=False, corrupt=0.0, c
     targets = (to_device(labelled, device), to_device(lab.flatten()[labelled], device))
     # Windows whose utterances were cut contribute an empty target that the mask drops.
     return (audio, to_device(torch.tensor(active), device), to_device(torch.tensor(speech), device),
-            to_device(inp, device), to_device(lab, device),
-            (to_device(ctc_targets, device), ctc_len, ctc_ok, ctc_any), targets)  # lengths stay on the host
+            to_device(inp, device), lab,
+            (to_device(ctc_targets, device), ctc_len, ctc_ok, ctc_any), targets)  # lengths, lab stay on the host
 
 
 class Probe:
@@ -509,6 +511,7 @@ class Probe:
                                       "p_timestamps": 0.0, "p_translate": 0.0, "speed": 0.0})
         audio, _, _, self.inp, self.lab, (ctc_t, ctc_len, _, _), _ = make_batch(
             random.Random(99), store, L, pargs, [[L.eot]], device, short=True)
+        self.lab = to_device(self.lab, device)
         self.feats = mel(audio)
         flat, self.refs = ctc_t.tolist(), []
         for n in ctc_len.tolist():

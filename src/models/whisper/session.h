@@ -25,36 +25,36 @@ struct WindowAlignment {
 
 class Session {
 public:
-  // `slots`: 2 cache slots per beam reserved for this session (the beam size as
-  // with_model_defaults resolves it). Validates the options
-  // (Error(InvalidArgument) naming the field).
-  Session(const WhisperModel& model, Backend& backend, std::vector<float> pcm16k,
-          const TranscribeOptions& options, std::vector<int> slots);
+    // `slots`: 2 cache slots per beam reserved for this session (the beam size as
+    // with_model_defaults resolves it). Validates the options (Error(InvalidArgument) naming
+    // the field).
+    Session(const WhisperModel& model, Backend& backend, std::vector<float> pcm16k,
+            const TranscribeOptions& options, std::vector<int> slots);
 
-  enum class Phase { NeedEncode, Decoding, NeedAlign, Done };
-  Phase phase() const { return phase_; }
+    enum class Phase { NeedEncode, Decoding, NeedAlign, Done };
+    Phase phase() const { return phase_; }
 
-  // NeedEncode: the log-mel of the current window and where to put its encoding.
-  std::vector<float> window_mel() const;
-  CrossKv* cross() { return cross_.get(); }
-  const std::vector<int>& slots() const { return slots_; }
-  // Call after the runner encoded window_mel() into cross().
-  void encoded();
+    // NeedEncode: the log-mel of the current window and where to put its encoding.
+    std::vector<float> window_mel() const;
+    CrossKv* cross() { return cross_.get(); }
+    const std::vector<int>& slots() const { return slots_; }
+    // Call after the runner encoded window_mel() into cross().
+    void encoded();
 
-  // Decoding: inputs for the next step, then their logits.
-  std::vector<StepInput> inputs();
-  void consume(std::span<std::vector<float>> logits, StepModel& model);
+    // Decoding: inputs for the next step, then their logits.
+    std::vector<StepInput> inputs();
+    void consume(std::span<std::vector<float>> logits, StepModel& model);
 
-  // NeedAlign (word timestamps): one cross-attention pass over the window's tokens on the
-  // session's first slot; then the window's segments are final.
-  void align(WhisperRunner& runner);
+    // NeedAlign (word timestamps): one cross-attention pass over the window's tokens on the
+    // session's first slot; then the window's segments are final.
+    void align(WhisperRunner& runner);
 
-  // Called with each finished segment as soon as it is decided (streaming).
-  std::function<void(const Segment&)> on_segment;
+    // Called with each finished segment as soon as it is decided (streaming).
+    std::function<void(const Segment&)> on_segment;
 
-  // Done: the transcript.
-  Transcript& transcript() { return result_; }
-  double seconds_done() const;
+    // Done: the transcript.
+    Transcript& transcript() { return result_; }
+    double seconds_done() const;
 
 private:
     void start_attempt();
