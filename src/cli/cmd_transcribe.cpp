@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 
@@ -37,6 +38,14 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error(ErrorKind::NotFound, "cannot read " + path);
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// CLI11 validator: a log-probability threshold is a number at most 0 ("" when it is).
+std::string check_log_probability(std::string& value) {
+    char* end = nullptr;
+    const float x = std::strtof(value.c_str(), &end);
+    if (end == value.c_str() || *end != '\0') return "not a number: " + value;
+    return x <= 0.0f ? std::string() : "a log-probability threshold is at most 0, got " + value;
 }
 
 void run(TranscribeArgs& a) {
@@ -125,6 +134,17 @@ void register_transcribe(CLI::App& app, GlobalOptions&) {
         "--no-condition-on-previous-text", [a] { a->options.condition_on_previous_text = false; },
         "Decode each window without the text before it");
     cmd->add_option("--max-new-tokens", a->options.max_new_tokens, "Tokens per 30 s window")->default_val(224);
+    // OpenAI whisper's gate and fallback thresholds, under the names its CLI gives them.
+    cmd->add_option("--no-speech-threshold", a->options.no_speech_threshold,
+                    "A window is silent (no text) when <|nospeech|> is more probable than this "
+                    "and its average log-probability is below --logprob-threshold; 1: no gate")
+        ->default_val(0.6f)
+        ->check(CLI::Range(0.0f, 1.0f));
+    cmd->add_option("--logprob-threshold", a->options.logprob_threshold,
+                    "Average token log-probability under which a window is decoded again at the "
+                    "next temperature (and counts as silent, see --no-speech-threshold)")
+        ->default_val(-1.0f)
+        ->check(CLI::Validator(check_log_probability, "<= 0"));
     cmd->add_option("-t,--threads", a->threads, "CPU threads (0 = all, up to 8)");
     cmd->add_option("--device", a->device, "cpu|cuda|metal")->default_val("cpu");
     cmd->add_option("--quantize", a->quantize,

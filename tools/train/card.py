@@ -15,6 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare import beams_in, model_beams  # noqa: E402  (how compare.py reads decoding options)
+from evaluate import normalize  # noqa: E402
 
 KEY_PACKAGES = ("espeak-ng_", "flite_", "festival_", "festvox-us-slt-hts_", "festvox-kdlpc16k_", "fortunes_",
                 "wordnet-base_")
@@ -30,6 +31,8 @@ def main():
     ap.add_argument("--training", required=True)
     ap.add_argument("--eval", required=True)
     ap.add_argument("--compare", action="append", default=[], help="SET=compare.py --json output")
+    ap.add_argument("--compare-f32", action="append", default=[],
+                    help="SET=compare.py --quantize f32 --json output (parity with the weights as transformers ran them)")
     ap.add_argument("--continued-from", action="append", default=[],
                     help="training.json of an earlier stage the model was continued from (device_call.sh "
                          "continue / start-continue); once per stage, the run from scratch first")
@@ -52,6 +55,10 @@ def main():
     for spec in args.compare:
         name, path = spec.split("=", 1)
         cmp[name] = json.load(open(path))
+    cmp_f32 = {}
+    for spec in args.compare_f32:
+        name, path = spec.split("=", 1)
+        cmp_f32[name] = json.load(open(path))
     versions = [l.strip() for l in open(args.versions) if l.strip().startswith(KEY_PACKAGES)]
     a = tr["args"]
 
@@ -66,6 +73,9 @@ def main():
         ours = ("%s on the first %d clips (transformers on them: %s); %d of %d transcripts identical" % (
             pct(c["wer_parlance"]), c["clips"], pct(c["wer_transformers"]), c["identical"], c["clips"])
             if c else "—")
+        if name in cmp_f32:
+            ours += "; with `--quantize f32` (float32 weights, as transformers ran them) %d of %d" % (
+                cmp_f32[name]["identical"], cmp_f32[name]["clips"])
         rows.append("| %s | %d | %d | %s | %s |" % (labels[name], e["clips"], e["words"], pct(e["wer"]), ours))
     ns = ev.get("nospeech", {})
     picked = ""
@@ -95,10 +105,16 @@ def main():
         state = "met for the %s, **not yet for the %s** %s" % (
             ", ".join(n for n, ok in results if ok), ", ".join(missed), runs)
     targets = "The recipe's targets, at most 10 %% (seen voices) and 20 %% (held-out voice), are %s." % state
-    ns_parlance = ""
+    # Which no-speech clips gave text with transformers, and what.
+    ns_text = ", ".join("%s: \"%s\"" % (r["id"], r["hyp"].strip()) for r in ns.get("rows", []) if normalize(r["hyp"]))
+    ns_parlance = " — %s" % ns_text if ns_text else ""
     if "nospeech" in cmp:
-        ns_parlance = ("; %d of %d with `parlance transcribe` as a user runs it (its no-speech gate on), "
-                       "`compare.py --set nospeech`" % (cmp["nospeech"]["clips_with_text"], cmp["nospeech"]["clips"]))
+        c = cmp["nospeech"]
+        ns_parlance += ("; %d of %d with `parlance transcribe` as a user runs it (timestamps, temperature fallback "
+                        "and its no-speech gate on), `compare.py --set nospeech`" % (c["clips_with_text"], c["clips"]))
+        if "identical" in c:
+            ns_parlance += (". Decoded as the evaluation decodes (no timestamps, temperature 0, no gate), parlance "
+                            "gives transformers' text on %d of %d (`--report eval.json` added)" % (c["identical"], c["clips"]))
     continued = ""
     if earlier:
         def final_probe(record):
@@ -150,6 +166,7 @@ def main():
     eval_beams = ev_report.get("num_beams", 1)
     eval_decoding = "greedy decoding" if eval_beams == 1 else "beam search (%d beams)" % eval_beams
     vtlp = (" vocal tract length perturbation (warp factors 1 ± %g)," % a["vtlp"]) if a.get("vtlp") else ""
+    speed = (" speed perturbation (rates 1 ± %g)," % a["speed"]) if a.get("speed") else ""
     text = f"""# {args.name}
 
 A small English speech-recognition model in the Whisper architecture, **trained by parlance's own
@@ -178,7 +195,7 @@ and WordNet glosses ({pct(args.splice)} of them spliced from spans of several se
 the decoder cannot complete them from memory); held-out sentences (split by hash in `corpus.py`) and one voice (flite `rms`) were never
 used in training. Augmentation: reverberation (p {a.get("p_reverb")}), telephone band and mu-law (p {a.get("p_phone")}),
 coloured noise (p {a.get("p_noise")}) at {a.get("snr_min")}–{a.get("snr_max")} dB SNR, level
-{a.get("gain_min")}…{a.get("gain_max")} dB,{vtlp} SpecAugment; an auxiliary character CTC loss on the
+{a.get("gain_min")}…{a.get("gain_max")} dB,{vtlp}{speed} SpecAugment; an auxiliary character CTC loss on the
 encoder (weight {a.get("ctc_weight")}, dropped at export); {pct(a.get("p_corrupt") or 0)} of the decoder's
 teacher-forced input tokens replaced by random ones, label smoothing {a.get("label_smoothing", 0)}.
 Final training loss {tr["final_loss"]} (label-smoothed).{picked}{continued}
@@ -201,8 +218,8 @@ machine; `compare.py` with `parlance transcribe` here, on the same clips, with t
 
 {targets}
 
-No speech: {ns.get("clips_with_text", "—")} of {ns.get("clips", "—")} clips of silence and white/pink/brown
-noise produced text with transformers ({eval_decoding}){ns_parlance}.
+No speech (silence, and white/pink/brown noise at -40 and -20 dBFS): {ns.get("clips_with_text", "—")} of
+{ns.get("clips", "—")} clips produced text with transformers, {eval_decoding}{ns_parlance}.
 
 Commands: `python3 tools/train/evaluate.py --model MODEL --set seen=... --set heldout=... --real
 .train/real --out eval.json --save-clips clips` (device), `python3 tools/train/compare.py

@@ -13,7 +13,8 @@ Pure Python + numpy; runs on the CPU machine.
   python3 tools/train/compare.py --parlance build/parlance --model models/NAME --set nospeech
 
 `--set nospeech` runs the evaluation's silence and noise clips with parlance's default decoding
-(no-speech gate on) and counts those that give text.
+(no-speech gate on) and counts those that give text; with `--report`, it also decodes them as
+evaluate.py did and compares with transformers' transcripts.
 
 `--join N` measures long audio instead: the clips joined N at a time (each has 0.5 s of silence
 either side), transcribed by parlance as a user runs it (default decoding, with timestamps and
@@ -69,16 +70,44 @@ def transcribe(args, named_audio, extra):
 def nospeech(args):
     """The evaluation's no-speech clips (silence, white/pink/brown noise; made again here, they are
     seeded) through `parlance transcribe` as a user runs it: default decoding, with its no-speech
-    gate. Counts the clips that give any text."""
+    gate. Counts the clips that give any text. With --report, also decodes them as evaluate.py
+    did (its beams, temperature 0, no timestamps, no gate) and compares with transformers."""
     clips = nospeech_clips()
     texts = transcribe(args, [(c["id"], c["audio"]) for c in clips], [])
     with_text = [(c["id"], t) for c, t in zip(clips, texts) if normalize(t)]
     print("set nospeech: %d clips, %d with text %s" % (len(clips), len(with_text), with_text or ""))
+    result = {"set": "nospeech", "clips": len(clips), "clips_with_text": len(with_text),
+              "rows": [{"id": c["id"], "parlance": t} for c, t in zip(clips, texts)]}
+    if args.report:
+        report = json.load(open(args.report))
+        theirs = {r["id"]: r["hyp"].strip() for r in report["sets"]["nospeech"]["rows"]}
+        beams = report_beams(report, "nospeech")
+        plain = transcribe(args, [(c["id"], c["audio"]) for c in clips], evaluation_decoding(beams))
+        same = sum(theirs.get(c["id"]) == t for c, t in zip(clips, plain))
+        print("  as evaluate.py decodes (%d beam(s), no timestamps, no gate): %d of %d identical to transformers, "
+              "%d with text" % (beams, same, len(clips), sum(bool(normalize(t)) for t in plain)))
+        for row, t in zip(result["rows"], plain):  # both in the clips' order
+            row.update({"parlance_evaluation_decoding": t, "transformers": theirs.get(row["id"])})
+        result.update({"num_beams": beams, "identical": same})
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"set": "nospeech", "clips": len(clips), "clips_with_text": len(with_text),
-                       "rows": [{"id": c["id"], "parlance": t} for c, t in zip(clips, texts)]}, f, indent=1)
+            json.dump(result, f, indent=1)
     return 0 if not with_text else 1
+
+
+def report_beams(report, name):
+    """The beams evaluate.py decoded a set with (reports before it recorded them were greedy)."""
+    beams = report["sets"][name].get("num_beams", report.get("num_beams")) or 1
+    if isinstance(beams, list):
+        sys.exit("set %s was decoded partly greedily (evaluate.py's fallback): beams %s" % (name, beams))
+    return beams
+
+
+def evaluation_decoding(beams):
+    """parlance options for what evaluate.py runs: its beams, temperature 0 without fallback, no
+    timestamps, no no-speech gate (transformers' generate() has none), English."""
+    return ["--language", "en", "--temperature", "0", "--no-timestamps", "--no-speech-threshold", "1",
+            "--beam-size", str(beams)]
 
 
 def effective_beams(args):
@@ -127,7 +156,7 @@ def main():
     ap.add_argument("--parlance", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--clips", help="evaluate.py --save-clips NAME.npz (not for --set nospeech)")
-    ap.add_argument("--report", help="evaluate.py's report (not for --set nospeech)")
+    ap.add_argument("--report", help="evaluate.py's report (optional for --set nospeech: adds parity)")
     ap.add_argument("--quantize", help="parlance's --quantize (f32: linear weights in float32, as transformers ran them)")
     ap.add_argument("--set", required=True)
     ap.add_argument("--threads", type=int, default=2)
@@ -146,14 +175,8 @@ def main():
     if args.join:
         return long_audio(args, rows, clips, ids)
     out, same = [], 0
-    # What evaluate.py ran: its beams (reports before it recorded them were greedy), temperature
-    # 0 without fallback, no timestamps, English.
-    report = json.load(open(args.report))
-    beams = report["sets"][args.set].get("num_beams", report.get("num_beams")) or 1
-    if isinstance(beams, list):
-        sys.exit("set %s was decoded partly greedily (evaluate.py's fallback): beams %s" % (args.set, beams))
-    texts = transcribe(args, [(cid, clips[cid]) for cid in ids],
-                       ["--language", "en", "--temperature", "0", "--no-timestamps", "--beam-size", str(beams)])
+    beams = report_beams(json.load(open(args.report)), args.set)
+    texts = transcribe(args, [(cid, clips[cid]) for cid in ids], evaluation_decoding(beams))
     for cid, ours in zip(ids, texts):
         ref = rows[cid]
         equal = ours == ref["hyp"].strip()

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "audio/wav.h"
 #include "test_support.h"
 
 namespace parlance {
@@ -197,6 +198,35 @@ TEST(Transcribe, DefaultModelTranscribesHeldOutSamples) {
         ASSERT_EQ(testing::run_command(cmd, &out), 0) << out;
         const std::string text = json::parse(out).at("text");
         EXPECT_TRUE(testing::words_match(ref, text)) << name << ": reference '" << ref << "', got '" << text << "'";
+    }
+}
+
+// Silence gives no text with the bundled model as a user runs it (the no-speech gate on, issue
+// 5's "no text on silence"); the gate's thresholds are options, and values outside their range
+// are refused with a message naming the option.
+TEST(Transcribe, DefaultModelSilenceGivesNoTextAndGateOptionsAreChecked) {
+    if (!fs::exists(testing::bundled_model_dir() / "config.json"))
+        GTEST_SKIP() << "no bundled model";
+    TempDir tmp;
+    const fs::path wav = tmp / "silence-5s.wav";
+    parlance::write_wav_file(wav, std::vector<float>(16000 * 5, 0.0f), 16000);
+    const std::string base = "env -u PARLANCE_MODEL " +
+                             quoted(testing::parlance_binary().string()) +
+                             " transcribe -t 2 -f json " + quoted(wav.string());
+    std::string out;
+    ASSERT_EQ(testing::run_command("(" + base + " 2>/dev/null)", &out), 0) << out;
+    EXPECT_EQ(json::parse(out).at("text"), "") << out;
+    ASSERT_EQ(
+        testing::run_command(
+            "(" + base + " --no-speech-threshold 0.9 --logprob-threshold -0.5 2>/dev/null)", &out),
+        0)
+        << out;
+    EXPECT_TRUE(json::parse(out).at("text").is_string());
+    for (const char* bad : {"--no-speech-threshold 1.5", "--no-speech-threshold -0.1",
+                            "--logprob-threshold 0.5", "--logprob-threshold abc"}) {
+        EXPECT_NE(testing::run_command(base + " " + bad + " 2>&1", &out), 0) << bad;
+        const std::string option = std::string(bad).substr(0, std::string(bad).find(' '));
+        EXPECT_NE(out.find(option), std::string::npos) << bad << ": " << out;
     }
 }
 
