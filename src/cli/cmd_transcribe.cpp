@@ -3,6 +3,7 @@
 // A progress bar goes to stderr when stderr is a terminal.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -40,12 +41,27 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// CLI11 validator: a log-probability threshold is a number at most 0 ("" when it is).
-std::string check_log_probability(std::string& value) {
+// CLI11 validators ("" when the value is good). strtof reads as CLI11 will; NaN is refused
+// (every comparison with it is false, so it would turn the gate off unnoticed).
+std::string check_number(const std::string& value, float* x) {
     char* end = nullptr;
-    const float x = std::strtof(value.c_str(), &end);
-    if (end == value.c_str() || *end != '\0') return "not a number: " + value;
-    return x <= 0.0f ? std::string() : "a log-probability threshold is at most 0, got " + value;
+    *x = std::strtof(value.c_str(), &end);
+    if (end == value.c_str() || *end != '\0' || std::isnan(*x)) return "not a number: " + value;
+    return {};
+}
+
+std::string check_probability(std::string& value) {
+    float x = 0.0f;
+    std::string error = check_number(value, &x);
+    if (error.empty() && (x < 0.0f || x > 1.0f)) error = "a probability is in [0, 1], got " + value;
+    return error;
+}
+
+std::string check_log_probability(std::string& value) {
+    float x = 0.0f;
+    std::string error = check_number(value, &x);
+    if (error.empty() && x > 0.0f) error = "a log-probability threshold is at most 0, got " + value;
+    return error;
 }
 
 void run(TranscribeArgs& a) {
@@ -134,15 +150,16 @@ void register_transcribe(CLI::App& app, GlobalOptions&) {
         "--no-condition-on-previous-text", [a] { a->options.condition_on_previous_text = false; },
         "Decode each window without the text before it");
     cmd->add_option("--max-new-tokens", a->options.max_new_tokens, "Tokens per 30 s window")->default_val(224);
-    // OpenAI whisper's gate and fallback thresholds, under the names its CLI gives them.
+    // OpenAI whisper's gate and fallback thresholds (its CLI's names, hyphenated).
     cmd->add_option("--no-speech-threshold", a->options.no_speech_threshold,
-                    "A window is silent (no text) when <|nospeech|> is more probable than this "
-                    "and its average log-probability is below --logprob-threshold; 1: no gate")
+                    "A window is silent (no text) when the probability of <|nospeech|> exceeds "
+                    "this and its average log-probability is below --logprob-threshold; 1: no gate")
         ->default_val(0.6f)
-        ->check(CLI::Range(0.0f, 1.0f));
+        ->check(CLI::Validator(check_probability, "[0, 1]"));
     cmd->add_option("--logprob-threshold", a->options.logprob_threshold,
                     "Average token log-probability under which a window is decoded again at the "
-                    "next temperature (and counts as silent, see --no-speech-threshold)")
+                    "next temperature (unless --temperature fixes one) and, with <|nospeech|> "
+                    "above --no-speech-threshold, counts as silent; =-inf: never")
         ->default_val(-1.0f)
         ->check(CLI::Validator(check_log_probability, "<= 0"));
     cmd->add_option("-t,--threads", a->threads, "CPU threads (0 = all, up to 8)");

@@ -74,7 +74,7 @@ def main():
             pct(c["wer_parlance"]), c["clips"], pct(c["wer_transformers"]), c["identical"], c["clips"])
             if c else "—")
         if name in cmp_f32:
-            ours += "; with `--quantize f32` (float32 weights, as transformers ran them) %d of %d" % (
+            ours += "; with `--quantize f32` %d of %d" % (
                 cmp_f32[name]["identical"], cmp_f32[name]["clips"])
         rows.append("| %s | %d | %d | %s | %s |" % (labels[name], e["clips"], e["words"], pct(e["wer"]), ours))
     ns = ev.get("nospeech", {})
@@ -113,8 +113,9 @@ def main():
         ns_parlance += ("; %d of %d with `parlance transcribe` as a user runs it (timestamps, temperature fallback "
                         "and its no-speech gate on), `compare.py --set nospeech`" % (c["clips_with_text"], c["clips"]))
         if "identical" in c:
-            ns_parlance += (". Decoded as the evaluation decodes (no timestamps, temperature 0, no gate), parlance "
-                            "gives transformers' text on %d of %d (`--report eval.json` added)" % (c["identical"], c["clips"]))
+            ns_parlance += (". Decoded as the evaluation decodes (no timestamps, temperature 0, no gate: "
+                            "`--no-speech-threshold 1`), parlance gives transformers' text on %d of %d "
+                            "(`compare.py --set nospeech --report eval.json`)" % (c["identical"], c["clips"]))
     continued = ""
     if earlier:
         def final_probe(record):
@@ -219,12 +220,13 @@ machine; `compare.py` with `parlance transcribe` here, on the same clips, with t
 {targets}
 
 No speech (silence, and white/pink/brown noise at -40 and -20 dBFS): {ns.get("clips_with_text", "—")} of
-{ns.get("clips", "—")} clips produced text with transformers, {eval_decoding}{ns_parlance}.
+{ns.get("clips", "—")} clips produced text with transformers, {eval_decoding}, no timestamps{ns_parlance}.
 
 Commands: `python3 tools/train/evaluate.py --model MODEL --set seen=... --set heldout=... --real
 .train/real --out eval.json --save-clips clips` (device), `python3 tools/train/compare.py
 --parlance build/parlance --model models/{args.name} --clips clips_seen.npz --report eval.json
---set seen --json cmp-seen.json` (here).
+--set seen --json cmp-seen.json` (here; `--quantize f32` runs parlance with float32 weights, as
+transformers ran them; `--set nospeech [--report eval.json]` the no-speech clips).
 
 ## Samples
 

@@ -4,7 +4,7 @@
 Takes the clips evaluate.py saved (--save-clips, .npz of int16 samples) and its report (the
 transformers transcripts), runs `parlance transcribe` on each clip with the same decoding
 (the report's beams, greedy when it does not say; temperature 0 without fallback, no timestamps,
-English), and prints how many
+no no-speech gate, English), and prints how many
 transcripts are identical, the first differences, and the word error rate of both.
 Pure Python + numpy; runs on the CPU machine.
 
@@ -92,7 +92,7 @@ def nospeech(args):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
-    return 0 if not with_text else 1
+    return 0 if not with_text and result.get("identical", len(clips)) == len(clips) else 1
 
 
 def report_beams(report, name):
@@ -105,7 +105,7 @@ def report_beams(report, name):
 
 def evaluation_decoding(beams):
     """parlance options for what evaluate.py runs: its beams, temperature 0 without fallback, no
-    timestamps, no no-speech gate (transformers' generate() has none), English."""
+    timestamps, no no-speech gate (evaluate.py sets none for generate()), English."""
     return ["--language", "en", "--temperature", "0", "--no-timestamps", "--no-speech-threshold", "1",
             "--beam-size", str(beams)]
 
@@ -169,13 +169,14 @@ def main():
         return nospeech(args)
     if not args.clips or not args.report:
         ap.error("--clips and --report are needed for --set %s" % args.set)
-    rows = {r["id"]: r for r in json.load(open(args.report))["sets"][args.set]["rows"]}
+    report = json.load(open(args.report))
+    rows = {r["id"]: r for r in report["sets"][args.set]["rows"]}
     clips = np.load(args.clips)
     ids = [cid for cid in clips.files if cid in rows]
     if args.join:
         return long_audio(args, rows, clips, ids)
     out, same = [], 0
-    beams = report_beams(json.load(open(args.report)), args.set)
+    beams = report_beams(report, args.set)
     texts = transcribe(args, [(cid, clips[cid]) for cid in ids], evaluation_decoding(beams))
     for cid, ours in zip(ids, texts):
         ref = rows[cid]
