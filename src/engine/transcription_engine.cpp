@@ -35,15 +35,7 @@ TranscriptionEngine::~TranscriptionEngine() { shutdown(false); }
 std::future<Transcript> TranscriptionEngine::submit(TranscriptionRequest request) {
     // The model's defaults first: the cache slots a request takes depend on its beam size.
     request.options = whisper::with_model_defaults(std::move(request.options), model_.tokens);
-    const int beams = *request.options.beam_size;
-    if (beams < 1)
-        throw Error(ErrorKind::InvalidArgument,
-                    "beam_size must be at least 1, not " + std::to_string(beams));
-    const int need = 2 * beams;
-    if (need > runner_.kv().n_slots())
-        throw Error(ErrorKind::InvalidArgument,
-                    "beam_size " + std::to_string(beams) + " needs " + std::to_string(need) +
-                        " cache slots; this server has " + std::to_string(runner_.kv().n_slots()));
+    whisper::slots_for_beams(*request.options.beam_size, runner_.kv().n_slots());
     auto job = std::make_unique<Job>();
     job->request = std::move(request);
     job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, options_.max_new_tokens);

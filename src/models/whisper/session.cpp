@@ -68,9 +68,7 @@ Session::Session(const WhisperModel& model, Backend& backend, std::vector<float>
         throw Error(ErrorKind::InvalidArgument, "task must be transcribe or translate, not '" + o_.task + "'");
     if (o_.task == "translate" && (!t.multilingual || t.translate < 0))
         throw Error(ErrorKind::InvalidArgument, "this English-only model cannot translate");
-    if (*o_.beam_size < 1 || 2 * *o_.beam_size > static_cast<int>(slots_.size()))
-        throw Error(ErrorKind::InvalidArgument, "beam_size must be between 1 and " +
-                                                    std::to_string(slots_.size() / 2));
+    slots_for_beams(*o_.beam_size, static_cast<int>(slots_.size()));
     if (o_.temperatures.empty()) o_.temperatures = {0.0f};
     if (pcm_.empty()) throw Error(ErrorKind::InvalidAudio, "the audio is empty");
     result_.task = o_.task;

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <string>
 
 #include <zlib.h>
 
@@ -85,14 +87,20 @@ TranscribeOptions with_model_defaults(TranscribeOptions o, const SpecialTokens& 
     return o;
 }
 
+int slots_for_beams(int beams, int available) {
+    if (beams < 1 || 2 * beams > available)
+        throw Error(ErrorKind::InvalidArgument,
+                    "beam_size " + std::to_string(beams) + " must be between 1 and " +
+                        std::to_string(available / 2) + " (2 decoder cache slots per beam, " +
+                        std::to_string(available) + " available)");
+    return 2 * beams;
+}
+
 Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::span<const float> pcm,
                       const TranscribeOptions& options) {
     const TranscribeOptions o = with_model_defaults(options, model.tokens);
-    if (*o.beam_size < 1 || 2 * *o.beam_size > runner.kv().n_slots())
-        throw Error(ErrorKind::InvalidArgument,
-                    "beam_size must be between 1 and " + std::to_string(runner.kv().n_slots() / 2));
-    std::vector<int> slots;
-    for (int i = 0; i < 2 * *o.beam_size; ++i) slots.push_back(i);
+    std::vector<int> slots(slots_for_beams(*o.beam_size, runner.kv().n_slots()));
+    std::iota(slots.begin(), slots.end(), 0);
     Session session(model, runner.backend(), std::vector<float>(pcm.begin(), pcm.end()), o, slots);
     WhisperStepModel steps(runner);
     for (int s : slots) steps.bind(s, session.cross());

@@ -52,6 +52,10 @@ struct TranscribeOptions {
 // the beam size and whether windows are prompted with the text before them.
 TranscribeOptions with_model_defaults(TranscribeOptions o, const SpecialTokens& tokens);
 
+// The decoder cache slots `beams` take (2 per beam), checked against the `available` ones:
+// Error(InvalidArgument) naming beam_size when it is below 1 or needs more.
+int slots_for_beams(int beams, int available);
+
 // The runner as a StepModel whose slots are bound to encoded audio windows.
 class WhisperStepModel : public StepModel {
 public:
