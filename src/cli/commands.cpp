@@ -10,6 +10,7 @@ void register_commands(CLI::App& app, GlobalOptions& globals) {
     register_parity(app, globals);
     register_convert(app, globals);
     register_pull(app, globals);
+    register_generate(app, globals);
 }
 
 }  // namespace parlance::cli

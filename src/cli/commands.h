@@ -22,5 +22,6 @@ void register_parity(CLI::App& app, GlobalOptions& globals);
 void register_serve(CLI::App& app, GlobalOptions& globals);
 void register_convert(CLI::App& app, GlobalOptions& globals);
 void register_pull(CLI::App& app, GlobalOptions& globals);
+void register_generate(CLI::App& app, GlobalOptions& globals);
 
 }  // namespace parlance::cli

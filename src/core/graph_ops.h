@@ -1,0 +1,54 @@
+// Graph helpers every architecture builds from (STYLE: llama.cpp's build_norm/build_attn/
+// build_ffn): norms, projections, rotary embeddings, MLPs, and attention over the paged KV cache
+// for a whole StepBatch in one call per layer. Shapes are ggml ne, innermost first: activations
+// are [d, n_tokens], one token per column.
+#pragma once
+
+#include <ggml.h>
+
+#include "core/kv_storage.h"
+#include "core/step_batch.h"
+
+namespace parlance {
+
+// LayerNorm over ne0: norm(x) * w + b.
+ggml_tensor* layer_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tensor* b, float eps);
+// RMSNorm over ne0: x / sqrt(mean(x^2) + eps) * w (w may be null). For [hd, heads, n] it
+// normalises each head (Qwen3's QK-norm).
+ggml_tensor* rms_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, float eps);
+// x·Wᵀ (+ b): w ne [in, out], x [in, n] -> [out, n].
+ggml_tensor* linear(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tensor* b = nullptr);
+// down(silu(gate(x)) * up(x)) (Qwen, Llama).
+ggml_tensor* swiglu_mlp(ggml_context* ctx, ggml_tensor* x, ggml_tensor* gate, ggml_tensor* up, ggml_tensor* down);
+
+struct RopeParams {
+    float theta = 10000.0f;      // rope_theta
+    float freq_scale = 1.0f;     // 1 / linear scaling factor
+    int n_ctx_orig = 0;          // original context (YaRN); 0 = none
+    bool neox = true;            // rotate halves (HF rotate_half), not interleaved pairs
+};
+// Rotary position embedding of x [hd, heads, n] at positions (I32 [n]).
+ggml_tensor* rope(ggml_context* ctx, ggml_tensor* x, ggml_tensor* positions, const RopeParams& p);
+
+// The input tensors of a StepBatch in a graph; create() before building, upload() after the
+// graph is allocated.
+struct StepTensors {
+    ggml_tensor* tokens = nullptr;     // I32 [n_tokens]
+    ggml_tensor* positions = nullptr;  // I32 [n_tokens]
+    ggml_tensor* write = nullptr;      // I64 [n_tokens]
+    ggml_tensor* read = nullptr;       // I32 [n_kv]
+    ggml_tensor* mask = nullptr;       // F32 [n_kv, n_tokens]
+    ggml_tensor* outputs = nullptr;    // I32 [n_outputs]
+
+    static StepTensors create(ggml_context* ctx, const StepBatch& batch);
+    void upload(const StepBatch& batch) const;
+};
+
+// Grouped-query attention of one layer for every token of the batch: writes k and v (this step's,
+// [hd, kv_heads, n]) into the layer's cache cells, gathers the cells the batch reads, and attends
+// q [hd, heads, n] over them under the batch mask. heads must be a multiple of kv_heads (query
+// head h reads kv head h / (heads / kv_heads), as transformers' repeat_kv). -> [hd * heads, n].
+ggml_tensor* paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v,
+                             const KvStorage& cache, int layer, const StepTensors& in, float scale);
+
+}  // namespace parlance

@@ -1,0 +1,74 @@
+// Device memory of the paged KV cache (see kv_storage.h).
+#include "core/kv_storage.h"
+
+#include <string>
+
+#include "core/error.h"
+
+namespace parlance {
+
+size_t KvSpec::bytes_per_token() const {
+    return 2 * static_cast<size_t>(n_layers) * ggml_row_size(type, kv_dim);
+}
+
+KvStorage::KvStorage(const KvSpec& spec, int64_t n_cells, Backend& backend)
+    : spec_(spec), n_cells_(n_cells), graph_buf_(graph_context_size(4096)) {
+    if (spec.n_layers < 1 || spec.kv_dim < 1 || n_cells < 1)
+        throw Error(ErrorKind::InvalidArgument, "a KV cache needs layers, width and cells");
+    ggml_init_params p{ggml_tensor_overhead() * (2 * spec.n_layers + 2), nullptr, true};
+    ctx_ = ggml_init(p);
+    for (int l = 0; l < spec.n_layers; ++l) {
+        k_.push_back(ggml_new_tensor_2d(ctx_, spec.type, spec.kv_dim, n_cells));
+        v_.push_back(ggml_new_tensor_2d(ctx_, spec.type, spec.kv_dim, n_cells));
+        ggml_format_name(k_.back(), "cache_k_l%d", l);
+        ggml_format_name(v_.back(), "cache_v_l%d", l);
+    }
+    buffer_ = ggml_backend_alloc_ctx_tensors(ctx_, backend.primary());
+    if (!buffer_)
+        throw Error(ErrorKind::Io, "could not allocate " + std::to_string(spec.bytes_per_token() * n_cells >> 20) +
+                                       " MiB for the KV cache");
+    // Cleared: padding cells are gathered (with weight 0), so they must hold finite values.
+    ggml_backend_buffer_clear(buffer_, 0);
+}
+
+KvStorage::~KvStorage() {
+    if (buffer_) ggml_backend_buffer_free(buffer_);
+    if (ctx_) ggml_free(ctx_);
+}
+
+size_t KvStorage::bytes() const { return buffer_ ? ggml_backend_buffer_get_size(buffer_) : 0; }
+
+void KvStorage::copy_cells(std::span<const CellCopy> copies, Backend& backend) {
+    if (copies.empty()) return;
+    ggml_init_params p{graph_buf_.size(), graph_buf_.data(), true};
+    ggml_context* ctx = ggml_init(p);
+    ggml_cgraph* g = ggml_new_graph_custom(ctx, 4096, false);
+    int nodes = 0;
+    auto flush = [&]() {
+        if (nodes == 0) return;
+        backend.alloc_graph(g);
+        backend.compute(g);
+        ggml_free(ctx);
+        ctx = ggml_init(p);
+        g = ggml_new_graph_custom(ctx, 4096, false);
+        nodes = 0;
+    };
+    for (const CellCopy& c : copies) {
+        if (c.n <= 0) continue;
+        if (c.from < 0 || c.to < 0 || c.from + c.n > n_cells_ || c.to + c.n > n_cells_)
+            throw Error(ErrorKind::Internal, "KV copy outside the cache");
+        for (int l = 0; l < spec_.n_layers; ++l) {
+            for (ggml_tensor* t : {k_[l], v_[l]}) {
+                ggml_tensor* src = ggml_view_2d(ctx, t, t->ne[0], c.n, t->nb[1], c.from * t->nb[1]);
+                ggml_tensor* dst = ggml_view_2d(ctx, t, t->ne[0], c.n, t->nb[1], c.to * t->nb[1]);
+                ggml_build_forward_expand(g, ggml_cpy(ctx, src, dst));
+                nodes += 3;
+            }
+        }
+        if (nodes > 3000) flush();
+    }
+    flush();
+    ggml_free(ctx);
+}
+
+}  // namespace parlance

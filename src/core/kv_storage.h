@@ -1,0 +1,54 @@
+// The device memory of a paged KV cache: per layer one K and one V tensor of ne [kv_dim, n_cells]
+// (a cell per token: block b's cells are [b * block_size, (b + 1) * block_size)). Models write
+// into and gather from it inside their step graphs (graph_ops.h paged_attention); the engine
+// copies blocks (copy-on-write) with copy_cells. Not thread-safe: the engine thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <ggml-backend.h>
+#include <ggml.h>
+
+#include "core/backend.h"
+
+namespace parlance {
+
+struct KvSpec {
+    int n_layers = 0;
+    int kv_dim = 0;                    // n_kv_heads * head_dim (K and V alike)
+    ggml_type type = GGML_TYPE_F32;    // storage type of the cells
+    // Bytes one token takes in every layer's K and V.
+    size_t bytes_per_token() const;
+};
+
+class KvStorage {
+public:
+    KvStorage(const KvSpec& spec, int64_t n_cells, Backend& backend);
+    ~KvStorage();
+    KvStorage(const KvStorage&) = delete;
+    KvStorage& operator=(const KvStorage&) = delete;
+
+    const KvSpec& spec() const { return spec_; }
+    int64_t n_cells() const { return n_cells_; }
+    size_t bytes() const;
+    ggml_tensor* k(int layer) const { return k_[layer]; }
+    ggml_tensor* v(int layer) const { return v_[layer]; }
+
+    struct CellCopy {
+        int64_t from = 0, to = 0, n = 0;  // cells [from, from + n) -> [to, to + n)
+    };
+    // Copies runs of cells in every layer (one graph).
+    void copy_cells(std::span<const CellCopy> copies, Backend& backend);
+
+private:
+    KvSpec spec_;
+    int64_t n_cells_;
+    std::vector<ggml_tensor*> k_, v_;
+    ggml_context* ctx_ = nullptr;
+    ggml_backend_buffer_t buffer_ = nullptr;
+    std::vector<uint8_t> graph_buf_;
+};
+
+}  // namespace parlance

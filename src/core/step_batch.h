@@ -1,0 +1,40 @@
+// One decoder step over many sequences, as a model's graph consumes it: the tokens to compute,
+// their positions, the KV-cache cell each one writes, the cells attention reads and the mask that
+// lets each token see only its own sequence's cells at positions up to its own. Built by the
+// engine from the KV cache manager's block tables; the model never sees blocks or sequences.
+//
+// Batch invariance: each sequence's cells occupy one segment of `read_cells`, in position order,
+// starting at a multiple of kSegmentAlign and padded to one, so every per-token reduction
+// (softmax sums, attention·V dot products) sees the same values in the same SIMD lanes whether
+// the sequence runs alone or beside others; foreign and padding cells add exact zeros.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace parlance {
+
+struct StepBatch {
+    static constexpr int kSegmentAlign = 64;  // >= ggml's widest f32 SIMD step (AVX-512: 64)
+
+    std::vector<int32_t> tokens;       // [n_tokens]
+    std::vector<int32_t> positions;    // [n_tokens]
+    std::vector<int64_t> write_cells;  // [n_tokens] KV cell of each token
+    std::vector<int32_t> read_cells;   // [n_kv] cells attention gathers (segments, padded)
+    std::vector<float> mask;           // [n_tokens][n_kv]: 0 visible, -inf hidden
+    std::vector<int32_t> outputs;      // token indices whose logits are returned, in order
+
+    // Rows of the input embeddings replaced by given vectors (audio features): tokens
+    // [row, row + rows) take data[(i - row) * hidden ...].
+    struct Embeddings {
+        int row = 0;
+        int rows = 0;
+        const float* data = nullptr;   // [rows][hidden]; valid for the step
+    };
+    std::vector<Embeddings> embeddings;
+
+    int n_tokens() const { return static_cast<int>(tokens.size()); }
+    int n_kv() const { return static_cast<int>(read_cells.size()); }
+};
+
+}  // namespace parlance

@@ -1,0 +1,178 @@
+// The language-model step loop (see generation_engine.h).
+#include "engine/generation_engine.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+#include "engine/sampler.h"
+
+namespace parlance {
+namespace {
+
+int blocks_in(const GenerationEngineOptions& o, const KvSpec& spec) {
+    const size_t per_block = spec.bytes_per_token() * static_cast<size_t>(std::max(1, o.block_size));
+    const size_t n = o.kv_cache_bytes / per_block;
+    if (n < 1)
+        throw Error(ErrorKind::InvalidArgument, "the KV cache cap of " + std::to_string(o.kv_cache_bytes >> 20) +
+                                                    " MiB holds no block of " + std::to_string(o.block_size) +
+                                                    " tokens (" + std::to_string(per_block) + " bytes each)");
+    return static_cast<int>(std::min<size_t>(n, std::numeric_limits<int32_t>::max() / std::max(1, o.block_size)));
+}
+
+}  // namespace
+
+GenerationEngine::GenerationEngine(LanguageModel& model, Backend& backend, const GenerationEngineOptions& options)
+    : model_(model), backend_(backend), o_(options), kv_(blocks_in(options, model.kv_spec()), options.block_size),
+      storage_(model.kv_spec(), static_cast<int64_t>(kv_.num_blocks()) * options.block_size, backend),
+      scheduler_(kv_, SchedulerOptions{options.max_running, options.token_budget, model.max_context()}) {}
+
+SeqId GenerationEngine::submit(GenerationRequest r) {
+    if (r.prompt.empty()) throw Error(ErrorKind::InvalidArgument, "the prompt is empty");
+    for (int32_t t : r.prompt)
+        if (t < 0 || t >= model_.vocab_size())
+            throw Error(ErrorKind::InvalidArgument, "prompt token id " + std::to_string(t) + " is outside the vocabulary of " +
+                                                        std::to_string(model_.vocab_size()));
+    for (const EmbeddingSpan& e : r.spans)
+        if (e.position < 0 || e.rows < 0 || e.position + e.rows > static_cast<int>(r.prompt.size()) ||
+            e.data.size() != static_cast<size_t>(e.rows) * model_.hidden_size())
+            throw Error(ErrorKind::InvalidArgument, "an embedding span does not fit the prompt or the model's width");
+    auto s = std::make_unique<Sequence>();
+    s->id = next_id_++;
+    s->priority = r.priority;
+    s->tokens = r.prompt;
+    s->prompt_length = static_cast<int>(r.prompt.size());
+    s->sampling = r.sampling;
+    s->spans = std::move(r.spans);
+    s->deadline = r.deadline;
+    s->cancelled = r.cancelled;
+    // Embeddings make tokens mean something else: such prompts never share cached blocks.
+    s->cache_key = s->spans.empty() ? r.cache_key : (r.cache_key ^ (0x5bd1e995ULL * static_cast<uint64_t>(s->id)));
+    const SeqId id = s->id;
+    scheduler_.add_request(std::move(s));
+    extra_[id] = Extra{std::move(r.on_token), -1};
+    return id;
+}
+
+StepBatch GenerationEngine::build_batch(const SchedulerOutput& out) const {
+    StepBatch b;
+    const int align = StepBatch::kSegmentAlign;
+    struct Seg {
+        int start, tokens_from;
+    };
+    std::vector<Seg> segs;
+    for (const ScheduledSeq& it : out.items) {
+        const Sequence& s = *it.seq;
+        const int first = static_cast<int>(b.tokens.size());
+        for (int j = it.start; j < it.start + it.n; ++j) {
+            b.tokens.push_back(s.tokens[j]);
+            b.positions.push_back(j);
+            b.write_cells.push_back(kv_.cell(s.id, j));
+        }
+        for (const EmbeddingSpan& e : s.spans) {
+            const int lo = std::max(e.position, it.start), hi = std::min(e.position + e.rows, it.start + it.n);
+            if (lo < hi)
+                b.embeddings.push_back({first + (lo - it.start), hi - lo,
+                                        e.data.data() + static_cast<size_t>(lo - e.position) * model_.hidden_size()});
+        }
+        const int end = it.start + it.n;
+        const int seg_len = (end + align - 1) / align * align;
+        segs.push_back({static_cast<int>(b.read_cells.size()), first});
+        const int32_t pad = static_cast<int32_t>(kv_.cell(s.id, 0));
+        for (int p = 0; p < seg_len; ++p)
+            b.read_cells.push_back(p < end ? static_cast<int32_t>(kv_.cell(s.id, p)) : pad);
+        if (it.sample) b.outputs.push_back(static_cast<int32_t>(b.tokens.size()) - 1);
+    }
+    const size_t n_kv = b.read_cells.size();
+    b.mask.assign(b.tokens.size() * n_kv, -std::numeric_limits<float>::infinity());
+    for (size_t i = 0; i < out.items.size(); ++i) {
+        const ScheduledSeq& it = out.items[i];
+        for (int j = 0; j < it.n; ++j) {
+            float* row = b.mask.data() + static_cast<size_t>(segs[i].tokens_from + j) * n_kv + segs[i].start;
+            std::fill(row, row + it.start + j + 1, 0.0f);  // positions 0..own
+        }
+    }
+    return b;
+}
+
+GenerationResult GenerationEngine::result_of(Sequence& s) {
+    GenerationResult r;
+    r.id = s.id;
+    r.prompt.assign(s.tokens.begin(), s.tokens.begin() + s.prompt_length);
+    r.tokens.assign(s.tokens.begin() + s.prompt_length, s.tokens.end());
+    r.state = s.state;
+    auto it = extra_.find(s.id);
+    if (it != extra_.end()) {
+        r.cached_prompt_tokens = std::max(0, it->second.cached);
+        extra_.erase(it);
+    }
+    return r;
+}
+
+std::vector<GenerationResult> GenerationEngine::step() {
+    std::vector<GenerationResult> done;
+    SchedulerOutput out = scheduler_.schedule();
+    for (auto& s : out.finished) done.push_back(result_of(*s));
+    stats_.preemptions += out.preempted;
+    if (out.items.empty()) return done;
+    for (const ScheduledSeq& it : out.items) {
+        Extra& e = extra_[it.seq->id];
+        if (e.cached < 0) e.cached = it.start;  // the first schedule starts after the cached prefix
+    }
+    if (!out.copies.empty()) {
+        std::vector<KvStorage::CellCopy> cells;
+        const int bs = kv_.block_size();
+        for (const BlockCopy& c : out.copies)
+            cells.push_back({static_cast<int64_t>(c.from) * bs, static_cast<int64_t>(c.to) * bs, c.n_tokens});
+        storage_.copy_cells(cells, backend_);
+    }
+    const StepBatch batch = build_batch(out);
+    std::vector<int32_t> sampled;
+    if (!batch.outputs.empty() || batch.n_tokens() > 0) {
+        if (batch.outputs.empty()) {
+            // Prompt chunks only: the step still writes K/V; ask for one row and ignore it.
+            StepBatch b2 = batch;
+            b2.outputs.push_back(0);
+            model_.forward(b2, storage_, logits_);
+        } else {
+            model_.forward(batch, storage_, logits_);
+        }
+    }
+    const size_t V = static_cast<size_t>(model_.vocab_size());
+    size_t k = 0;
+    for (const ScheduledSeq& it : out.items) {
+        if (!it.sample) continue;
+        std::span<float> row(logits_.data() + k * V, V);
+        sampled.push_back(sample_next(row, it.seq->sampling, it.seq->generated()));
+        ++k;
+    }
+    stats_.steps++;
+    stats_.tokens_computed += out.tokens;
+    stats_.tokens_generated += sampled.size();
+    k = 0;
+    for (const ScheduledSeq& it : out.items) {
+        if (!it.sample) continue;
+        auto e = extra_.find(it.seq->id);
+        if (e != extra_.end() && e->second.on_token) e->second.on_token(sampled[k]);
+        ++k;
+    }
+    for (auto& s : scheduler_.update_from_output(out, sampled)) done.push_back(result_of(*s));
+    return done;
+}
+
+std::vector<GenerationResult> GenerationEngine::run_to_completion() {
+    std::vector<GenerationResult> all;
+    while (has_work())
+        for (auto& r : step()) all.push_back(std::move(r));
+    std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    return all;
+}
+
+GenerationStats GenerationEngine::stats() const {
+    GenerationStats s = stats_;
+    s.kv = kv_.stats();
+    s.kv_bytes = storage_.bytes();
+    return s;
+}
+
+}  // namespace parlance

@@ -1,0 +1,100 @@
+// The model-agnostic step loop for decoder language models (vLLM v1's EngineCore shape): each
+// step the scheduler picks the tokens to compute, copy-on-write copies are applied, one batched
+// model step runs over every scheduled token (a StepBatch built from the KV manager's block
+// tables), the next tokens are sampled, and the scheduler updates the sequences. Aborts and
+// deadlines land between steps. Memory: a paged KV cache of a fixed byte cap, proportional to
+// the tokens in use, shared between sequences with a common prompt prefix.
+//
+// Thread safety: none. One thread owns an engine (the CLI's, or a server's engine thread).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/kv_storage.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "models/language_model.h"
+
+namespace parlance {
+
+struct GenerationEngineOptions {
+    size_t kv_cache_bytes = size_t(256) << 20;  // the KV cache's byte cap (--kv-cache-mb)
+    int block_size = 16;                        // tokens per KV block
+    int token_budget = 512;                     // tokens computed per step (chunked prefill)
+    int max_running = 64;                       // sequences decoding at once
+};
+
+struct GenerationRequest {
+    std::vector<int32_t> prompt;
+    SamplingParams sampling;
+    Priority priority = Priority::Interactive;
+    std::vector<EmbeddingSpan> spans;
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+    uint64_t cache_key = 0;
+    // Called on the engine thread with each generated token (streaming). Must not block.
+    std::function<void(int32_t)> on_token;
+};
+
+struct GenerationResult {
+    SeqId id = 0;
+    std::vector<int32_t> prompt;
+    std::vector<int32_t> tokens;     // generated (a stop token included, as transformers returns it)
+    SeqState state = SeqState::Waiting;
+    int cached_prompt_tokens = 0;    // prompt tokens whose K/V came from the prefix cache
+};
+
+struct GenerationStats {
+    uint64_t steps = 0;
+    uint64_t tokens_computed = 0;    // prompt and generated tokens through the model
+    uint64_t tokens_generated = 0;
+    uint64_t preemptions = 0;
+    KvCacheStats kv;
+    size_t kv_bytes = 0;             // device bytes of the cache
+};
+
+class GenerationEngine {
+public:
+    GenerationEngine(LanguageModel& model, Backend& backend, const GenerationEngineOptions& options);
+
+    // Queues a request; returns its id. Throws Error(InvalidArgument) for ids outside the
+    // vocabulary or an empty prompt, Error(TooLarge) when it can never fit (context, cache).
+    SeqId submit(GenerationRequest request);
+    void abort(SeqId id) { scheduler_.abort(id); }
+
+    // Runs one step; returns the requests that finished in it (or were aborted / timed out).
+    std::vector<GenerationResult> step();
+    // Steps until every request finished; results in submission order.
+    std::vector<GenerationResult> run_to_completion();
+    bool has_work() const { return scheduler_.has_work(); }
+
+    GenerationStats stats() const;
+    const LanguageModel& model() const { return model_; }
+
+private:
+    struct Extra {
+        std::function<void(int32_t)> on_token;
+        int cached = -1;
+    };
+    StepBatch build_batch(const SchedulerOutput& out) const;
+    GenerationResult result_of(Sequence& s);
+
+    LanguageModel& model_;
+    Backend& backend_;
+    GenerationEngineOptions o_;
+    KvCacheManager kv_;
+    KvStorage storage_;
+    Scheduler scheduler_;
+    SeqId next_id_ = 1;
+    std::map<SeqId, Extra> extra_;
+    GenerationStats stats_;
+    std::vector<float> logits_;
+};
+
+}  // namespace parlance

@@ -1,0 +1,207 @@
+// The step scheduler (see scheduler.h).
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+
+#include "core/error.h"
+
+namespace parlance {
+namespace {
+
+// Smaller = more urgent.
+auto urgency(const Sequence& s) { return std::make_tuple(static_cast<int>(s.priority), s.arrival); }
+
+}  // namespace
+
+Scheduler::Scheduler(KvCacheManager& kv, const SchedulerOptions& options) : kv_(kv), o_(options) {
+    if (o_.max_running < 1) throw Error(ErrorKind::InvalidArgument, "the scheduler needs max_running >= 1");
+    if (o_.token_budget < 1) throw Error(ErrorKind::InvalidArgument, "the scheduler needs a token budget >= 1");
+}
+
+void Scheduler::insert_waiting(std::unique_ptr<Sequence> seq) {
+    // Sorted by (priority, arrival): a preempted sequence keeps its arrival, so it goes back ahead
+    // of everything of its class that came after it.
+    auto pos = std::upper_bound(waiting_.begin(), waiting_.end(), seq,
+                                [](const auto& a, const auto& b) { return urgency(*a) < urgency(*b); });
+    waiting_.insert(pos, std::move(seq));
+}
+
+void Scheduler::add_request(std::unique_ptr<Sequence> seq) {
+    if (seq->tokens.empty()) throw Error(ErrorKind::InvalidArgument, "a sequence needs at least one prompt token");
+    const int64_t prompt = static_cast<int64_t>(seq->tokens.size());
+    if (o_.max_context > 0 && prompt >= o_.max_context)
+        throw Error(ErrorKind::TooLarge, "the prompt has " + std::to_string(prompt) +
+                                             " tokens; the model's context is " + std::to_string(o_.max_context));
+    int64_t total = prompt + std::max(0, seq->sampling.max_tokens);
+    if (o_.max_context > 0) total = std::min<int64_t>(total, o_.max_context);
+    const int need = kv_.blocks_for(total);
+    if (need > kv_.num_blocks())
+        throw Error(ErrorKind::TooLarge, "the request needs " + std::to_string(total) + " tokens of KV cache (" +
+                                             std::to_string(need) + " blocks); the whole cache holds " +
+                                             std::to_string(kv_.num_blocks()) + " blocks of " +
+                                             std::to_string(kv_.block_size()) + " tokens (raise --kv-cache-mb)");
+    seq->state = SeqState::Waiting;
+    seq->num_computed = 0;
+    seq->arrival = arrivals_++;
+    insert_waiting(std::move(seq));
+}
+
+void Scheduler::abort(SeqId id) {
+    for (auto& s : waiting_)
+        if (s->id == id) s->cancelled->store(true);
+    for (auto& s : running_)
+        if (s->id == id) s->cancelled->store(true);
+}
+
+void Scheduler::sweep(SchedulerOutput& out) {
+    const auto now = std::chrono::steady_clock::now();
+    auto verdict = [&](const Sequence& s) {
+        if (s.cancelled && s.cancelled->load()) return SeqState::FinishedAborted;
+        if (s.deadline && now >= *s.deadline) return SeqState::FinishedTimeout;
+        return s.state;
+    };
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+        const SeqState v = verdict(**it);
+        if (is_finished(v)) {
+            (*it)->state = v;
+            out.finished.push_back(std::move(*it));
+            it = waiting_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    for (auto it = running_.begin(); it != running_.end();) {
+        const SeqState v = verdict(**it);
+        if (is_finished(v)) {
+            (*it)->state = v;
+            kv_.free((*it)->id);
+            out.finished.push_back(std::move(*it));
+            it = running_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+bool Scheduler::preempt_one(const Sequence* keep, SchedulerOutput& out) {
+    // The least urgent running sequence not already part of this step; never one more urgent
+    // than the sequence that needs the room (equal class: only later arrivals).
+    auto victim = running_.end();
+    for (auto it = running_.begin(); it != running_.end(); ++it) {
+        Sequence& s = **it;
+        if (&s == keep || s.last_scheduled == step_) continue;
+        if (keep && !(urgency(*keep) < urgency(s))) continue;
+        if (victim == running_.end() || urgency(**victim) < urgency(s)) victim = it;
+    }
+    if (victim == running_.end()) return false;
+    std::unique_ptr<Sequence> s = std::move(*victim);
+    running_.erase(victim);
+    kv_.free(s->id);
+    s->num_computed = 0;
+    s->state = SeqState::Waiting;
+    out.preempted++;
+    insert_waiting(std::move(s));
+    return true;
+}
+
+bool Scheduler::reserve(Sequence& s, int n, SchedulerOutput& out) {
+    std::span<const int32_t> toks(s.tokens.data() + s.num_computed, static_cast<size_t>(n));
+    while (!kv_.append(s.id, toks, out.copies)) {
+        if (!preempt_one(&s, out)) return false;
+    }
+    return true;
+}
+
+SchedulerOutput Scheduler::schedule() {
+    ++step_;
+    SchedulerOutput out;
+    sweep(out);
+    int budget = o_.token_budget;
+
+    // Running sequences: decodes first, then prompt chunks; each pass by class, then least
+    // recently scheduled, then arrival.
+    std::vector<Sequence*> order;
+    for (auto& s : running_) order.push_back(s.get());
+    std::stable_sort(order.begin(), order.end(), [](const Sequence* a, const Sequence* b) {
+        return std::make_tuple(static_cast<int>(a->priority), a->last_scheduled, a->arrival) <
+               std::make_tuple(static_cast<int>(b->priority), b->last_scheduled, b->arrival);
+    });
+    for (int pass = 0; pass < 2; ++pass) {
+        for (Sequence* s : order) {
+            if (budget == 0) break;
+            if (s->state != SeqState::Running || s->last_scheduled == step_) continue;  // preempted / done
+            const int remaining = static_cast<int>(s->tokens.size()) - s->num_computed;
+            if ((pass == 0) != (remaining == 1) || remaining <= 0) continue;
+            const int n = std::min(remaining, budget);
+            if (!reserve(*s, n, out)) continue;
+            s->last_scheduled = step_;
+            out.items.push_back({s, s->num_computed, n, s->num_computed + n == static_cast<int>(s->tokens.size())});
+            budget -= n;
+        }
+    }
+    // Preempted sequences are gone from running_: drop their pointers (none was scheduled).
+
+    // Admission, most urgent first, while the budget, the running cap and the blocks allow.
+    while (budget > 0 && static_cast<int>(running_.size()) < o_.max_running && !waiting_.empty()) {
+        Sequence& s = *waiting_.front();
+        const int cached = kv_.open(s.id, s.tokens, s.cache_key);
+        s.num_computed = cached;
+        // Admit only when the whole remaining prompt fits (else it would preempt itself later).
+        const int need = kv_.blocks_for(static_cast<int64_t>(s.tokens.size())) - kv_.blocks_for(cached);
+        bool fits = need <= kv_.available_blocks();
+        while (!fits && preempt_one(&s, out)) fits = need <= kv_.available_blocks();
+        const int n = std::min(static_cast<int>(s.tokens.size()) - cached, budget);
+        std::span<const int32_t> toks(s.tokens.data() + cached, static_cast<size_t>(n));
+        if (!fits || !kv_.append(s.id, toks, out.copies)) {
+            kv_.free(s.id);
+            s.num_computed = 0;
+            break;  // wait for blocks; nothing behind it (less urgent) jumps the queue
+        }
+        std::unique_ptr<Sequence> owned = std::move(waiting_.front());
+        waiting_.pop_front();
+        owned->state = SeqState::Running;
+        owned->last_scheduled = step_;
+        out.items.push_back({owned.get(), cached, n, cached + n == static_cast<int>(owned->tokens.size())});
+        budget -= n;
+        running_.push_back(std::move(owned));
+    }
+    for (const ScheduledSeq& it : out.items) out.tokens += it.n;
+    return out;
+}
+
+std::vector<std::unique_ptr<Sequence>> Scheduler::update_from_output(const SchedulerOutput& out,
+                                                                     std::span<const int32_t> sampled) {
+    size_t k = 0;
+    for (const ScheduledSeq& it : out.items) {
+        Sequence& s = *it.seq;
+        s.num_computed += it.n;
+        kv_.computed(s.id, s.num_computed);
+        if (!it.sample) continue;
+        if (k >= sampled.size()) throw Error(ErrorKind::Internal, "scheduler: fewer sampled tokens than sampling sequences");
+        const int32_t tok = sampled[k++];
+        s.tokens.push_back(tok);
+        const auto& stops = s.sampling.stop_ids;
+        if (std::find(stops.begin(), stops.end(), tok) != stops.end()) {
+            s.state = SeqState::FinishedStop;
+        } else if (s.generated() >= s.sampling.max_tokens ||
+                   (o_.max_context > 0 && static_cast<int>(s.tokens.size()) >= o_.max_context)) {
+            s.state = SeqState::FinishedLength;
+        }
+    }
+    if (k != sampled.size()) throw Error(ErrorKind::Internal, "scheduler: more sampled tokens than sampling sequences");
+    std::vector<std::unique_ptr<Sequence>> done;
+    for (auto it = running_.begin(); it != running_.end();) {
+        if (is_finished((*it)->state)) {
+            kv_.free((*it)->id);
+            done.push_back(std::move(*it));
+            it = running_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    return done;
+}
+
+}  // namespace parlance

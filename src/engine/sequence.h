@@ -1,0 +1,71 @@
+// A sequence: the unit the scheduler schedules and the KV cache stores. Token ids (prompt, then
+// generated), how many of them have their K/V computed, sampling parameters, optional embedding
+// spans that replace placeholder tokens (audio features), a state that maps to OpenAI's
+// finish_reason, and an opaque per-sequence model state (e.g. Whisper's cross-attention K/V).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/kv_cache_manager.h"
+
+namespace parlance {
+
+// Scheduling classes, most urgent first: live sessions, interactive requests, bulk work.
+enum class Priority : int { Live = 0, Interactive = 1, Bulk = 2 };
+
+enum class SeqState {
+    Waiting,          // queued, no KV cells yet (or preempted: its cells were taken back)
+    Running,          // holds KV cells; scheduled every step until finished
+    FinishedStop,     // produced a stop token            -> finish_reason "stop"
+    FinishedLength,   // reached max_tokens or the context -> "length"
+    FinishedAborted,  // cancelled by its client           -> (no response)
+    FinishedTimeout,  // ran past its deadline             -> an error
+};
+
+bool is_finished(SeqState s);
+// OpenAI's finish_reason for a finished state ("stop", "length"), or "abort" / "timeout".
+const char* finish_reason(SeqState s);
+
+struct SamplingParams {
+    int max_tokens = 16;          // generated tokens at most
+    int min_tokens = 0;           // stop tokens are suppressed until this many were generated
+    float temperature = 0.0f;     // 0: greedy (argmax, lowest id on ties)
+    int top_k = 0;                // 0: all
+    float top_p = 1.0f;
+    uint64_t seed = 0;            // sampling seed (per sequence)
+    std::vector<int32_t> stop_ids;  // end-of-sequence ids (the model's, unless ignore_eos)
+};
+
+// Vectors that replace the embeddings of tokens [position, position + rows) of the prompt.
+struct EmbeddingSpan {
+    int position = 0;
+    int rows = 0;
+    std::vector<float> data;  // [rows][hidden], row-major
+};
+
+struct Sequence {
+    SeqId id = 0;
+    Priority priority = Priority::Interactive;
+    uint64_t arrival = 0;               // set by the scheduler: FIFO order inside a class
+    uint64_t last_scheduled = 0;        // the scheduler's step count when it last ran (fairness)
+    std::vector<int32_t> tokens;        // prompt + generated
+    int prompt_length = 0;
+    int num_computed = 0;               // tokens whose K/V are in the cache
+    SamplingParams sampling;
+    std::vector<EmbeddingSpan> spans;
+    SeqState state = SeqState::Waiting;
+    uint64_t cache_key = 0;             // what the tokens are conditioned on (prefix-hash salt)
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+    std::shared_ptr<void> model_state;  // opaque to the engine
+
+    int generated() const { return static_cast<int>(tokens.size()) - prompt_length; }
+};
+
+}  // namespace parlance

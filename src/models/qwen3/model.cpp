@@ -1,0 +1,172 @@
+// Qwen3 weights and step graph (see model.h). The tensor names of both layouts are in
+// weight_table(), the one place they are written.
+#include "models/qwen3/model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/graph_ops.h"
+
+namespace parlance::qwen3 {
+namespace {
+
+using nlohmann::json;
+
+std::vector<int32_t> ids_of(const json& j) {
+    std::vector<int32_t> out;
+    if (j.is_number_integer()) out.push_back(j.get<int32_t>());
+    if (j.is_array())
+        for (const json& v : j)
+            if (v.is_number_integer()) out.push_back(v.get<int32_t>());
+    return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Qwen3Model> Qwen3Model::load(ModelFiles files, Backend& backend, const Qwen3LoadOptions& options) {
+    std::unique_ptr<Qwen3Model> m(new Qwen3Model(backend));
+    const bool gguf = files.tensors->format() == FileFormat::Gguf;
+    const TensorStore& store = *files.tensors;
+    const std::string source = gguf ? files.root.string() : (files.root / "config.json").string();
+    if (gguf) {
+        m->c_ = Qwen3Config::from_gguf(store.metadata(), source);
+        const TensorInfo& emb = store.get("token_embd.weight");
+        if (emb.shape.size() != 2 || emb.shape[1] != m->c_.hidden_size)
+            throw Error(ErrorKind::InvalidModel, emb.file + ": tensor token_embd.weight is not [vocab, " +
+                                                     std::to_string(m->c_.hidden_size) + "]");
+        m->c_.vocab_size = static_cast<int>(emb.shape[0]);
+        m->c_.tie_word_embeddings = store.find("output.weight") == nullptr;
+        m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(files.root));
+        const json& md = store.metadata();
+        for (const char* k : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"})
+            if (md.contains(k))
+                for (int32_t id : ids_of(md[k]))
+                    if (std::find(m->stop_ids_.begin(), m->stop_ids_.end(), id) == m->stop_ids_.end())
+                        m->stop_ids_.push_back(id);
+    } else {
+        m->c_ = Qwen3Config::from_hf(files.config, source);
+        if (files.tokenizer_json.empty())
+            throw Error(ErrorKind::InvalidModel, files.root.string() + ": tokenizer.json is missing");
+        m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_json_file(files.tokenizer_json));
+        if (files.generation_config.is_object() && files.generation_config.contains("eos_token_id"))
+            m->stop_ids_ = ids_of(files.generation_config["eos_token_id"]);
+        if (m->stop_ids_.empty() && files.config.contains("eos_token_id"))
+            m->stop_ids_ = ids_of(files.config["eos_token_id"]);
+    }
+    const Qwen3Config& c = m->c_;
+    if (m->tokenizer_->vocab_size() > static_cast<size_t>(c.vocab_size))
+        throw Error(ErrorKind::InvalidModel, source + ": vocab_size " + std::to_string(c.vocab_size) +
+                                                 " is smaller than the tokenizer's " +
+                                                 std::to_string(m->tokenizer_->vocab_size()) + " tokens");
+    for (int32_t id : m->stop_ids_)
+        if (id < 0 || id >= c.vocab_size)
+            throw Error(ErrorKind::InvalidModel, source + ": eos_token_id " + std::to_string(id) + " is outside the vocabulary");
+
+    // The weight table: HF names and llama.cpp's GGUF names, shapes from the config.
+    const int64_t d = c.hidden_size, q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim, kv = c.kv_dim(),
+                  ff = c.intermediate_size, V = c.vocab_size, hd = c.head_dim;
+    std::vector<WeightSpec> table;
+    m->layers_.resize(c.num_layers);
+    auto add = [&](const std::string& hf, const std::string& gg, std::vector<int64_t> shape, WeightKind kind,
+                   ggml_tensor** slot, bool optional = false) {
+        table.push_back({gguf ? gg : hf, std::move(shape), kind, slot, optional});
+    };
+    add("model.embed_tokens.weight", "token_embd.weight", {V, d}, WeightKind::Embedding, &m->embed_);
+    add("model.norm.weight", "output_norm.weight", {d}, WeightKind::Vector, &m->final_norm_);
+    if (!c.tie_word_embeddings) add("lm_head.weight", "output.weight", {V, d}, WeightKind::Matrix, &m->output_);
+    for (int i = 0; i < c.num_layers; ++i) {
+        Layer& l = m->layers_[i];
+        const std::string h = "model.layers." + std::to_string(i) + ".", g = "blk." + std::to_string(i) + ".";
+        add(h + "input_layernorm.weight", g + "attn_norm.weight", {d}, WeightKind::Vector, &l.attn_norm);
+        add(h + "self_attn.q_proj.weight", g + "attn_q.weight", {q_dim, d}, WeightKind::Matrix, &l.q);
+        add(h + "self_attn.k_proj.weight", g + "attn_k.weight", {kv, d}, WeightKind::Matrix, &l.k);
+        add(h + "self_attn.v_proj.weight", g + "attn_v.weight", {kv, d}, WeightKind::Matrix, &l.v);
+        add(h + "self_attn.o_proj.weight", g + "attn_output.weight", {d, q_dim}, WeightKind::Matrix, &l.o);
+        add(h + "self_attn.q_norm.weight", g + "attn_q_norm.weight", {hd}, WeightKind::Vector, &l.q_norm);
+        add(h + "self_attn.k_norm.weight", g + "attn_k_norm.weight", {hd}, WeightKind::Vector, &l.k_norm);
+        add(h + "post_attention_layernorm.weight", g + "ffn_norm.weight", {d}, WeightKind::Vector, &l.mlp_norm);
+        add(h + "mlp.gate_proj.weight", g + "ffn_gate.weight", {ff, d}, WeightKind::Matrix, &l.gate);
+        add(h + "mlp.up_proj.weight", g + "ffn_up.weight", {ff, d}, WeightKind::Matrix, &l.up);
+        add(h + "mlp.down_proj.weight", g + "ffn_down.weight", {d, ff}, WeightKind::Matrix, &l.down);
+    }
+    // Tied checkpoints sometimes still store the output projection (transformers ignores it);
+    // some converters write a rotary table.
+    std::vector<std::string> ignored = {"rope_freqs.weight"};
+    if (c.tie_word_embeddings) ignored.push_back(gguf ? "output.weight" : "lm_head.weight");
+    m->weights_ = std::make_unique<WeightSet>(store, table, backend, parse_weight_type(options.quantize), "Qwen3", ignored);
+    if (!m->output_) m->output_ = m->embed_;
+    m->files_ = std::move(files);
+    m->graph_buf_.resize(graph_context_size());
+    return m;
+}
+
+Qwen3Model::~Qwen3Model() = default;
+
+void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& logits) {
+    const int64_t n = b.n_tokens(), d = c_.hidden_size, hd = c_.head_dim;
+    const int H = c_.num_heads, Hkv = c_.num_kv_heads;
+    if (n == 0 || b.outputs.empty()) throw Error(ErrorKind::Internal, "qwen3: an empty step");
+    for (int32_t t : b.tokens)
+        if (t < 0 || t >= c_.vocab_size) throw Error(ErrorKind::Internal, "qwen3: token id out of range");
+
+    ggml_init_params p{graph_buf_.size(), graph_buf_.data(), true};
+    ggml_context* ctx = ggml_init(p);
+    struct Free {
+        ggml_context* c;
+        ~Free() { ggml_free(c); }
+    } guard{ctx};
+    ggml_cgraph* graph = ggml_new_graph_custom(ctx, kMaxGraphNodes, false);
+    const StepTensors in = StepTensors::create(ctx, b);
+
+    ggml_tensor* x = ggml_get_rows(ctx, embed_, in.tokens);  // [d, n]
+    ggml_tensor* span_rows = nullptr;
+    ggml_tensor* span_data = nullptr;
+    std::vector<int64_t> rows;
+    if (!b.embeddings.empty()) {
+        for (const auto& e : b.embeddings)
+            for (int i = 0; i < e.rows; ++i) rows.push_back(e.row + i);
+        span_rows = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, static_cast<int64_t>(rows.size()));
+        span_data = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, d, static_cast<int64_t>(rows.size()));
+        ggml_set_input(span_rows);
+        ggml_set_input(span_data);
+        x = ggml_set_rows(ctx, x, span_data, span_rows);
+    }
+    const RopeParams rp{c_.rope_theta, c_.rope_freq_scale, 0, true};
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    for (int li = 0; li < c_.num_layers; ++li) {
+        const Layer& l = layers_[li];
+        ggml_tensor* h = rms_norm(ctx, x, l.attn_norm, c_.rms_norm_eps);
+        ggml_tensor* q = ggml_reshape_3d(ctx, linear(ctx, h, l.q), hd, H, n);
+        ggml_tensor* k = ggml_reshape_3d(ctx, linear(ctx, h, l.k), hd, Hkv, n);
+        ggml_tensor* v = ggml_reshape_3d(ctx, linear(ctx, h, l.v), hd, Hkv, n);
+        q = rope(ctx, rms_norm(ctx, q, l.q_norm, c_.rms_norm_eps), in.positions, rp);
+        k = rope(ctx, rms_norm(ctx, k, l.k_norm, c_.rms_norm_eps), in.positions, rp);
+        ggml_tensor* att = paged_attention(ctx, q, k, v, kv, li, in, scale);
+        x = ggml_add(ctx, x, linear(ctx, att, l.o));
+        h = rms_norm(ctx, x, l.mlp_norm, c_.rms_norm_eps);
+        x = ggml_add(ctx, x, swiglu_mlp(ctx, h, l.gate, l.up, l.down));
+    }
+    x = ggml_get_rows(ctx, x, in.outputs);                 // [d, n_out]
+    x = rms_norm(ctx, x, final_norm_, c_.rms_norm_eps);
+    ggml_tensor* out = ggml_mul_mat(ctx, output_, x);      // [V, n_out]
+    ggml_set_output(out);
+    ggml_build_forward_expand(graph, out);
+
+    backend_.alloc_graph(graph, /*batch_invariant=*/true);
+    in.upload(b);
+    if (span_rows) {
+        ggml_backend_tensor_set(span_rows, rows.data(), 0, rows.size() * sizeof(int64_t));
+        size_t off = 0;
+        for (const auto& e : b.embeddings) {
+            const size_t bytes = static_cast<size_t>(e.rows) * d * sizeof(float);
+            ggml_backend_tensor_set(span_data, e.data, off, bytes);
+            off += bytes;
+        }
+    }
+    backend_.compute(graph);
+    logits.resize(static_cast<size_t>(c_.vocab_size) * b.outputs.size());
+    ggml_backend_tensor_get(out, logits.data(), 0, logits.size() * sizeof(float));
+}
+
+}  // namespace parlance::qwen3

@@ -1,0 +1,77 @@
+// The Qwen3 causal language model (dense): GQA with QK-norm, RMSNorm, SwiGLU, rotary positions,
+// tied or untied output projection. Loads HF snapshot directories (single or sharded
+// safetensors, f32/f16/bf16) and llama.cpp GGUF files (its `qwen3` tensor names). The weights
+// are immutable after load; forward() runs one batched step over the paged KV cache.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/model_files.h"
+#include "core/weight_set.h"
+#include "models/language_model.h"
+#include "models/qwen3/config.h"
+#include "text/tokenizer.h"
+
+namespace parlance::qwen3 {
+
+struct Qwen3LoadOptions {
+    std::string quantize;   // "" as stored (bf16 -> f32), "f32", "f16", "q8_0", "q5_k", "q4_k"
+};
+
+class Qwen3Model final : public LanguageModel {
+public:
+    // `files`: an opened HF directory (config.json model_type qwen3, tokenizer.json) or GGUF
+    // file (general.architecture qwen3, its tokenizer). Throws Error(InvalidModel) naming the
+    // file and the field or tensor at fault (missing/unexpected/misshaped tensors, a vocabulary
+    // smaller than the tokenizer, stop ids outside the vocabulary).
+    static std::unique_ptr<Qwen3Model> load(ModelFiles files, Backend& backend, const Qwen3LoadOptions& options);
+    ~Qwen3Model() override;
+
+    const Qwen3Config& config() const { return c_; }
+
+    std::string architecture() const override { return "qwen3"; }
+    int vocab_size() const override { return c_.vocab_size; }
+    int hidden_size() const override { return c_.hidden_size; }
+    int max_context() const override { return c_.max_position_embeddings; }
+    KvSpec kv_spec() const override { return {c_.num_layers, c_.kv_dim(), GGML_TYPE_F32}; }
+    const Tokenizer& tokenizer() const override { return *tokenizer_; }
+    std::vector<int32_t> stop_ids() const override { return stop_ids_; }
+    void forward(const StepBatch& batch, KvStorage& kv, std::vector<float>& logits) override;
+    std::string weight_summary() const override { return weights_->type_summary(); }
+    size_t weight_bytes() const override { return weights_->device_bytes(); }
+
+private:
+    struct Layer {
+        ggml_tensor* attn_norm = nullptr;
+        ggml_tensor* q = nullptr;
+        ggml_tensor* k = nullptr;
+        ggml_tensor* v = nullptr;
+        ggml_tensor* o = nullptr;
+        ggml_tensor* q_norm = nullptr;
+        ggml_tensor* k_norm = nullptr;
+        ggml_tensor* mlp_norm = nullptr;
+        ggml_tensor* gate = nullptr;
+        ggml_tensor* up = nullptr;
+        ggml_tensor* down = nullptr;
+    };
+
+    Qwen3Model(Backend& backend) : backend_(backend) {}
+
+    Backend& backend_;
+    ModelFiles files_;
+    Qwen3Config c_;
+    std::unique_ptr<Tokenizer> tokenizer_;
+    std::vector<int32_t> stop_ids_;
+    ggml_tensor* embed_ = nullptr;
+    ggml_tensor* output_ = nullptr;   // == embed_ when tied
+    ggml_tensor* final_norm_ = nullptr;
+    std::vector<Layer> layers_;
+    std::unique_ptr<WeightSet> weights_;
+    std::vector<uint8_t> graph_buf_;
+};
+
+}  // namespace parlance::qwen3
