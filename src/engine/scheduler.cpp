@@ -100,6 +100,7 @@ bool Scheduler::preempt_one(const Sequence* keep, SchedulerOutput& out) {
     running_.erase(victim);
     kv_.free(s->id);
     s->num_computed = 0;
+    s->last_scheduled = 0;  // back in the queue: it competes as a newcomer of its arrival
     s->state = SeqState::Waiting;
     out.preempted++;
     insert_waiting(std::move(s));
@@ -114,58 +115,77 @@ bool Scheduler::reserve(Sequence& s, int n, SchedulerOutput& out) {
     return true;
 }
 
+bool Scheduler::admit(Sequence& s, int& budget, SchedulerOutput& out) {
+    const int cached = kv_.open(s.id, s.tokens, s.cache_key);
+    s.num_computed = cached;
+    // Admit only when the whole remaining prompt fits (else it would preempt itself later).
+    const int need = kv_.blocks_for(static_cast<int64_t>(s.tokens.size())) - kv_.blocks_for(cached);
+    bool fits = need <= kv_.available_blocks();
+    while (!fits && preempt_one(&s, out)) fits = need <= kv_.available_blocks();
+    const int n = std::min(static_cast<int>(s.tokens.size()) - cached, budget);
+    std::span<const int32_t> toks(s.tokens.data() + cached, static_cast<size_t>(n));
+    if (!fits || !kv_.append(s.id, toks, out.copies)) {
+        kv_.free(s.id);
+        s.num_computed = 0;
+        return false;
+    }
+    auto pos = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& w) { return w.get() == &s; });
+    std::unique_ptr<Sequence> owned = std::move(*pos);
+    waiting_.erase(pos);
+    owned->state = SeqState::Running;
+    owned->last_scheduled = step_;
+    out.items.push_back({owned.get(), cached, n, cached + n == static_cast<int>(owned->tokens.size())});
+    budget -= n;
+    running_.push_back(std::move(owned));
+    return true;
+}
+
 SchedulerOutput Scheduler::schedule() {
     ++step_;
     SchedulerOutput out;
     sweep(out);
     int budget = o_.token_budget;
+    auto key = [](const Sequence* s) {
+        return std::make_tuple(static_cast<int>(s->priority), s->last_scheduled, s->arrival);
+    };
 
-    // Running sequences: decodes first, then prompt chunks; each pass by class, then least
-    // recently scheduled, then arrival.
-    std::vector<Sequence*> order;
-    for (auto& s : running_) order.push_back(s.get());
-    std::stable_sort(order.begin(), order.end(), [](const Sequence* a, const Sequence* b) {
-        return std::make_tuple(static_cast<int>(a->priority), a->last_scheduled, a->arrival) <
-               std::make_tuple(static_cast<int>(b->priority), b->last_scheduled, b->arrival);
-    });
-    for (int pass = 0; pass < 2; ++pass) {
-        for (Sequence* s : order) {
-            if (budget == 0) break;
-            if (s->state != SeqState::Running || s->last_scheduled == step_) continue;  // preempted / done
+    // 1. Running decodes (one token each): by class, least recently scheduled first.
+    std::vector<Sequence*> decodes, chunks;
+    for (auto& s : running_) {
+        const int remaining = static_cast<int>(s->tokens.size()) - s->num_computed;
+        (remaining == 1 ? decodes : chunks).push_back(s.get());
+    }
+    std::stable_sort(decodes.begin(), decodes.end(), [&](auto a, auto b) { return key(a) < key(b); });
+    for (Sequence* s : decodes) {
+        if (budget == 0) break;
+        if (s->state != SeqState::Running) continue;  // preempted by an earlier one this step
+        if (!reserve(*s, 1, out)) continue;
+        s->last_scheduled = step_;
+        out.items.push_back({s, s->num_computed, 1, true});
+        budget -= 1;
+    }
+
+    // 2. Prompt chunks of running sequences and admissions of waiting ones, in one order: by
+    // class, then least recently scheduled (a waiting sequence never was), then arrival. Two
+    // long prompts of one class thus take turns instead of the first one finishing first.
+    std::vector<Sequence*> order = chunks;
+    for (auto& w : waiting_) order.push_back(w.get());
+    std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return key(a) < key(b); });
+    bool admitting = true;
+    for (Sequence* s : order) {
+        if (budget == 0) break;
+        if (s->state == SeqState::Running) {
+            if (s->last_scheduled == step_) continue;
             const int remaining = static_cast<int>(s->tokens.size()) - s->num_computed;
-            if ((pass == 0) != (remaining == 1) || remaining <= 0) continue;
             const int n = std::min(remaining, budget);
-            if (!reserve(*s, n, out)) continue;
+            if (n <= 0 || !reserve(*s, n, out)) continue;
             s->last_scheduled = step_;
             out.items.push_back({s, s->num_computed, n, s->num_computed + n == static_cast<int>(s->tokens.size())});
             budget -= n;
+        } else if (admitting && static_cast<int>(running_.size()) < o_.max_running) {
+            // A sequence that cannot get blocks waits, and nothing less urgent jumps the queue.
+            if (!admit(*s, budget, out)) admitting = false;
         }
-    }
-    // Preempted sequences are gone from running_: drop their pointers (none was scheduled).
-
-    // Admission, most urgent first, while the budget, the running cap and the blocks allow.
-    while (budget > 0 && static_cast<int>(running_.size()) < o_.max_running && !waiting_.empty()) {
-        Sequence& s = *waiting_.front();
-        const int cached = kv_.open(s.id, s.tokens, s.cache_key);
-        s.num_computed = cached;
-        // Admit only when the whole remaining prompt fits (else it would preempt itself later).
-        const int need = kv_.blocks_for(static_cast<int64_t>(s.tokens.size())) - kv_.blocks_for(cached);
-        bool fits = need <= kv_.available_blocks();
-        while (!fits && preempt_one(&s, out)) fits = need <= kv_.available_blocks();
-        const int n = std::min(static_cast<int>(s.tokens.size()) - cached, budget);
-        std::span<const int32_t> toks(s.tokens.data() + cached, static_cast<size_t>(n));
-        if (!fits || !kv_.append(s.id, toks, out.copies)) {
-            kv_.free(s.id);
-            s.num_computed = 0;
-            break;  // wait for blocks; nothing behind it (less urgent) jumps the queue
-        }
-        std::unique_ptr<Sequence> owned = std::move(waiting_.front());
-        waiting_.pop_front();
-        owned->state = SeqState::Running;
-        owned->last_scheduled = step_;
-        out.items.push_back({owned.get(), cached, n, cached + n == static_cast<int>(owned->tokens.size())});
-        budget -= n;
-        running_.push_back(std::move(owned));
     }
     for (const ScheduledSeq& it : out.items) out.tokens += it.n;
     return out;

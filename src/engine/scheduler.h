@@ -71,6 +71,7 @@ public:
 private:
     void sweep(SchedulerOutput& out);
     bool reserve(Sequence& s, int n, SchedulerOutput& out);
+    bool admit(Sequence& s, int& budget, SchedulerOutput& out);
     bool preempt_one(const Sequence* keep, SchedulerOutput& out);
     void insert_waiting(std::unique_ptr<Sequence> seq);
 

@@ -1,0 +1,61 @@
+// `parlance generate` as users run it: transformers' greedy ids through --format json, text
+// output, --min-tokens, and the errors a careless invocation gets.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "qwen3_fixture.h"
+#include "test_support.h"
+
+namespace parlance::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string generate(const std::string& args, int* status = nullptr) {
+    std::string out;
+    const int rc = run_command(quoted(parlance_binary().string()) + " generate " + args + " 2>&1", &out);
+    if (status) *status = rc;
+    return out;
+}
+
+TEST(Generate, JsonGivesTransformersGreedyIdsFromHfAndGguf) {
+    TempDir d, g;
+    const json ref = qwen3_reference("tiny");
+    const json& c = ref["cases"][1];
+    const int n = c["greedy_fixed"]["max_new_tokens"];
+    for (const auto& model : {write_qwen3("tiny", d.path()), write_qwen3("tiny", g.path(), {GGML_TYPE_BF16, 1, true})}) {
+        int rc = -1;
+        const std::string out = generate("--model " + quoted(model.string()) + " --prompt " + quoted(c["text"]) +
+                                             " --max-tokens " + std::to_string(n) + " --min-tokens " + std::to_string(n) +
+                                             " --format json",
+                                         &rc);
+        ASSERT_EQ(rc, 0) << out;
+        const json j = json::parse(out);
+        EXPECT_EQ(j["prompt_ids"], c["prompt_ids"]);
+        EXPECT_EQ(j["ids"], c["greedy_fixed"]["ids"]);
+        EXPECT_EQ(j["finish_reason"], "length");
+        EXPECT_FALSE(j["text"].get<std::string>().empty());
+    }
+}
+
+TEST(Generate, TextOutputAndCarelessInvocations) {
+    TempDir d;
+    const auto model = write_qwen3("tiny", d.path());
+    int rc = -1;
+    std::string out = generate("--model " + quoted(model.string()) + " --prompt Hello --max-tokens 3 --stream", &rc);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_FALSE(out.empty());
+    out = generate("--model " + quoted(model.string()) + " --max-tokens 3", &rc);
+    EXPECT_NE(rc, 0);
+    EXPECT_NE(out.find("--prompt"), std::string::npos) << out;
+    out = generate("--model " + quoted(model.string()) + " --prompt Hi --max-tokens 2 --min-tokens 5", &rc);
+    EXPECT_NE(rc, 0);
+    EXPECT_NE(out.find("--min-tokens"), std::string::npos) << out;
+    out = generate("--model " + quoted(bundled_model_dir().string()) + " --prompt Hi", &rc);
+    EXPECT_NE(rc, 0);
+    EXPECT_NE(out.find("do not generate text"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace parlance::testing

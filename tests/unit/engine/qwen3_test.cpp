@@ -1,0 +1,240 @@
+// Qwen3 on the generation engine against transformers 5.17 (tests/fixtures/qwen3, made by
+// tools/reference/qwen3_reference.py): last-position logits within 1e-3 relative error at f32,
+// greedy ids at a fixed length and with a real stop, from HF checkpoints (bf16, f32 sharded,
+// f16 computed at f32) and llama.cpp-named GGUF; batched == solo (bit for bit), chunked
+// prefill == whole prefill, 64 sequences through a 32-layer layout, the prefix cache, and
+// load-time refusals that name the tensor or field.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "core/backend.h"
+#include "core/error.h"
+#include "engine/generation_engine.h"
+#include "models/registry.h"
+#include "qwen3_fixture.h"
+#include "test_support.h"
+
+namespace parlance {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+struct Loaded {
+    Backend backend{BackendOptions{"cpu", 0, true}};
+    std::unique_ptr<LanguageModel> model;
+};
+
+std::unique_ptr<Loaded> load(const std::filesystem::path& path, const std::string& quantize = "") {
+    auto l = std::make_unique<Loaded>();
+    l->model = load_language_model(path, l->backend, {quantize});
+    return l;
+}
+
+GenerationRequest greedy(const json& c, const char* which) {
+    GenerationRequest r;
+    r.prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+    const json& g = c[which];
+    r.sampling.max_tokens = g["max_new_tokens"];
+    r.sampling.min_tokens = g.value("min_new_tokens", 0);
+    r.sampling.stop_ids = g["eos_token_ids"].get<std::vector<int32_t>>();
+    return r;
+}
+
+// Relative error of the prompt's last-position logits against the reference's (every 16th id
+// and the top 10): max |a - b| / max |b|. One model step over the whole prompt in cells 0..n-1.
+double logits_error(LanguageModel& m, Backend& backend, const json& c) {
+    const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+    KvStorage kv(m.kv_spec(), 256, backend);
+    StepBatch b;
+    const int n = static_cast<int>(prompt.size());
+    const int seg = (n + StepBatch::kSegmentAlign - 1) / StepBatch::kSegmentAlign * StepBatch::kSegmentAlign;
+    for (int i = 0; i < n; ++i) {
+        b.tokens.push_back(prompt[i]);
+        b.positions.push_back(i);
+        b.write_cells.push_back(i);
+    }
+    for (int p = 0; p < seg; ++p) b.read_cells.push_back(p < n ? p : 0);
+    b.mask.assign(static_cast<size_t>(n) * seg, -INFINITY);
+    for (int i = 0; i < n; ++i) std::fill(b.mask.begin() + static_cast<size_t>(i) * seg, b.mask.begin() + static_cast<size_t>(i) * seg + i + 1, 0.0f);
+    b.outputs.push_back(n - 1);
+    std::vector<float> logits;
+    m.forward(b, kv, logits);
+    // Against transformers run in float64 on the same weights (the exact values).
+    const auto strided = c["logits_strided_f64"].get<std::vector<double>>();
+    double max_diff = 0, max_ref = 0;
+    for (size_t i = 0; i < strided.size(); ++i) {
+        max_diff = std::max(max_diff, std::abs(logits[i * 16] - strided[i]));
+        max_ref = std::max(max_ref, std::abs(strided[i]));
+    }
+    if (std::getenv("PARLANCE_DEBUG_LOGITS"))
+        std::fprintf(stderr, "%s: max diff %g, max ref %g\n", c["name"].get<std::string>().c_str(), max_diff, max_ref);
+    const auto top = c["top10_ids"].get<std::vector<int>>();
+    const auto top_v = c["top10_logits_f64"].get<std::vector<double>>();
+    for (size_t i = 0; i < top.size(); ++i) max_diff = std::max(max_diff, std::abs(logits[top[i]] - top_v[i]));
+    return max_diff / max_ref;
+}
+
+void expect_parity(const std::string& config, const std::filesystem::path& model_path, const std::string& quantize = "",
+                   bool logits = true) {
+    const json ref = testing::qwen3_reference(config);
+    auto l = load(model_path, quantize);
+    for (const json& c : ref["cases"]) {
+        SCOPED_TRACE(config + "/" + c["name"].get<std::string>());
+        EXPECT_EQ(l->model->tokenizer().encode(c["text"].get<std::string>()), c["prompt_ids"].get<std::vector<int32_t>>());
+        if (logits) {
+            EXPECT_LE(logits_error(*l->model, l->backend, c), 1e-3);
+        }
+        for (const char* which : {"greedy_fixed", "greedy_stop"}) {
+            GenerationEngine e(*l->model, l->backend, {});
+            e.submit(greedy(c, which));
+            const GenerationResult r = e.run_to_completion().at(0);
+            EXPECT_EQ(r.tokens, c[which]["ids"].get<std::vector<int32_t>>()) << which;
+            if (std::string(which) == "greedy_stop") {
+                EXPECT_EQ(r.state == SeqState::FinishedStop, c[which]["stopped"].get<bool>());
+            }
+        }
+    }
+}
+
+TEST(Qwen3Parity, TinyBf16SafetensorsMatchesTransformers) {
+    TempDir d;
+    expect_parity("tiny", testing::write_qwen3("tiny", d.path()));
+}
+
+TEST(Qwen3Parity, Layout06bMatchesTransformers) {
+    TempDir d;
+    expect_parity("layout-0.6b", testing::write_qwen3("layout-0.6b", d.path()));
+}
+
+TEST(Qwen3Parity, ShardedF32AndF16ComputedAtF32) {
+    TempDir a, b;
+    expect_parity("tiny", testing::write_qwen3("tiny", a.path(), {GGML_TYPE_F32, 3, false}), "", false);
+    expect_parity("tiny", testing::write_qwen3("tiny", b.path(), {GGML_TYPE_F16, 1, false}), "f32", false);
+}
+
+TEST(Qwen3Parity, LlamaCppGgufMatchesTransformers) {
+    TempDir d;
+    expect_parity("tiny", testing::write_qwen3("tiny", d.path(), {GGML_TYPE_BF16, 1, true}));
+}
+
+// Every prompt of the fixture at once (and twice each, one with a prefix already cached) gives
+// the same ids as each alone.
+TEST(Qwen3Engine, BatchedEqualsSoloAndChunkedPrefillEqualsWhole) {
+    TempDir d;
+    const json ref = testing::qwen3_reference("tiny");
+    auto l = load(testing::write_qwen3("tiny", d.path()));
+    std::vector<std::vector<int32_t>> solo;
+    for (const json& c : ref["cases"]) {
+        GenerationEngine e(*l->model, l->backend, {});
+        e.submit(greedy(c, "greedy_fixed"));
+        solo.push_back(e.run_to_completion().at(0).tokens);
+    }
+    for (int budget : {512, 32, 7}) {
+        SCOPED_TRACE("token budget " + std::to_string(budget));
+        GenerationEngineOptions o;
+        o.token_budget = budget;
+        GenerationEngine e(*l->model, l->backend, o);
+        for (int rep = 0; rep < 2; ++rep)
+            for (const json& c : ref["cases"]) e.submit(greedy(c, "greedy_fixed"));
+        const auto results = e.run_to_completion();
+        ASSERT_EQ(results.size(), 2 * solo.size());
+        for (size_t i = 0; i < results.size(); ++i) EXPECT_EQ(results[i].tokens, solo[i % solo.size()]) << i;
+        // The long prompt again, after the others finished: its full blocks come from the
+        // prefix cache, and its continuation is unchanged.
+        e.submit(greedy(ref["cases"][3], "greedy_fixed"));
+        const GenerationResult again = e.run_to_completion().at(0);
+        EXPECT_EQ(again.cached_prompt_tokens, 64);
+        EXPECT_EQ(again.tokens, solo[3]);
+    }
+}
+
+TEST(Qwen3Engine, SixtyFourSequencesThroughThirtyTwoLayers) {
+    TempDir d;
+    // The 0.6B layout with 32 layers (no reference: this checks that one graph carries 64
+    // sequences, with no node-count cliff, and that each equals its solo run).
+    auto l = load(testing::write_qwen3("layout-0.6b", d.path(), {}, json{{"num_hidden_layers", 32}}));
+    std::vector<GenerationRequest> reqs;
+    for (int i = 0; i < 64; ++i) {
+        GenerationRequest r;
+        for (int k = 0; k <= i % 9; ++k) r.prompt.push_back(1000 + 37 * i + k);
+        r.sampling.max_tokens = 4;
+        reqs.push_back(r);
+    }
+    GenerationEngine all(*l->model, l->backend, {});
+    for (const auto& r : reqs) all.submit(r);
+    const auto results = all.run_to_completion();
+    ASSERT_EQ(results.size(), 64u);
+    for (int i : {0, 17, 63}) {
+        GenerationEngine one(*l->model, l->backend, {});
+        one.submit(reqs[i]);
+        EXPECT_EQ(one.run_to_completion().at(0).tokens, results[i].tokens) << i;
+    }
+    EXPECT_EQ(all.stats().kv.used_blocks, 0);
+}
+
+TEST(Qwen3Engine, SamplingIsReproducibleFromItsSeed) {
+    TempDir d;
+    auto l = load(testing::write_qwen3("tiny", d.path()));
+    auto run = [&](uint64_t seed, bool crowd) {
+        GenerationEngine e(*l->model, l->backend, {});
+        GenerationRequest r;
+        r.prompt = {785, 3974, 13876};
+        r.sampling = {12, 0, 0.8f, 40, 0.95f, seed, {}};
+        if (crowd)
+            for (int i = 0; i < 3; ++i) {
+                GenerationRequest o = r;
+                o.sampling.seed = 100 + i;
+                e.submit(o);
+            }
+        const SeqId id = e.submit(r);
+        for (const auto& res : e.run_to_completion())
+            if (res.id == id) return res.tokens;
+        return std::vector<int32_t>{};
+    };
+    EXPECT_EQ(run(5, false), run(5, true));
+    EXPECT_NE(run(5, false), run(6, false));
+}
+
+TEST(Qwen3Load, RefusalsNameTheFileAndTensorOrField) {
+    auto expect_error = [](const std::filesystem::path& p, const std::string& needle) {
+        try {
+            load(p);
+            ADD_FAILURE() << "loaded " << p;
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::InvalidModel) << e.what();
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+        }
+    };
+    {
+        TempDir d;  // one layer fewer in the config than in the file: an unexpected tensor
+        testing::write_qwen3("tiny", d.path());
+        json c = json::parse(testing::read_file(d / "config.json"));
+        c["num_hidden_layers"] = 1;
+        testing::write_file(d / "config.json", c.dump());
+        expect_error(d.path(), "unexpected tensor model.layers.1.");
+    }
+    {
+        TempDir d;  // a wider config: every shape is wrong
+        testing::write_qwen3("tiny", d.path());
+        json c = json::parse(testing::read_file(d / "config.json"));
+        c["intermediate_size"] = 96;
+        testing::write_file(d / "config.json", c.dump());
+        expect_error(d.path(), "expected [96, 16] from the config");
+    }
+    {
+        TempDir d;  // a vocabulary smaller than the tokenizer
+        testing::write_qwen3("tiny", d.path(), {}, json{{"vocab_size", 1000}});
+        expect_error(d.path(), "smaller than the tokenizer's");
+    }
+    {
+        TempDir d;
+        testing::write_qwen3("tiny", d.path(), {}, json{{"num_key_value_heads", 3}});
+        expect_error(d.path(), "not a multiple of num_key_value_heads");
+    }
+}
+
+}  // namespace
+}  // namespace parlance

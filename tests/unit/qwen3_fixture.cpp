@@ -1,0 +1,155 @@
+// The tests' Qwen3 checkpoint writer (see qwen3_fixture.h).
+#include "qwen3_fixture.h"
+
+#include <cmath>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/gguf_writer.h"
+#include "core/safetensors_writer.h"
+#include "core/tensor_data.h"
+#include "test_support.h"
+
+namespace parlance::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json read_json(const fs::path& p) {
+    std::ifstream in(p);
+    return json::parse(in);
+}
+
+uint64_t fnv1a64(const std::string& s) {
+    uint64_t h = 0xCBF29CE484222325ULL;
+    for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ULL;
+    return h;
+}
+
+struct Param {
+    std::string hf, gguf;
+    std::vector<int64_t> shape;
+    bool norm;
+};
+
+// Qwen3ForCausalLM's named_parameters() for a config (lm_head only when untied).
+std::vector<Param> params(const json& c) {
+    const int64_t d = c["hidden_size"], ff = c["intermediate_size"], V = c["vocab_size"], hd = c["head_dim"];
+    const int64_t q = c["num_attention_heads"].get<int64_t>() * hd, kv = c["num_key_value_heads"].get<int64_t>() * hd;
+    std::vector<Param> out = {{"model.embed_tokens.weight", "token_embd.weight", {V, d}, false}};
+    for (int i = 0; i < c["num_hidden_layers"].get<int>(); ++i) {
+        const std::string h = "model.layers." + std::to_string(i) + ".", g = "blk." + std::to_string(i) + ".";
+        out.push_back({h + "self_attn.q_proj.weight", g + "attn_q.weight", {q, d}, false});
+        out.push_back({h + "self_attn.k_proj.weight", g + "attn_k.weight", {kv, d}, false});
+        out.push_back({h + "self_attn.v_proj.weight", g + "attn_v.weight", {kv, d}, false});
+        out.push_back({h + "self_attn.o_proj.weight", g + "attn_output.weight", {d, q}, false});
+        out.push_back({h + "self_attn.q_norm.weight", g + "attn_q_norm.weight", {hd}, true});
+        out.push_back({h + "self_attn.k_norm.weight", g + "attn_k_norm.weight", {hd}, true});
+        out.push_back({h + "mlp.gate_proj.weight", g + "ffn_gate.weight", {ff, d}, false});
+        out.push_back({h + "mlp.up_proj.weight", g + "ffn_up.weight", {ff, d}, false});
+        out.push_back({h + "mlp.down_proj.weight", g + "ffn_down.weight", {d, ff}, false});
+        out.push_back({h + "input_layernorm.weight", g + "attn_norm.weight", {d}, true});
+        out.push_back({h + "post_attention_layernorm.weight", g + "ffn_norm.weight", {d}, true});
+    }
+    out.push_back({"model.norm.weight", "output_norm.weight", {d}, true});
+    if (!c.value("tie_word_embeddings", false)) out.push_back({"lm_head.weight", "output.weight", {V, d}, false});
+    return out;
+}
+
+void write_gguf_tokenizer(GgufWriter& w, int64_t vocab_rows) {
+    const json tok = read_json(assets_dir() / "qwen3" / "tokenizer.json");
+    std::vector<std::string> tokens(vocab_rows);
+    std::vector<int32_t> types(vocab_rows, 4);  // llama.cpp's converter: unused ids are [PADn], user-defined
+    for (int64_t i = 0; i < vocab_rows; ++i) tokens[i] = "[PAD" + std::to_string(i) + "]";
+    for (const auto& [text, id] : tok["model"]["vocab"].items()) {
+        tokens.at(id.get<int64_t>()) = text;
+        types[id.get<int64_t>()] = 1;
+    }
+    for (const json& a : tok["added_tokens"]) {
+        const int64_t id = a["id"];
+        tokens.at(id) = a["content"];
+        types[id] = a.value("special", false) ? 3 : 4;
+    }
+    std::vector<std::string> merges;
+    for (const json& m : tok["model"]["merges"])
+        merges.push_back(m.is_array() ? m[0].get<std::string>() + " " + m[1].get<std::string>() : m.get<std::string>());
+    w.set_strs("tokenizer.ggml.tokens", tokens);
+    w.set_i32s("tokenizer.ggml.token_type", types);
+    w.set_strs("tokenizer.ggml.merges", merges);
+}
+
+}  // namespace
+
+uint64_t splitmix64_ref(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ULL;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+std::vector<float> synthetic_weight(const std::string& name, const std::vector<int64_t>& shape, uint64_t seed) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    const uint64_t base = fnv1a64(name) ^ seed;
+    const bool norm = name.size() >= 11 && name.compare(name.size() - 11, 11, "norm.weight") == 0;
+    const int64_t fan_in = shape.back();
+    int bits = 0;
+    while ((int64_t(1) << (bits + 1)) <= fan_in) ++bits;  // floor(log2(fan_in)) = bit_length - 1
+    const float step = std::ldexp(1.0f, -(6 + bits / 2));
+    std::vector<float> out(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t k = static_cast<int64_t>((splitmix64_ref(base + static_cast<uint64_t>(i)) >> 33) % 255) - 127;
+        out[i] = norm ? 1.0f + static_cast<float>(k % 33) / 128.0f : static_cast<float>(k) * step;
+    }
+    return out;
+}
+
+json qwen3_reference(const std::string& config) {
+    return read_json(fixtures_dir() / "qwen3" / config / "reference.json");
+}
+
+fs::path write_qwen3(const std::string& config, const fs::path& dir, const Qwen3Checkpoint& how, const json& edit) {
+    const fs::path src = fixtures_dir() / "qwen3" / config;
+    json cfg = read_json(src / "config.json");
+    if (edit.is_object()) cfg.merge_patch(edit);
+    const json ref = read_json(src / "reference.json");
+    const uint64_t seed = ref["seed"];
+    fs::create_directories(dir);
+    std::vector<TensorData> tensors;
+    for (const Param& p : params(cfg)) {
+        const std::vector<float> v = synthetic_weight(p.hf, p.shape, seed);
+        const ggml_type t = how.gguf && p.norm ? GGML_TYPE_F32 : how.dtype;
+        tensors.push_back(TensorData::from_f32(how.gguf ? p.gguf : p.hf, p.shape, v, t));
+    }
+    if (how.gguf) {
+        GgufWriter w;
+        // llama.cpp's keys as its converter wrote them for this config (reference.json gguf_layout);
+        // arrays (the tokenizer's) are rebuilt from the real tokenizer.json.
+        for (const auto& [k, v] : ref["gguf_layout"]["keys"].items()) {
+            if (v.is_string()) w.set_str(k, v.get<std::string>());
+            else if (v.is_boolean()) w.set_bool(k, v.get<bool>());
+            else if (v.is_number_integer()) w.set_u32(k, v.get<uint32_t>());
+            else if (v.is_number_float()) w.set_f32(k, v.get<float>());
+        }
+        write_gguf_tokenizer(w, cfg["vocab_size"].get<int64_t>());
+        for (TensorData& t : tensors) w.add_tensor(std::move(t));
+        w.write(dir / "model.gguf");
+        return dir / "model.gguf";
+    }
+    json c = cfg;
+    std::ofstream(dir / "config.json") << c.dump(2);
+    std::ofstream(dir / "generation_config.json") << json{{"eos_token_id", ref["eos_token_ids"]}}.dump();
+    fs::copy_file(assets_dir() / "qwen3" / "tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+    fs::copy_file(assets_dir() / "qwen3" / "tokenizer_config.json", dir / "tokenizer_config.json",
+                  fs::copy_options::overwrite_existing);
+    if (how.shards > 1) {
+        write_safetensors_sharded(dir, tensors, static_cast<size_t>(how.shards));
+    } else {
+        write_safetensors(dir / "model.safetensors", tensors);
+    }
+    return dir;
+}
+
+}  // namespace parlance::testing

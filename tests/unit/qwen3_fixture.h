@@ -1,0 +1,34 @@
+// Writes the Qwen3 checkpoints of tests/fixtures/qwen3/<config>: the weights come from the same
+// counter-based generator as tools/reference/qwen3_reference.py (synthetic_weight), so the files
+// hold exactly the values transformers computed the reference with, in any dtype and layout.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <ggml.h>
+#include <nlohmann/json.hpp>
+
+namespace parlance::testing {
+
+// splitmix64 of the reference script (state += golden ratio, then the finaliser).
+uint64_t splitmix64_ref(uint64_t x);
+// Element values of tensor `name` with PyTorch `shape` under `seed` (see the Python docstring).
+std::vector<float> synthetic_weight(const std::string& name, const std::vector<int64_t>& shape, uint64_t seed);
+
+struct Qwen3Checkpoint {
+    ggml_type dtype = GGML_TYPE_BF16;  // matrices and embeddings; norms are stored alike (HF) or f32 (GGUF)
+    int shards = 1;                    // > 1: model-0000i-of-0000N.safetensors + index
+    bool gguf = false;                 // llama.cpp's names, keys and token arrays instead
+};
+
+nlohmann::json qwen3_reference(const std::string& config);
+// Writes config `config` into `dir`; returns what --model takes (dir, or dir/model.gguf).
+// `edit` changes the config.json before the weights are made (e.g. more layers for a stress
+// test; such a checkpoint has no reference outputs).
+std::filesystem::path write_qwen3(const std::string& config, const std::filesystem::path& dir,
+                                  const Qwen3Checkpoint& how = {}, const nlohmann::json& edit = nullptr);
+
+}  // namespace parlance::testing
