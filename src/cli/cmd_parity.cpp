@@ -2,7 +2,14 @@
 // transformers outputs stored there and prints the comparison table. Exit 1 if any check fails.
 #include <cstdio>
 
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
+#include "core/error.h"
+#include "engine/lm_parity.h"
+#include "models/registry.h"
 #include "models/whisper/parity.h"
 
 namespace parlance::cli {
@@ -27,7 +34,24 @@ void register_parity(CLI::App& app, GlobalOptions& globals) {
         ->default_val(1e-3);
     cmd->callback([dirs, opts, &globals] {
         for (const auto& d : *dirs) {
-            auto report = whisper::run_parity(d, *opts);
+            std::ifstream in(std::filesystem::path(d) / "reference.json");
+            if (!in) throw Error(ErrorKind::NotFound, "no reference.json in " + d);
+            const nlohmann::json ref = nlohmann::json::parse(in);
+            ParityReport report;
+            if (ref.value("generator", std::string()).find("qwen3_reference") != std::string::npos) {
+                // Language-model references hold no weights (tests/write_qwen3_fixture makes them).
+                std::filesystem::path model = opts->model_override;
+                if (model.empty()) model = std::filesystem::path(d) / "model";
+                if (!std::filesystem::exists(model))
+                    throw Error(ErrorKind::InvalidArgument,
+                                d + " holds no weights: pass --model (build/tests/write_qwen3_fixture " +
+                                    std::filesystem::path(d).filename().string() + " DIR writes them)");
+                Backend backend(opts->backend);
+                auto lm = load_language_model(model, backend, {opts->quantize});
+                report = run_lm_parity(*lm, backend, ref);
+            } else {
+                report = whisper::run_parity(d, *opts);
+            }
             std::printf("%s\n", report.table().c_str());
             if (!report.all_pass()) globals.exit_code = 1;
         }

@@ -60,7 +60,7 @@ private:
 };
 
 // Size of a graph and its tensor metadata, for ggml_init of a no_alloc context.
-constexpr size_t kMaxGraphNodes = 16384;
+constexpr size_t kMaxGraphNodes = 65536;  // a step graph grows with layers and distinct audio windows, not hypotheses
 size_t graph_context_size(size_t max_nodes = kMaxGraphNodes);
 
 }  // namespace parlance

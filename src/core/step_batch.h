@@ -10,7 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
+
+#include "core/kv_cache_manager.h"
 
 namespace parlance {
 
@@ -36,5 +39,19 @@ struct StepBatch {
     int n_tokens() const { return static_cast<int>(tokens.size()); }
     int n_kv() const { return static_cast<int>(read_cells.size()); }
 };
+
+// One sequence's tokens in a step: positions [start, start + tokens.size()) of `seq`, whose cells
+// the KV manager has reserved; `output` asks for the logits after its last token.
+struct StepSpan {
+    SeqId seq = 0;
+    int start = 0;
+    std::span<const int32_t> tokens;
+    bool output = false;
+};
+
+// The batch for these spans, in order: token rows, write cells, each sequence's read segment
+// (positions 0 .. start + n, aligned and padded to kSegmentAlign) and the causal mask. Embedding
+// rows are left to the caller.
+StepBatch build_step_batch(std::span<const StepSpan> spans, const KvCacheManager& kv);
 
 }  // namespace parlance

@@ -50,47 +50,24 @@ SeqId GenerationEngine::submit(GenerationRequest r) {
     s->cache_key = s->spans.empty() ? r.cache_key : (r.cache_key ^ (0x5bd1e995ULL * static_cast<uint64_t>(s->id)));
     const SeqId id = s->id;
     scheduler_.add_request(std::move(s));
-    extra_[id] = Extra{std::move(r.on_token), -1};
+    extra_[id] = Extra{std::move(r.on_token), std::move(r.on_logits), -1};
     return id;
 }
 
 StepBatch GenerationEngine::build_batch(const SchedulerOutput& out) const {
-    StepBatch b;
-    const int align = StepBatch::kSegmentAlign;
-    struct Seg {
-        int start, tokens_from;
-    };
-    std::vector<Seg> segs;
+    std::vector<StepSpan> spans;
+    for (const ScheduledSeq& it : out.items)
+        spans.push_back({it.seq->id, it.start, std::span<const int32_t>(it.seq->tokens.data() + it.start, it.n), it.sample});
+    StepBatch b = build_step_batch(spans, kv_);
+    int row = 0;
     for (const ScheduledSeq& it : out.items) {
-        const Sequence& s = *it.seq;
-        const int first = static_cast<int>(b.tokens.size());
-        for (int j = it.start; j < it.start + it.n; ++j) {
-            b.tokens.push_back(s.tokens[j]);
-            b.positions.push_back(j);
-            b.write_cells.push_back(kv_.cell(s.id, j));
-        }
-        for (const EmbeddingSpan& e : s.spans) {
+        for (const EmbeddingSpan& e : it.seq->spans) {
             const int lo = std::max(e.position, it.start), hi = std::min(e.position + e.rows, it.start + it.n);
             if (lo < hi)
-                b.embeddings.push_back({first + (lo - it.start), hi - lo,
+                b.embeddings.push_back({row + (lo - it.start), hi - lo,
                                         e.data.data() + static_cast<size_t>(lo - e.position) * model_.hidden_size()});
         }
-        const int end = it.start + it.n;
-        const int seg_len = (end + align - 1) / align * align;
-        segs.push_back({static_cast<int>(b.read_cells.size()), first});
-        const int32_t pad = static_cast<int32_t>(kv_.cell(s.id, 0));
-        for (int p = 0; p < seg_len; ++p)
-            b.read_cells.push_back(p < end ? static_cast<int32_t>(kv_.cell(s.id, p)) : pad);
-        if (it.sample) b.outputs.push_back(static_cast<int32_t>(b.tokens.size()) - 1);
-    }
-    const size_t n_kv = b.read_cells.size();
-    b.mask.assign(b.tokens.size() * n_kv, -std::numeric_limits<float>::infinity());
-    for (size_t i = 0; i < out.items.size(); ++i) {
-        const ScheduledSeq& it = out.items[i];
-        for (int j = 0; j < it.n; ++j) {
-            float* row = b.mask.data() + static_cast<size_t>(segs[i].tokens_from + j) * n_kv + segs[i].start;
-            std::fill(row, row + it.start + j + 1, 0.0f);  // positions 0..own
-        }
+        row += it.n;
     }
     return b;
 }
@@ -143,6 +120,8 @@ std::vector<GenerationResult> GenerationEngine::step() {
     for (const ScheduledSeq& it : out.items) {
         if (!it.sample) continue;
         std::span<float> row(logits_.data() + k * V, V);
+        auto e = extra_.find(it.seq->id);
+        if (e != extra_.end() && e->second.on_logits) e->second.on_logits(row);
         sampled.push_back(sample_next(row, it.seq->sampling, it.seq->generated()));
         ++k;
     }

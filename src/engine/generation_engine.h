@@ -11,12 +11,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
 #include <memory>
 #include <vector>
 
 #include "core/backend.h"
 #include "core/kv_storage.h"
-#include "engine/kv_cache_manager.h"
+#include "core/kv_cache_manager.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "models/language_model.h"
@@ -40,6 +41,9 @@ struct GenerationRequest {
     uint64_t cache_key = 0;
     // Called on the engine thread with each generated token (streaming). Must not block.
     std::function<void(int32_t)> on_token;
+    // Called with the raw logits row [vocab] each token is chosen from, before stop suppression
+    // (parity checks, log-probabilities). Must not block.
+    std::function<void(std::span<const float>)> on_logits;
 };
 
 struct GenerationResult {
@@ -80,6 +84,7 @@ public:
 private:
     struct Extra {
         std::function<void(int32_t)> on_token;
+        std::function<void(std::span<const float>)> on_logits;
         int cached = -1;
     };
     StepBatch build_batch(const SchedulerOutput& out) const;

@@ -15,7 +15,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/kv_cache_manager.h"
+#include "core/kv_cache_manager.h"
 #include "engine/sequence.h"
 
 namespace parlance {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/kv_cache_manager.h"
+#include "core/kv_cache_manager.h"
 
 namespace parlance {
 

@@ -25,7 +25,7 @@ TranscriptionEngine::TranscriptionEngine(const whisper::WhisperModel& model, Bac
     : model_(model), backend_(backend), options_(options), log_(logger),
       runner_(model.config, *model.weights, backend, std::max(2, options.cache_slots)),
       steps_(runner_) {
-    for (int i = 0; i < runner_.kv().n_slots(); ++i) free_slots_.push_back(i);
+    for (int i = 0; i < runner_.n_slots(); ++i) free_slots_.push_back(i);
     stats_.free_slots = static_cast<int>(free_slots_.size());
     thread_ = std::thread([this] { loop(); });
 }
@@ -35,7 +35,7 @@ TranscriptionEngine::~TranscriptionEngine() { shutdown(false); }
 std::future<Transcript> TranscriptionEngine::submit(TranscriptionRequest request) {
     // The model's defaults first: the cache slots a request takes depend on its beam size.
     request.options = whisper::with_model_defaults(std::move(request.options), model_.tokens);
-    whisper::slots_for_beams(*request.options.beam_size, runner_.kv().n_slots());
+    whisper::slots_for_beams(*request.options.beam_size, runner_.n_slots());
     auto job = std::make_unique<Job>();
     job->request = std::move(request);
     job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, options_.max_new_tokens);
@@ -75,6 +75,7 @@ void TranscriptionEngine::finish(Job& job, std::exception_ptr error) {
     } else {
         job.promise.set_value(std::move(job.session->transcript()));
     }
+    for (int s : job.slots) runner_.release_slot(s);  // its KV blocks go back to the pool now
     std::lock_guard<std::mutex> lock(mutex_);
     for (int s : job.slots) free_slots_.push_back(s);
     job.slots.clear();

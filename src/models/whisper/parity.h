@@ -10,24 +10,12 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/parity_report.h"
 
 namespace parlance::whisper {
 
-struct ParityRow {
-    std::string clip;
-    std::string check;    // "encoder", "first_step", "greedy_fixed", ...
-    bool pass = false;
-    bool near_tie = false;  // diverged where the reference's top-2 margin was < 1e-3
-    double value = 0.0;     // relative error, max abs diff, or index of first divergence (-1: none)
-    std::string detail;
-};
-
-struct ParityReport {
-    std::string config;
-    std::vector<ParityRow> rows;
-    bool all_pass() const;
-    std::string table() const;  // human-readable, one line per row
-};
+using parlance::ParityReport;
+using parlance::ParityRow;
 
 struct ParityOptions {
     BackendOptions backend;

@@ -2,22 +2,16 @@
 // first): activations are [d, tokens], so a PyTorch [tokens, d] row is one ggml column.
 #include "models/whisper/runner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/graph_ops.h"
+#include "core/step_batch.h"
 
 namespace parlance::whisper {
 namespace {
-
-ggml_tensor* layer_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tensor* b, float eps) {
-    return ggml_add(ctx, ggml_mul(ctx, ggml_norm(ctx, x, eps), w), b);
-}
-
-ggml_tensor* linear(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tensor* b) {
-    ggml_tensor* y = ggml_mul_mat(ctx, w, x);
-    return b ? ggml_add(ctx, y, b) : y;
-}
 
 // 1-D convolution with "same"-style padding 1 and kernel 3, computed exactly in f32:
 // x ne [T, C_in, B], kernel ne [3, C_in, C_out] -> ne [C_out, T_out * B].
@@ -59,32 +53,20 @@ CrossKv::~CrossKv() {
     ggml_free(ctx_);
 }
 
-SelfKvCache::SelfKvCache(const WhisperConfig& c, Backend& backend, int n_slots) : n_slots_(n_slots) {
-    ggml_init_params p{ggml_tensor_overhead() * (2 * c.decoder_layers + 2), nullptr, true};
-    ctx_ = ggml_init(p);
-    for (int l = 0; l < c.decoder_layers; ++l) {
-        k.push_back(ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, c.d_model, c.max_target_positions, n_slots));
-        // V transposed (a row of positions per channel): a step reads it as the left operand of
-        // attention·V in place, where the [d, positions] layout needed a growing copy each step
-        // (~15 % of base's decode time at 200 tokens).
-        v.push_back(ggml_new_tensor_3d(ctx_, GGML_TYPE_F32, c.max_target_positions, c.d_model, n_slots));
-    }
-    buffer_ = ggml_backend_alloc_ctx_tensors(ctx_, backend.primary());
-    if (!buffer_) throw Error(ErrorKind::Io, "could not allocate the decoder cache");
-    ggml_backend_buffer_clear(buffer_, 0);
-}
-
-SelfKvCache::~SelfKvCache() {
-    if (buffer_) ggml_backend_buffer_free(buffer_);
-    ggml_free(ctx_);
-}
-
-size_t SelfKvCache::bytes() const { return buffer_ ? ggml_backend_buffer_get_size(buffer_) : 0; }
+namespace {
+constexpr int kBlockTokens = 16;
+int blocks_per_slot(const WhisperConfig& c) { return (c.max_target_positions + kBlockTokens - 1) / kBlockTokens; }
+}  // namespace
 
 WhisperRunner::WhisperRunner(const WhisperConfig& config, const WhisperWeights& weights,
                              Backend& backend, int max_sequences)
-    : config_(config), w_(weights), backend_(backend), kv_(config, backend, max_sequences),
-      graph_buf_(graph_context_size()) {}
+    : config_(config), w_(weights), backend_(backend), n_slots_(max_sequences),
+      pages_(max_sequences * blocks_per_slot(config), kBlockTokens),
+      self_kv_(KvSpec{config.decoder_layers, config.d_model, GGML_TYPE_F32},
+               static_cast<int64_t>(max_sequences) * blocks_per_slot(config) * kBlockTokens, backend),
+      graph_buf_(graph_context_size()) {
+    for (int s = 0; s < max_sequences; ++s) pages_.open(s, {});
+}
 
 void WhisperRunner::encode(std::span<const std::vector<float>> mels,
                            std::span<CrossKv* const> crosses,
@@ -194,90 +176,91 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
     const int64_t d = c.d_model;
     const int H = c.decoder_heads, hd = c.decoder_head_dim();
     const int n_items = static_cast<int>(items.size());
-    std::vector<int32_t> ids, pos, last;
+    if (capture && n_items != 1) throw Error(ErrorKind::Internal, "cross_attention: one sequence at a time");
+    // Reserve each sequence's cells: a slot holding more than n_past tokens (a reused or
+    // reordered one) is cut back first.
+    std::vector<BlockCopy> copies;
+    std::vector<StepSpan> spans;
     for (const DecodeItem& it : items) {
         if (it.tokens.empty()) throw Error(ErrorKind::Internal, "decode: an item has no tokens");
-        if (it.slot < 0 || it.slot >= kv_.n_slots()) throw Error(ErrorKind::Internal, "decode: bad slot");
+        if (it.slot < 0 || it.slot >= n_slots_) throw Error(ErrorKind::Internal, "decode: bad slot");
         if (it.n_past + static_cast<int>(it.tokens.size()) > c.max_target_positions)
-            throw Error(ErrorKind::TooLarge, "decoder context of " +
-                                                 std::to_string(c.max_target_positions) +
+            throw Error(ErrorKind::TooLarge, "decoder context of " + std::to_string(c.max_target_positions) +
                                                  " tokens exceeded");
-        for (size_t i = 0; i < it.tokens.size(); ++i) {
-            if (it.tokens[i] < 0 || it.tokens[i] >= c.vocab_size)
-                throw Error(ErrorKind::Internal, "decode: token id out of range");
-            ids.push_back(it.tokens[i]);
-            pos.push_back(it.n_past + static_cast<int>(i));
-            if (capture && capture->all_logits) last.push_back(static_cast<int32_t>(ids.size()) - 1);
-        }
-        if (!(capture && capture->all_logits)) last.push_back(static_cast<int32_t>(ids.size()) - 1);
+        for (int t : it.tokens)
+            if (t < 0 || t >= c.vocab_size) throw Error(ErrorKind::Internal, "decode: token id out of range");
+        const int have = pages_.length(it.slot);
+        if (have < it.n_past) throw Error(ErrorKind::Internal, "decode: a slot holds fewer tokens than n_past");
+        if (have > it.n_past) pages_.truncate(it.slot, it.n_past);
+        std::vector<int32_t> toks(it.tokens.begin(), it.tokens.end());
+        if (!pages_.append(it.slot, toks, copies))
+            throw Error(ErrorKind::Internal, "decode: the decoder cache is full");
     }
-    if (capture && n_items != 1) throw Error(ErrorKind::Internal, "cross_attention: one sequence at a time");
-    const int n_out = static_cast<int>(last.size());
+    if (!copies.empty()) {
+        std::vector<KvStorage::CellCopy> cells;
+        for (const BlockCopy& b : copies)
+            cells.push_back({int64_t(b.from) * kBlockTokens, int64_t(b.to) * kBlockTokens, b.n_tokens});
+        self_kv_.copy_cells(cells, backend_);
+    }
+    std::vector<std::vector<int32_t>> token_store;
+    token_store.reserve(items.size());
+    for (const DecodeItem& it : items) {
+        token_store.emplace_back(it.tokens.begin(), it.tokens.end());
+        spans.push_back({it.slot, it.n_past, token_store.back(), !(capture && capture->all_logits)});
+    }
+    StepBatch batch = build_step_batch(spans, pages_);
+    if (capture && capture->all_logits) {
+        batch.outputs.clear();
+        for (int i = 0; i < batch.n_tokens(); ++i) batch.outputs.push_back(i);
+    }
+    const int n_out = static_cast<int>(batch.outputs.size());
+    const int64_t N = batch.n_tokens();
     std::vector<ggml_tensor*> captured(c.decoder_layers, nullptr);  // softmaxed kq per layer, [T, n, H]
-    const int64_t N = static_cast<int64_t>(ids.size());
+
+    // Runs of consecutive items that attend to the same encoded window (a request's beams):
+    // cross-attention is one product per run, not per hypothesis.
+    struct Run {
+        const CrossKv* cross;
+        int64_t row, n;
+    };
+    std::vector<Run> runs;
+    int64_t row = 0;
+    for (const DecodeItem& it : items) {
+        const int64_t n = static_cast<int64_t>(it.tokens.size());
+        if (!runs.empty() && runs.back().cross == it.cross) {
+            runs.back().n += n;
+        } else {
+            runs.push_back({it.cross, row, n});
+        }
+        row += n;
+    }
 
     GraphContext g(graph_buf_);
     ggml_context* ctx = g.ctx;
-    ggml_tensor* t_ids = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, N);
-    ggml_tensor* t_pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, N);
-    ggml_tensor* t_last = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_out);
-    ggml_set_input(t_ids);
-    ggml_set_input(t_pos);
-    ggml_set_input(t_last);
-
-    ggml_tensor* x = ggml_add(ctx, ggml_get_rows(ctx, w_.tok_emb, t_ids), ggml_get_rows(ctx, w_.dec_pos, t_pos));
+    const StepTensors in = StepTensors::create(ctx, batch);
+    ggml_tensor* x = ggml_add(ctx, ggml_get_rows(ctx, w_.tok_emb, in.tokens), ggml_get_rows(ctx, w_.dec_pos, in.positions));
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const int64_t T = c.max_source_positions;
 
     for (int li = 0; li < c.decoder_layers; ++li) {
         const LayerWeights& l = w_.dec_layers[li];
-        // Self-attention over each item's cache.
+        // Self-attention over the paged cache: one call for every sequence of the step.
         ggml_tensor* h = layer_norm(ctx, x, l.attn_ln_w, l.attn_ln_b, c.layer_norm_eps);
-        ggml_tensor* q = linear(ctx, h, l.attn.q_w, l.attn.q_b);
-        ggml_tensor* k = linear(ctx, h, l.attn.k_w, nullptr);
-        ggml_tensor* v = linear(ctx, h, l.attn.v_w, l.attn.v_b);
-        ggml_tensor* att = nullptr;
-        int64_t off = 0;
-        for (const DecodeItem& it : items) {
-            const int64_t n = static_cast<int64_t>(it.tokens.size()), L = it.n_past + n;
-            ggml_tensor* kc = kv_.k[li];
-            ggml_tensor* vc = kv_.v[li];
-            const size_t slot_off = static_cast<size_t>(it.slot) * kc->nb[2];
-            const size_t slot_voff = static_cast<size_t>(it.slot) * vc->nb[2];
-            ggml_build_forward_expand(g.graph, ggml_cpy(ctx, ggml_view_2d(ctx, k, d, n, k->nb[1], off * k->nb[1]),
-                ggml_view_2d(ctx, kc, d, n, kc->nb[1], slot_off + it.n_past * kc->nb[1])));
-            ggml_build_forward_expand(g.graph,
-                ggml_cpy(ctx, ggml_transpose(ctx, ggml_view_2d(ctx, v, d, n, v->nb[1], off * v->nb[1])),
-                         ggml_view_2d(ctx, vc, n, d, vc->nb[1], slot_voff + it.n_past * vc->nb[0])));
-            ggml_tensor* K = ggml_view_3d(ctx, kc, hd, H, L, hd * ggml_element_size(kc), kc->nb[1], slot_off);
-            K = ggml_permute(ctx, K, 0, 2, 1, 3);  // [hd, L, H]
-            ggml_tensor* Vt = ggml_view_3d(ctx, vc, L, hd, H, vc->nb[1], hd * vc->nb[1], slot_voff);  // [L, hd, H]
-            ggml_tensor* qi = ggml_view_3d(ctx, q, hd, H, n, hd * ggml_element_size(q), q->nb[1], off * q->nb[1]);
-            qi = ggml_permute(ctx, qi, 0, 2, 1, 3);  // [hd, n, H]
-            ggml_tensor* kq = ggml_mul_mat(ctx, K, qi);  // [L, n, H]
-            if (n == 1) {
-                kq = ggml_soft_max_ext(ctx, kq, nullptr, scale, 0.0f);  // one new token sees every cached one
-            } else {
-                kq = ggml_soft_max(ctx, ggml_diag_mask_inf(ctx, ggml_scale(ctx, kq, scale), it.n_past));
-            }
-            ggml_tensor* o = ggml_mul_mat(ctx, Vt, kq);  // [hd, n, H]
-            o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), d, n);
-            att = att ? ggml_concat(ctx, att, o, 1) : o;
-            off += n;
-        }
+        ggml_tensor* q = ggml_reshape_3d(ctx, linear(ctx, h, l.attn.q_w, l.attn.q_b), hd, H, N);
+        ggml_tensor* k = ggml_reshape_3d(ctx, linear(ctx, h, l.attn.k_w, nullptr), hd, H, N);
+        ggml_tensor* v = ggml_reshape_3d(ctx, linear(ctx, h, l.attn.v_w, l.attn.v_b), hd, H, N);
+        ggml_tensor* att = paged_attention(ctx, q, k, v, self_kv_, li, in, scale);
         x = ggml_add(ctx, x, linear(ctx, att, l.attn.o_w, l.attn.o_b));
 
-        // Cross-attention over each item's encoded audio.
+        // Cross-attention over each run's encoded audio.
         h = layer_norm(ctx, x, l.cross_ln_w, l.cross_ln_b, c.layer_norm_eps);
         q = linear(ctx, h, l.cross.q_w, l.cross.q_b);
         att = nullptr;
-        off = 0;
-        const int64_t T = c.max_source_positions;
-        for (const DecodeItem& it : items) {
-            const int64_t n = static_cast<int64_t>(it.tokens.size());
-            ggml_tensor* K = ggml_reshape_3d(ctx, it.cross->k[li], hd, H, T);
-            K = ggml_permute(ctx, K, 0, 2, 1, 3);                         // [hd, T, H]
-            ggml_tensor* Vt = ggml_reshape_3d(ctx, it.cross->vt[li], T, hd, H);  // [T, hd, H]
-            ggml_tensor* qi = ggml_view_3d(ctx, q, hd, H, n, hd * ggml_element_size(q), q->nb[1], off * q->nb[1]);
+        for (const Run& r : runs) {
+            ggml_tensor* K = ggml_reshape_3d(ctx, r.cross->k[li], hd, H, T);
+            K = ggml_permute(ctx, K, 0, 2, 1, 3);                                // [hd, T, H]
+            ggml_tensor* Vt = ggml_reshape_3d(ctx, r.cross->vt[li], T, hd, H);  // [T, hd, H]
+            ggml_tensor* qi = ggml_view_3d(ctx, q, hd, H, r.n, hd * ggml_element_size(q), q->nb[1], r.row * q->nb[1]);
             qi = ggml_permute(ctx, qi, 0, 2, 1, 3);
             ggml_tensor* kq = ggml_soft_max_ext(ctx, ggml_mul_mat(ctx, K, qi), nullptr, scale, 0.0f);  // [T, n, H]
             if (capture) {
@@ -289,9 +272,8 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
                 }
             }
             ggml_tensor* o = ggml_mul_mat(ctx, Vt, kq);  // [hd, n, H]
-            o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), d, n);
+            o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), d, r.n);
             att = att ? ggml_concat(ctx, att, o, 1) : o;
-            off += n;
         }
         x = ggml_add(ctx, x, linear(ctx, att, l.cross.o_w, l.cross.o_b));
 
@@ -299,7 +281,7 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
         h = ggml_gelu_erf(ctx, linear(ctx, h, l.fc1_w, l.fc1_b));
         x = ggml_add(ctx, x, linear(ctx, h, l.fc2_w, l.fc2_b));
     }
-    x = ggml_get_rows(ctx, x, t_last);  // [d, n_out]
+    x = ggml_get_rows(ctx, x, in.outputs);  // [d, n_out]
     x = layer_norm(ctx, x, w_.dec_ln_w, w_.dec_ln_b, c.layer_norm_eps);
     ggml_tensor* logits = ggml_mul_mat(ctx, w_.proj_out, x);  // [vocab, n_out]
     ggml_set_output(logits);
@@ -308,9 +290,7 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
         if (kq) ggml_build_forward_expand(g.graph, kq);
 
     backend_.alloc_graph(g.graph, /*batch_invariant=*/true);
-    ggml_backend_tensor_set(t_ids, ids.data(), 0, ids.size() * sizeof(int32_t));
-    ggml_backend_tensor_set(t_pos, pos.data(), 0, pos.size() * sizeof(int32_t));
-    ggml_backend_tensor_set(t_last, last.data(), 0, last.size() * sizeof(int32_t));
+    in.upload(batch);
     backend_.compute(g.graph);
 
     std::vector<std::vector<float>> out(n_out, std::vector<float>(c.vocab_size));
@@ -330,21 +310,12 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
 }
 
 void WhisperRunner::copy_slot(int from, int to, int n) {
-    if (from == to || n <= 0) return;
-    GraphContext g(graph_buf_);
-    ggml_context* ctx = g.ctx;
-    for (int li = 0; li < config_.decoder_layers; ++li) {
-        ggml_tensor* k = kv_.k[li];  // [d, positions]: the first n rows
-        ggml_build_forward_expand(g.graph,
-            ggml_cpy(ctx, ggml_view_2d(ctx, k, k->ne[0], n, k->nb[1], from * k->nb[2]),
-                     ggml_view_2d(ctx, k, k->ne[0], n, k->nb[1], to * k->nb[2])));
-        ggml_tensor* v = kv_.v[li];  // [positions, d]: the first n columns
-        ggml_build_forward_expand(g.graph,
-            ggml_cpy(ctx, ggml_view_2d(ctx, v, n, v->ne[1], v->nb[1], from * v->nb[2]),
-                     ggml_view_2d(ctx, v, n, v->ne[1], v->nb[1], to * v->nb[2])));
-    }
-    backend_.alloc_graph(g.graph);
-    backend_.compute(g.graph);
+    if (from == to) return;  // the next step's n_past cuts it back
+    pages_.free(to);
+    pages_.fork(from, to);
+    pages_.truncate(to, std::min(n, pages_.length(to)));
 }
+
+void WhisperRunner::release_slot(int slot) { pages_.truncate(slot, 0); }
 
 }  // namespace parlance::whisper

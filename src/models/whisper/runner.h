@@ -1,7 +1,10 @@
 // Whisper compute on ggml: the encoder (log-mel -> cross-attention keys/values) and a batched
-// decoder step over many sequences, each with its own self-attention cache slot. Holds per-worker
-// state (caches, scratch); the weights are shared and immutable. Not thread-safe: one engine
-// thread owns a runner.
+// decoder step over many sequences. Each sequence ("slot") is a sequence of the paged KV cache
+// (core/kv_cache_manager.h): its self-attention K/V live in blocks, a beam reorder forks blocks
+// instead of copying a prefix, and one attention call per layer serves every sequence of the step
+// (core/graph_ops.h paged_attention); cross-attention runs once per distinct encoded window.
+// Holds per-worker state (caches, scratch); the weights are shared and immutable. Not
+// thread-safe: one engine thread owns a runner.
 #pragma once
 
 #include <memory>
@@ -10,6 +13,8 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/kv_cache_manager.h"
+#include "core/kv_storage.h"
 #include "models/whisper/config.h"
 #include "models/whisper/weights.h"
 
@@ -30,28 +35,9 @@ private:
     ggml_backend_buffer_t buffer_ = nullptr;
 };
 
-// Self-attention cache: `n_slots` sequences of up to n_text_ctx tokens.
-// k[l]: ne [d, n_text_ctx, n_slots]; v[l]: ne [n_text_ctx, d, n_slots] (transposed: read in place
-// as the left operand of attention·V).
-class SelfKvCache {
-public:
-    SelfKvCache(const WhisperConfig& config, Backend& backend, int n_slots);
-    ~SelfKvCache();
-    SelfKvCache(const SelfKvCache&) = delete;
-    SelfKvCache& operator=(const SelfKvCache&) = delete;
-    int n_slots() const { return n_slots_; }
-    size_t bytes() const;
-    std::vector<ggml_tensor*> k, v;
-
-private:
-    int n_slots_;
-    ggml_context* ctx_ = nullptr;
-    ggml_backend_buffer_t buffer_ = nullptr;
-};
-
 // One sequence's share of a decoder step.
 struct DecodeItem {
-    int slot = 0;                 // its SelfKvCache slot
+    int slot = 0;                 // its sequence of the paged self-attention cache
     const CrossKv* cross = nullptr;
     std::vector<int> tokens;      // new tokens (the prompt at the first step, then one)
     int n_past = 0;               // tokens already in the slot's cache
@@ -59,11 +45,15 @@ struct DecodeItem {
 
 class WhisperRunner {
 public:
+    // `max_sequences` slots; the cache holds as many full-context (n_text_ctx) sequences' worth
+    // of blocks, shared among the slots as they need them.
     WhisperRunner(const WhisperConfig& config, const WhisperWeights& weights, Backend& backend,
                   int max_sequences);
 
     const WhisperConfig& config() const { return config_; }
-    SelfKvCache& kv() { return kv_; }
+    int n_slots() const { return n_slots_; }
+    size_t kv_bytes() const { return self_kv_.bytes(); }
+    KvCacheStats kv_stats() const { return pages_.stats(); }
     Backend& backend() { return backend_; }
 
     // mels: B arrays of [n_mels, n_mel_frames] row-major (exactly 30 s each). Writes each one's
@@ -76,8 +66,11 @@ public:
     // logits of each item's last token, [items][vocab].
     std::vector<std::vector<float>> decode(std::span<const DecodeItem> items);
 
-    // Copies the first n tokens of cache slot `from` into slot `to` (beam search reordering).
+    // Makes slot `to` hold the first n tokens of slot `from` (beam search reordering): `to`
+    // shares `from`'s blocks; a shared partial block is copied when `to` next writes into it.
     void copy_slot(int from, int to, int n);
+    // Returns a slot's blocks to the cache (a finished request).
+    void release_slot(int slot);
 
     // The alignment pass: runs the decoder over `tokens` from position 0 in cache slot `slot`
     // (overwriting whatever it held) against `cross`, and returns the softmaxed cross-attention
@@ -103,7 +96,9 @@ private:
     const WhisperConfig& config_;
     const WhisperWeights& w_;
     Backend& backend_;
-    SelfKvCache kv_;
+    int n_slots_;
+    KvCacheManager pages_;   // slot s is sequence s
+    KvStorage self_kv_;
     std::vector<uint8_t> graph_buf_;
 };
 

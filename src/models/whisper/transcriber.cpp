@@ -99,7 +99,7 @@ int slots_for_beams(int beams, int available) {
 Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::span<const float> pcm,
                       const TranscribeOptions& options) {
     const TranscribeOptions o = with_model_defaults(options, model.tokens);
-    std::vector<int> slots(slots_for_beams(*o.beam_size, runner.kv().n_slots()));
+    std::vector<int> slots(slots_for_beams(*o.beam_size, runner.n_slots()));
     std::iota(slots.begin(), slots.end(), 0);
     Session session(model, runner.backend(), std::vector<float>(pcm.begin(), pcm.end()), o, slots);
     WhisperStepModel steps(runner);

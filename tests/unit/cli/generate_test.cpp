@@ -57,5 +57,20 @@ TEST(Generate, TextOutputAndCarelessInvocations) {
     EXPECT_NE(out.find("do not generate text"), std::string::npos) << out;
 }
 
+TEST(Generate, ParityCommandComparesWithTransformers) {
+    TempDir d;
+    const auto model = write_qwen3("layout-0.6b", d.path());
+    std::string out;
+    const std::string fixture = (fixtures_dir() / "qwen3" / "layout-0.6b").string();
+    int rc = run_command(quoted(parlance_binary().string()) + " parity " + quoted(fixture) + " --model " +
+                             quoted(model.string()) + " 2>&1",
+                         &out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("20 of 20 checks"), std::string::npos) << out;
+    rc = run_command(quoted(parlance_binary().string()) + " parity " + quoted(fixture) + " 2>&1", &out);
+    EXPECT_NE(rc, 0);
+    EXPECT_NE(out.find("write_qwen3_fixture"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace parlance::testing

@@ -1,5 +1,5 @@
 // Paged KV-cache bookkeeping (see kv_cache_manager.h).
-#include "engine/kv_cache_manager.h"
+#include "core/kv_cache_manager.h"
 
 #include <algorithm>
 #include <string>
@@ -123,7 +123,9 @@ bool KvCacheManager::append(SeqId seq, std::span<const int32_t> tokens, std::vec
     const int have = static_cast<int>(s.table.size());
     const int need_blocks = blocks_for(len + n) - have;
     const bool partial = len % bs != 0;
-    const bool cow = partial && blocks_[s.table.back()].ref > 1;
+    // A partial last block that is shared, or hashed (a truncated sequence's: other sequences may
+    // find it by its old tokens), is copied before it is written.
+    const bool cow = partial && (blocks_[s.table.back()].ref > 1 || blocks_[s.table.back()].hashed);
     if (need_blocks + (cow ? 1 : 0) > available_blocks()) return false;
     if (cow) {
         const BlockId old = s.table.back();
@@ -172,6 +174,21 @@ void KvCacheManager::free(SeqId seq) {
     // Released last block first, so the LRU evicts a chain's tail before its head.
     for (auto b = it->second.table.rbegin(); b != it->second.table.rend(); ++b) release(*b);
     seqs_.erase(it);
+}
+
+void KvCacheManager::truncate(SeqId seq, int n) {
+    Seq& s = get(seq);
+    if (n < 0 || n > static_cast<int>(s.tokens.size()))
+        throw Error(ErrorKind::Internal, "KV cache: truncate past the sequence's end");
+    const int keep = blocks_for(n);
+    while (static_cast<int>(s.table.size()) > keep) {
+        release(s.table.back());
+        s.table.pop_back();
+    }
+    s.tokens.resize(n);
+    const int full = n / block_size_;
+    s.n_hashed_blocks = std::min(s.n_hashed_blocks, full);
+    if (static_cast<int>(s.hashes.size()) > s.n_hashed_blocks) s.hashes.resize(s.n_hashed_blocks);
 }
 
 int KvCacheManager::length(SeqId seq) const { return static_cast<int>(get(seq).tokens.size()); }

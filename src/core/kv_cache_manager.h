@@ -4,7 +4,8 @@
 // KvStorage (core/kv_storage.h), and the copies it asks for are applied there by the engine.
 // The scheduler asks it only "can this fit" and "reserve n tokens"; it never sees a block table.
 //
-// Thread safety: none; the engine thread owns it.
+// It lives in core (not engine) because a model's own step driver may page its cache too (Whisper's
+// slots, until Whisper runs on the generation engine). Thread safety: none; one thread owns it.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +68,10 @@ public:
 
     // Drops the sequence; unreferenced hashed blocks stay cached (LRU) until evicted.
     void free(SeqId seq);
+
+    // Keeps the sequence's first n tokens (n <= length); blocks wholly past them are released.
+    // A shared last block is copied on the next append, as after a fork.
+    void truncate(SeqId seq, int n);
 
     bool has(SeqId seq) const { return seqs_.count(seq) != 0; }
     int length(SeqId seq) const;                       // tokens reserved

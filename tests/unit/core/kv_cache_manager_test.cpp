@@ -7,7 +7,7 @@
 #include <random>
 
 #include "core/error.h"
-#include "engine/kv_cache_manager.h"
+#include "core/kv_cache_manager.h"
 
 namespace parlance {
 namespace {
@@ -102,6 +102,31 @@ TEST(KvCacheManager, SharedPrefixReusesComputedFullBlocks) {
     EXPECT_EQ(kv.open(7, prompt), 8);
     kv.free(7);
     kv.check_invariants();
+}
+
+TEST(KvCacheManager, TruncateReleasesBlocksAndNeverOverwritesAHashedOne) {
+    KvCacheManager kv(8, 4);
+    std::vector<BlockCopy> copies;
+    kv.open(1, iota_tokens(10));
+    ASSERT_TRUE(kv.append(1, iota_tokens(10), copies));
+    kv.computed(1, 10);  // blocks 0 and 1 are hashed
+    kv.truncate(1, 6);   // keeps block 0 and half of block 1
+    EXPECT_EQ(kv.length(1), 6);
+    EXPECT_EQ(kv.block_table(1).size(), 2u);
+    const BlockId hashed = kv.block_table(1)[1];
+    ASSERT_TRUE(kv.append(1, std::vector<int32_t>{77}, copies));
+    ASSERT_EQ(copies.size(), 1u) << "the hashed block is copied, not written";
+    EXPECT_EQ(copies[0].from, hashed);
+    EXPECT_EQ(copies[0].n_tokens, 2);
+    // The old block still answers for its old tokens.
+    EXPECT_EQ(kv.open(2, iota_tokens(10)), 8);
+    kv.check_invariants();
+    kv.truncate(1, 0);
+    EXPECT_TRUE(kv.block_table(1).empty());
+    kv.free(1);
+    kv.free(2);
+    kv.check_invariants();
+    EXPECT_EQ(kv.stats().used_blocks, 0);
 }
 
 TEST(KvCacheManager, EvictsCachedBlocksWhenFreeOnesRunOut) {
