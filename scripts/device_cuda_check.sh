@@ -15,6 +15,7 @@
 # after a finished one, rebuilds parlance and reruns the checks (keeping the installed ggml).
 # Exit: 0 all steps ran (see summary.txt for their status), 1 a step failed, 3 still running.
 #
+# COMMIT=<sha> names the commit in summary.txt (the copy on the machine has no .git).
 # Options: --prepare (fill .device/cuda here)   --cpu (no CUDA: use setup.sh's cpu ggml, -j1; to
 # check this script and the PARLANCE_FFMPEG=OFF build on a CPU-only machine)
 set -uo pipefail
@@ -49,6 +50,8 @@ if [ "$ACTION" = prepare ]; then
     skip+=("--exclude=ggml/src/ggml-$b")
   done
   tar czf "$CARRY/ggml-src.tar.gz" -C "$LLAMA_SRC" "${skip[@]}" ggml
+  # The real Qwen3 tokenizer (setup.sh's assets) for the Qwen3 checkpoints the check writes.
+  tar cJf "$CARRY/qwen3tok.tar.xz" -C "${PARLANCE_ASSETS:-$HOME/.cache/parlance/assets}/qwen3" .
   (cd "$CARRY/debs" && apt-get download nlohmann-json3-dev libcli11-dev libpcre2-dev libpcre2-8-0 \
     libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2 zlib1g-dev zlib1g \
     pkgconf pkgconf-bin libpkgconf3)
@@ -110,10 +113,11 @@ build_parlance() {
     -DPKG_CONFIG_EXECUTABLE="$STATE/bin/pkg-config" \
     -DCMAKE_BUILD_TYPE=Release -DPARLANCE_CUDA=$cuda -DPARLANCE_FFMPEG=OFF -DPARLANCE_TESTS=OFF \
     -DPARLANCE_CACHE="$PCACHE" -DCMAKE_PREFIX_PATH="$SYSROOT/usr" || return 1
-  cmake --build "$STATE/build" --target parlance -j"$JOBS" || return 1
+  cmake --build "$STATE/build" --target parlance write_qwen3_fixture -j"$JOBS" || return 1
   ldd "$STATE/build/parlance"
 }
 
+run_w() { LD_LIBRARY_PATH="$SYSROOT/usr/lib/$ARCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$STATE/build/tests/write_qwen3_fixture" "$@"; }
 run_parlance() { LD_LIBRARY_PATH="$SYSROOT/usr/lib/$ARCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$STATE/build/parlance" "$@"; }
 
 environment() {
@@ -142,8 +146,32 @@ if [ "$ACTION" = stages ]; then
   fi
   stage parlance_build build_parlance || fail parlance_build
   stage info run_parlance info "$fx/model"
-  [ "$MODE" = cuda ] && stage parity_cuda run_parlance parity "$fx" --device cuda
-  stage parity_cpu run_parlance parity "$fx" --device cpu
+  # Every Whisper reference (each folder of tests/fixtures/whisper with a reference.json), on the
+  # accelerator and on the CPU, with the same binary.
+  for ref in "$ROOT"/tests/fixtures/whisper/*/; do
+    [ -f "$ref/reference.json" ] || continue
+    name="$(basename "$ref")"
+    [ "$MODE" = cuda ] && stage "parity_cuda_$name" run_parlance parity "$ref" --device cuda
+    stage "parity_cpu_$name" run_parlance parity "$ref" --device cpu
+  done
+  # Every Qwen3 reference: its checkpoint written by the tests' generator (HF bf16, and llama.cpp's
+  # GGUF layout for tiny), then the same comparison.
+  mkdir -p "$PCACHE/assets/qwen3"
+  [ -f "$CARRY/qwen3tok.tar.xz" ] && tar xJf "$CARRY/qwen3tok.tar.xz" -C "$PCACHE/assets/qwen3"
+  for ref in "$ROOT"/tests/fixtures/qwen3/*/; do
+    name="$(basename "$ref")"
+    stage "write_$name" run_w "$name" "$STATE/qwen3-$name" || continue
+    [ "$MODE" = cuda ] && stage "parity_cuda_qwen3_$name" run_parlance parity "$ref" --model "$STATE/qwen3-$name" --device cuda
+    stage "parity_cpu_qwen3_$name" run_parlance parity "$ref" --model "$STATE/qwen3-$name" --device cpu
+  done
+  if stage write_gguf run_w tiny "$STATE/qwen3-gguf" --gguf; then
+    [ "$MODE" = cuda ] && stage parity_cuda_qwen3_gguf run_parlance parity "$ROOT/tests/fixtures/qwen3/tiny" --model "$STATE/qwen3-gguf/model.gguf" --device cuda
+    stage parity_cpu_qwen3_gguf run_parlance parity "$ROOT/tests/fixtures/qwen3/tiny" --model "$STATE/qwen3-gguf/model.gguf" --device cpu
+  fi
+  # One line per parity run: what passed.
+  for f in "$STATE"/parity_*.log; do
+    printf '%-28s %s\n' "$(basename "$f" .log)" "$(grep -E 'checks identical' "$f" | tr '\n' ' ')" >>"$STATE/summary.txt"
+  done
   echo "all steps ran" >>"$STATE/summary.txt"
   touch "$STATE/done"
   exit 0
@@ -165,10 +193,12 @@ fi
 t0=$SECONDS
 while [ ! -f "$STATE/done" ] && [ $((SECONDS - t0)) -lt "$WAIT_S" ]; do sleep 5; done
 collect() {
-  cp "$STATE/summary.txt" "$OUT/summary.txt"
-  for f in env sysroot ggml_cuda parlance_build info parity_cuda parity_cpu; do
+  { echo "commit ${COMMIT:-unknown} $(date -u +%FT%TZ)"; cat "$STATE/summary.txt"; } >"$OUT/summary.txt"
+  for f in env sysroot ggml_cuda parlance_build info; do
     [ -f "$STATE/$f.log" ] && cp "$STATE/$f.log" "$OUT/$f.log"
   done
+  # The parity tables in one file (the device returns at most 8 files).
+  cat "$STATE"/parity_*.log >"$OUT/parity.log" 2>/dev/null || true
   [ -f "$STATE/stages.out" ] && cat "$STATE/stages.out" >>"$OUT/summary.txt"
 }
 cat "$STATE/summary.txt"

@@ -73,7 +73,7 @@ VOCAB_SIZE = 151936          # Qwen3's embedding rows (the tokenizer has 151,669
 EOS_IDS = [151645, 151643]   # <|im_end|>, <|endoftext|> (Qwen3's generation_config.json)
 
 
-LOGIT_STRIDE = 16
+LOGIT_STRIDE = 64
 MASK64 = (1 << 64) - 1
 
 
