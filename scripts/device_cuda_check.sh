@@ -149,6 +149,7 @@ if [ "$ACTION" = stages ]; then
   # Every Whisper reference (each folder of tests/fixtures/whisper with a reference.json), on the
   # accelerator and on the CPU, with the same binary.
   for ref in "$ROOT"/tests/fixtures/whisper/*/; do
+    ref="${ref%/}"  # parity looks for clips in the reference's parent: no trailing slash
     [ -f "$ref/reference.json" ] || continue
     name="$(basename "$ref")"
     [ "$MODE" = cuda ] && stage "parity_cuda_$name" run_parlance parity "$ref" --device cuda
@@ -159,11 +160,15 @@ if [ "$ACTION" = stages ]; then
   mkdir -p "$PCACHE/assets/qwen3"
   [ -f "$CARRY/qwen3tok.tar.xz" ] && tar xJf "$CARRY/qwen3tok.tar.xz" -C "$PCACHE/assets/qwen3"
   for ref in "$ROOT"/tests/fixtures/qwen3/*/; do
+    ref="${ref%/}"
     name="$(basename "$ref")"
     stage "write_$name" run_w "$name" "$STATE/qwen3-$name" || continue
     [ "$MODE" = cuda ] && stage "parity_cuda_qwen3_$name" run_parlance parity "$ref" --model "$STATE/qwen3-$name" --device cuda
     stage "parity_cpu_qwen3_$name" run_parlance parity "$ref" --model "$STATE/qwen3-$name" --device cpu
   done
+  if [ "$MODE" = cuda ]; then  # what TF32 (ggml-cuda's default) does to the same checks
+    NVIDIA_TF32_OVERRIDE=1 stage parity_cuda_tf32_tiny-en run_parlance parity "$ROOT/tests/fixtures/whisper/tiny-en" --device cuda
+  fi
   if stage write_gguf run_w tiny "$STATE/qwen3-gguf" --gguf; then
     [ "$MODE" = cuda ] && stage parity_cuda_qwen3_gguf run_parlance parity "$ROOT/tests/fixtures/qwen3/tiny" --model "$STATE/qwen3-gguf/model.gguf" --device cuda
     stage parity_cpu_qwen3_gguf run_parlance parity "$ROOT/tests/fixtures/qwen3/tiny" --model "$STATE/qwen3-gguf/model.gguf" --device cpu

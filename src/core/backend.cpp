@@ -1,6 +1,8 @@
 // Backend selection and the scheduler (see backend.h).
 #include "core/backend.h"
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <thread>
 
@@ -48,6 +50,11 @@ Backend::Backend(const BackendOptions& options) {
     if (options.device != "cpu" && options.device != "cuda" && options.device != "metal")
         throw Error(ErrorKind::InvalidArgument,
                     "unknown device '" + options.device + "' (cpu|cuda|metal)");
+    if (options.device == "cuda" && !options.allow_tf32) {
+        // Read by cuBLAS when it creates its handles (ggml-cuda does so on the first product), so
+        // it must be in the environment before then; an explicit setting by the user wins.
+        ::setenv("NVIDIA_TF32_OVERRIDE", "0", /*overwrite=*/0);
+    }
     ggml_backend_dev_t dev = find_device(options.device);
     if (dev == nullptr)
         throw Error(ErrorKind::Unsupported, "device '" + options.device +

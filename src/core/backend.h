@@ -16,6 +16,10 @@ struct BackendOptions {
     std::string device = "cpu";  // "cpu", "cuda", "metal" (the latter two only when built with them)
     int threads = 0;             // CPU threads; 0 = hardware concurrency (capped at 8)
     bool use_blas = true;        // route large f32/f16 products through the BLAS backend if present
+    // CUDA: let cuBLAS run f32 products in TF32 (10-bit mantissa; ggml-cuda asks for it). Off by
+    // default: TF32 put the decoder's multi-token steps ~1e-3 off transformers and flipped tokens
+    // (docs/cuda.md, issue 19); off means NVIDIA_TF32_OVERRIDE=0 is set before the device starts.
+    bool allow_tf32 = false;
 };
 
 class Backend {
