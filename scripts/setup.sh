@@ -72,6 +72,7 @@ if [ -z "$GGML_PREFIX" ]; then
   variant="cpu"; [ "$WITH_CUDA" = 1 ] && variant="cuda"
   # The suffix names the build flavour: bump it when the flags below change.
   GGML_PREFIX="$CACHE/ggml-0.23.0-$variant-b2"
+  [ "$WITH_CUDA" = 1 ] && GGML_PREFIX="$CACHE/ggml-0.23.0-$variant-b3"  # b3: the exact-f32 patch
   if [ ! -f "$GGML_PREFIX/.parlance-ok" ]; then
     log "building ggml ($variant) into $GGML_PREFIX (about a minute for cpu on 2 cores)"
     extra=(-DGGML_BLAS=ON -DGGML_BLAS_VENDOR=OpenBLAS)
@@ -82,6 +83,9 @@ if [ -z "$GGML_PREFIX" ]; then
       export PATH="/usr/local/cuda/bin:$PATH"
     fi
     bdir="$CACHE/ggml-build-$variant-b2"
+    # CUDA: f32 products with 5-16 columns would run on ggml's TF32 tensor-core kernel; the patch
+    # sends them to cuBLAS, which parlance runs in exact f32 (scripts/lib/ggml_cuda_exact_f32.sh).
+    [ "$WITH_CUDA" = 1 ] && bash "$(dirname "${BASH_SOURCE[0]}")/lib/ggml_cuda_exact_f32.sh" "$SRC/ggml"
     rm -rf "$bdir"
     cmake -S "$SRC" -B "$bdir" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
       -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DGGML_NATIVE="${GGML_NATIVE:-ON}" -DGGML_OPENMP=ON \

@@ -262,7 +262,11 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
             ggml_tensor* Vt = ggml_reshape_3d(ctx, r.cross->vt[li], T, hd, H);  // [T, hd, H]
             ggml_tensor* qi = ggml_view_3d(ctx, q, hd, H, r.n, hd * ggml_element_size(q), q->nb[1], r.row * q->nb[1]);
             qi = ggml_permute(ctx, qi, 0, 2, 1, 3);
-            ggml_tensor* kq = ggml_soft_max_ext(ctx, ggml_mul_mat(ctx, K, qi), nullptr, scale, 0.0f);  // [T, n, H]
+            // f32 accumulation: the cache is f16, and ggml-cuda's cuBLAS path would otherwise compute
+            // in f16 (issue 19: the decoder's first step ~5e-3 off on CUDA). No effect on the CPU.
+            ggml_tensor* kq = ggml_mul_mat(ctx, K, qi);
+            ggml_mul_mat_set_prec(kq, GGML_PREC_F32);
+            kq = ggml_soft_max_ext(ctx, kq, nullptr, scale, 0.0f);  // [T, n, H]
             if (capture) {
                 for (const auto& lh : capture->heads) {
                     if (lh.first != li) continue;
@@ -272,6 +276,7 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
                 }
             }
             ggml_tensor* o = ggml_mul_mat(ctx, Vt, kq);  // [hd, n, H]
+            ggml_mul_mat_set_prec(o, GGML_PREC_F32);
             o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), d, r.n);
             att = att ? ggml_concat(ctx, att, o, 1) : o;
         }
