@@ -77,6 +77,8 @@ struct Args {
     bool flash_attn = false;  // whisper.cpp only
     bool bandwidth = false;   // parlance_bench only: measure streaming-read bandwidth and exit
     int batch = 1;            // parlance_bench only: also time decoder steps of this many sequences
+    int prompt = 512;         // qwen3_bench only: prompt tokens of the prefill measurement
+    std::string quantize;     // qwen3_bench only: weights at load ("" as stored)
 };
 
 inline Args parse_args(int argc, char** argv) {
@@ -94,6 +96,8 @@ inline Args parse_args(int argc, char** argv) {
         else if (k == "--tokens") a.tokens = std::stoi(val());
         else if (k == "--flash-attn") a.flash_attn = std::stoi(val()) != 0;
         else if (k == "--bandwidth") a.bandwidth = true;
+        else if (k == "--prompt") a.prompt = std::stoi(val());
+        else if (k == "--quantize") a.quantize = val();
         else if (k == "--batch") a.batch = std::max(1, std::stoi(val()));
         else { std::fprintf(stderr, "unknown argument %s\n", k.c_str()); std::exit(2); }
     }

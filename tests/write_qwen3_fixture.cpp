@@ -1,6 +1,8 @@
 // Writes the checkpoint of a Qwen3 reference (tests/fixtures/qwen3/<config>) so that
 // `parlance parity tests/fixtures/qwen3/<config> --model DIR` can be run by hand:
-//   build/tests/write_qwen3_fixture tiny /tmp/qwen3-tiny [--gguf] [--f32|--f16]
+//   build/tests/write_qwen3_fixture tiny /tmp/qwen3-tiny [--gguf] [--f32|--f16] [--edit JSON]
+// --edit merges JSON into the config first (e.g. the full Qwen3-0.6B widths for benchmarks:
+// '{"hidden_size":1024,"intermediate_size":3072}' on layout-0.6b); such a checkpoint has no reference.
 #include <cstdio>
 #include <string>
 
@@ -8,22 +10,25 @@
 
 int main(int argc, char** argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: %s CONFIG OUT_DIR [--gguf] [--f32|--f16]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s CONFIG OUT_DIR [--gguf] [--f32|--f16|--q8_0] [--edit JSON]\n", argv[0]);
         return 2;
     }
     parlance::testing::Qwen3Checkpoint how;
+    nlohmann::json edit = nullptr;
     for (int i = 3; i < argc; ++i) {
         const std::string a = argv[i];
-        if (a == "--gguf") how.gguf = true;
+        if (a == "--edit" && i + 1 < argc) edit = nlohmann::json::parse(argv[++i]);
+        else if (a == "--gguf") how.gguf = true;
         else if (a == "--f32") how.dtype = GGML_TYPE_F32;
         else if (a == "--f16") how.dtype = GGML_TYPE_F16;
+        else if (a == "--q8_0") how.dtype = GGML_TYPE_Q8_0;  // GGUF only (safetensors cannot hold it)
         else {
             std::fprintf(stderr, "unknown option %s\n", a.c_str());
             return 2;
         }
     }
     try {
-        std::printf("%s\n", parlance::testing::write_qwen3(argv[1], argv[2], how).string().c_str());
+        std::printf("%s\n", parlance::testing::write_qwen3(argv[1], argv[2], how, edit).string().c_str());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "write_qwen3_fixture: %s\n", e.what());
         return 1;

@@ -133,6 +133,19 @@ fs::path write_qwen3(const std::string& config, const fs::path& dir, const Qwen3
             else if (v.is_number_integer()) w.set_u32(k, v.get<uint32_t>());
             else if (v.is_number_float()) w.set_f32(k, v.get<float>());
         }
+        // The dimensions from this config (an edited config differs from the converted one).
+        w.set_u32("qwen3.block_count", cfg["num_hidden_layers"].get<uint32_t>());
+        w.set_u32("qwen3.context_length", cfg["max_position_embeddings"].get<uint32_t>());
+        w.set_u32("qwen3.embedding_length", cfg["hidden_size"].get<uint32_t>());
+        w.set_u32("qwen3.feed_forward_length", cfg["intermediate_size"].get<uint32_t>());
+        w.set_u32("qwen3.attention.head_count", cfg["num_attention_heads"].get<uint32_t>());
+        w.set_u32("qwen3.attention.head_count_kv", cfg["num_key_value_heads"].get<uint32_t>());
+        w.set_u32("qwen3.attention.key_length", cfg["head_dim"].get<uint32_t>());
+        w.set_u32("qwen3.attention.value_length", cfg["head_dim"].get<uint32_t>());
+        w.set_f32("qwen3.rope.freq_base", cfg["rope_parameters"]["rope_theta"].get<float>());
+        if (how.dtype == GGML_TYPE_F16) w.set_u32("general.file_type", 1);  // llama.cpp's MOSTLY_F16
+        if (how.dtype == GGML_TYPE_F32) w.set_u32("general.file_type", 0);
+        if (how.dtype == GGML_TYPE_Q8_0) w.set_u32("general.file_type", 7);  // MOSTLY_Q8_0
         write_gguf_tokenizer(w, cfg["vocab_size"].get<int64_t>());
         for (TensorData& t : tensors) w.add_tensor(std::move(t));
         w.write(dir / "model.gguf");
