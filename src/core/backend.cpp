@@ -30,6 +30,12 @@ ggml_backend_dev_t find_device(const std::string& device) {
 
 }  // namespace
 
+size_t graph_capacity(size_t estimated_nodes) {
+    size_t n = 1024;
+    while (n < estimated_nodes && n < kMaxGraphNodes) n *= 2;
+    return n;
+}
+
 size_t graph_context_size(size_t max_nodes) {
     return ggml_tensor_overhead() * max_nodes + ggml_graph_overhead_custom(max_nodes, false);
 }
@@ -88,8 +94,16 @@ Backend::Backend(const BackendOptions& options) {
                       : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
     set_threads(threads);
 
+    make_schedulers(kInitialSchedulerNodes);
+}
+
+void Backend::make_schedulers(size_t nodes) {
+    if (sched_invariant_ && sched_invariant_ != sched_) ggml_backend_sched_free(sched_invariant_);
+    if (sched_) ggml_backend_sched_free(sched_);
+    sched_ = sched_invariant_ = current_ = nullptr;
+    sched_nodes_ = nodes;
     sched_ = ggml_backend_sched_new(backends_.data(), nullptr, static_cast<int>(backends_.size()),
-                                    kMaxGraphNodes, false, true);
+                                    nodes, false, true);
     if (sched_ == nullptr) throw Error(ErrorKind::Internal, "ggml_backend_sched_new failed");
     std::vector<ggml_backend_t> no_blas;
     for (ggml_backend_t b : backends_)
@@ -97,7 +111,7 @@ Backend::Backend(const BackendOptions& options) {
     sched_invariant_ = no_blas.size() == backends_.size()
                            ? sched_
                            : ggml_backend_sched_new(no_blas.data(), nullptr, static_cast<int>(no_blas.size()),
-                                                    kMaxGraphNodes, false, true);
+                                                    nodes, false, true);
     if (sched_invariant_ == nullptr) throw Error(ErrorKind::Internal, "ggml_backend_sched_new failed");
 }
 
@@ -124,6 +138,15 @@ void Backend::set_threads(int threads) {
 }
 
 void Backend::alloc_graph(ggml_cgraph* graph, bool batch_invariant) {
+    // The schedulers' hash tables are sized for a graph and cleared on every reset, so they start
+    // small and grow (rarely: a step with many distinct audio windows) to fit the graph at hand.
+    // Room for the nodes and about as many leaves (weights, inputs).
+    const size_t need = 2 * static_cast<size_t>(ggml_graph_n_nodes(graph)) + 4096;
+    if (need > sched_nodes_) {
+        size_t n = sched_nodes_;
+        while (n < need) n *= 2;
+        make_schedulers(n);
+    }
     current_ = batch_invariant ? sched_invariant_ : sched_;
     ggml_backend_sched_reset(current_);
     if (!ggml_backend_sched_alloc_graph(current_, graph))

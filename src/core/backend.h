@@ -52,19 +52,29 @@ public:
     static std::vector<std::string> device_names();
 
 private:
+    static constexpr size_t kInitialSchedulerNodes = 8192;
+    void make_schedulers(size_t nodes);
+
     std::vector<ggml_backend_t> backends_;  // primary first, CPU last
     ggml_backend_t primary_ = nullptr;
     ggml_backend_t cpu_ = nullptr;
     ggml_backend_sched_t sched_ = nullptr;           // all backends (BLAS first if present)
     ggml_backend_sched_t sched_invariant_ = nullptr; // without BLAS; == sched_ when no BLAS
     ggml_backend_sched_t current_ = nullptr;         // the one the last alloc_graph used
+    size_t sched_nodes_ = 0;                         // graph size the schedulers are made for
     std::string device_name_;
     std::string device_description_;
     int threads_ = 1;
 };
 
-// Size of a graph and its tensor metadata, for ggml_init of a no_alloc context.
-constexpr size_t kMaxGraphNodes = 65536;  // a step graph grows with layers and distinct audio windows, not hypotheses
+// The largest graph a model builds (a step's nodes grow with layers and distinct audio windows, not
+// with hypotheses), and the size of a graph's tensor metadata for ggml_init of a no_alloc context.
+// Graphs are created with the capacity they need (graph_capacity): ggml's allocators clear tables
+// of the graph's capacity on every step, so an oversized graph costs time.
+constexpr size_t kMaxGraphNodes = 65536;
 size_t graph_context_size(size_t max_nodes = kMaxGraphNodes);
+// A capacity for an estimated node count: rounded up to a power of two, at least 1024, at most
+// kMaxGraphNodes.
+size_t graph_capacity(size_t estimated_nodes);
 
 }  // namespace parlance

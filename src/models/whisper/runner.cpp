@@ -23,10 +23,10 @@ ggml_tensor* conv1d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int 
 }
 
 struct GraphContext {
-    explicit GraphContext(std::vector<uint8_t>& buf) {
+    GraphContext(std::vector<uint8_t>& buf, size_t estimated_nodes) {
         ggml_init_params p{buf.size(), buf.data(), true};
         ctx = ggml_init(p);
-        graph = ggml_new_graph_custom(ctx, kMaxGraphNodes, false);
+        graph = ggml_new_graph_custom(ctx, graph_capacity(estimated_nodes), false);
     }
     ~GraphContext() { ggml_free(ctx); }
     ggml_context* ctx;
@@ -82,7 +82,8 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels,
         if (static_cast<int64_t>(m.size()) != frames * c.n_mels)
             throw Error(ErrorKind::Internal, "encode: log-mel must be [n_mels, 3000]");
 
-    GraphContext g(graph_buf_);
+    // ~35 nodes per encoder layer, 3 + 5 per window per decoder layer's cross K/V (with headroom).
+    GraphContext g(graph_buf_, static_cast<size_t>(c.encoder_layers) * 64 + static_cast<size_t>(c.decoder_layers) * (8 + 8 * B) + 512);
     ggml_context* ctx = g.ctx;
     ggml_tensor* mel = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, frames, c.n_mels, B);
     ggml_set_input(mel);
@@ -235,7 +236,8 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
         row += n;
     }
 
-    GraphContext g(graph_buf_);
+    // ~50 nodes per layer plus 12 per run of cross-attention, and as many leaves (with headroom).
+    GraphContext g(graph_buf_, static_cast<size_t>(c.decoder_layers) * (80 + 20 * runs.size()) + 512);
     ggml_context* ctx = g.ctx;
     const StepTensors in = StepTensors::create(ctx, batch);
     ggml_tensor* x = ggml_add(ctx, ggml_get_rows(ctx, w_.tok_emb, in.tokens), ggml_get_rows(ctx, w_.dec_pos, in.positions));
