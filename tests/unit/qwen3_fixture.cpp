@@ -127,7 +127,10 @@ fs::path write_qwen3(const std::string& config, const fs::path& dir, const Qwen3
         GgufWriter w;
         // llama.cpp's keys as its converter wrote them for this config (reference.json gguf_layout);
         // arrays (the tokenizer's) are rebuilt from the real tokenizer.json.
-        for (const auto& [k, v] : ref["gguf_layout"]["keys"].items()) {
+        // Only tiny's reference carries the converter's layout; its keys serve every config.
+        const json layout = ref.contains("gguf_layout") ? ref["gguf_layout"]
+                                                        : read_json(fixtures_dir() / "qwen3" / "tiny" / "reference.json")["gguf_layout"];
+        for (const auto& [k, v] : layout["keys"].items()) {
             if (v.is_string()) w.set_str(k, v.get<std::string>());
             else if (v.is_boolean()) w.set_bool(k, v.get<bool>());
             else if (v.is_number_integer()) w.set_u32(k, v.get<uint32_t>());
