@@ -8,15 +8,13 @@
 #include "core/error.h"
 
 namespace parlance {
-namespace {
-
-std::string shape_str(const std::vector<int64_t>& s) {
+std::string shape_string(const std::vector<int64_t>& s) {
     std::string out = "[";
     for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
     return out + "]";
 }
 
-std::vector<float> to_f32(const TensorInfo& t) {
+std::vector<float> tensor_to_f32(const TensorInfo& t) {
     std::vector<float> out(static_cast<size_t>(t.elements()));
     const auto* traits = ggml_get_type_traits(t.type);
     if (t.type == GGML_TYPE_F32) {
@@ -29,8 +27,6 @@ std::vector<float> to_f32(const TensorInfo& t) {
     }
     return out;
 }
-
-}  // namespace
 
 ggml_type parse_weight_type(const std::string& name) {
     if (name.empty()) return GGML_TYPE_COUNT;
@@ -63,7 +59,7 @@ WeightSet::WeightSet(const TensorStore& store, std::span<const WeightSpec> table
         if (!ok && s.shape.size() == 1) ok = info->elements() == s.shape[0];
         if (!ok)
             throw Error(ErrorKind::InvalidModel, info->file + ": tensor " + s.name + " has shape " +
-                                                     shape_str(info->shape) + ", expected " + shape_str(s.shape) +
+                                                     shape_string(info->shape) + ", expected " + shape_string(s.shape) +
                                                      " from the config");
         ggml_type type = info->type;
         if (type == GGML_TYPE_BF16) type = GGML_TYPE_F32;
@@ -99,7 +95,7 @@ WeightSet::WeightSet(const TensorStore& store, std::span<const WeightSpec> table
         if (r.type == r.info->type) {
             ggml_backend_tensor_set(t, r.info->data, 0, r.info->nbytes);
         } else {
-            std::vector<float> f = to_f32(*r.info);
+            std::vector<float> f = tensor_to_f32(*r.info);
             if (r.type == GGML_TYPE_F32) {
                 ggml_backend_tensor_set(t, f.data(), 0, f.size() * sizeof(float));
             } else {

@@ -32,6 +32,12 @@ struct WeightSpec {
     bool optional = false;          // absent -> *slot stays null
 };
 
+// "[3, 80, 384]": a PyTorch-order shape for error messages.
+std::string shape_string(const std::vector<int64_t>& shape);
+// A stored tensor's values as f32 (any type with a ggml to_float). Throws Error(Unsupported)
+// naming the file and tensor otherwise.
+std::vector<float> tensor_to_f32(const TensorInfo& tensor);
+
 // "" (as stored), "f32", "f16", "q8_0", "q5_k", "q4_k" -> GGML_TYPE_COUNT for "as stored".
 // Throws Error(InvalidArgument) naming the accepted values.
 ggml_type parse_weight_type(const std::string& name);

@@ -8,42 +8,11 @@
 #include <ggml-cpu.h>
 
 #include "core/error.h"
+#include "core/weight_set.h"
 #include "models/whisper/tensor_names.h"
 
 namespace parlance::whisper {
 namespace {
-
-ggml_type quantize_type(const std::string& name) {
-    if (name.empty()) return GGML_TYPE_COUNT;
-    if (name == "f32") return GGML_TYPE_F32;
-    if (name == "f16") return GGML_TYPE_F16;
-    if (name == "q8_0") return GGML_TYPE_Q8_0;
-    if (name == "q5_k") return GGML_TYPE_Q5_K;
-    if (name == "q4_k") return GGML_TYPE_Q4_K;
-    throw Error(ErrorKind::InvalidArgument,
-                "unknown quantization '" + name + "' (f32|f16|q8_0|q5_k|q4_k)");
-}
-
-std::string shape_str(const std::vector<int64_t>& s) {
-    std::string out = "[";
-    for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-    return out + "]";
-}
-
-// Converts one stored tensor to f32 values.
-std::vector<float> to_f32(const TensorInfo& t) {
-    std::vector<float> out(static_cast<size_t>(t.elements()));
-    const auto* traits = ggml_get_type_traits(t.type);
-    if (t.type == GGML_TYPE_F32) {
-        std::memcpy(out.data(), t.data, out.size() * sizeof(float));
-    } else if (traits && traits->to_float) {
-        traits->to_float(t.data, out.data(), static_cast<int64_t>(out.size()));
-    } else {
-        throw Error(ErrorKind::Unsupported, t.file + ": tensor " + t.name + " has type " +
-                                                ggml_type_name(t.type) + ", which cannot be read");
-    }
-    return out;
-}
 
 // The member of `w` that holds the tensor `n` names.
 ggml_tensor** slot_of(WhisperWeights& w, const TensorName& n) {
@@ -99,7 +68,7 @@ WhisperWeights::WhisperWeights(const WhisperConfig& c, const TensorStore& store,
     const std::vector<TensorName> table = whisper_tensor_names(c);
 
     const bool cpp_names = store.format() == FileFormat::WhisperCpp;
-    const ggml_type target = quantize_type(options.quantize);
+    const ggml_type target = parse_weight_type(options.quantize);
 
     // Resolve every binding to a stored tensor, validating its shape.
     struct Resolved {
@@ -125,8 +94,8 @@ WhisperWeights::WhisperWeights(const WhisperConfig& c, const TensorStore& store,
         if (!ok && b.shape.size() == 1) ok = info->elements() == b.shape[0];
         if (!ok)
             throw Error(ErrorKind::InvalidModel, info->file + ": tensor " + name + " has shape " +
-                                                     shape_str(info->shape) + ", expected " +
-                                                     shape_str(b.shape) + " from the config");
+                                                     shape_string(info->shape) + ", expected " +
+                                                     shape_string(b.shape) + " from the config");
         ggml_type type = info->type;
         ggml_tensor** slot = slot_of(*this, b);
         if (!b.linear) {
@@ -165,7 +134,7 @@ WhisperWeights::WhisperWeights(const WhisperConfig& c, const TensorStore& store,
         if (r.type == r.info->type) {
             ggml_backend_tensor_set(t, r.info->data, 0, r.info->nbytes);
         } else {
-            std::vector<float> f = to_f32(*r.info);
+            std::vector<float> f = tensor_to_f32(*r.info);
             if (r.type == GGML_TYPE_F32) {
                 ggml_backend_tensor_set(t, f.data(), 0, f.size() * sizeof(float));
             } else {
