@@ -28,6 +28,32 @@ std::vector<float> tensor_to_f32(const TensorInfo& t) {
     return out;
 }
 
+void upload_weight(ggml_tensor* t, const TensorInfo& stored) {
+    if (t->type == stored.type) {
+        ggml_backend_tensor_set(t, stored.data, 0, stored.nbytes);
+        return;
+    }
+    std::vector<float> f = tensor_to_f32(stored);
+    if (t->type == GGML_TYPE_F32) {
+        ggml_backend_tensor_set(t, f.data(), 0, f.size() * sizeof(float));
+        return;
+    }
+    const int64_t row = t->ne[0];
+    const int64_t rows = static_cast<int64_t>(f.size()) / row;
+    std::vector<uint8_t> q(ggml_row_size(t->type, row) * rows);
+    ggml_quantize_chunk(t->type, f.data(), q.data(), 0, rows, row, nullptr);
+    ggml_backend_tensor_set(t, q.data(), 0, q.size());
+}
+
+std::string tensor_type_summary(ggml_context* ctx) {
+    std::map<std::string, int> counts;
+    for (ggml_tensor* t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t))
+        counts[ggml_type_name(t->type)]++;
+    std::string out;
+    for (const auto& [name, n] : counts) out += (out.empty() ? "" : ", ") + name + "×" + std::to_string(n);
+    return out;
+}
+
 ggml_type parse_weight_type(const std::string& name) {
     if (name.empty()) return GGML_TYPE_COUNT;
     if (name == "f32") return GGML_TYPE_F32;
@@ -91,21 +117,7 @@ WeightSet::WeightSet(const TensorStore& store, std::span<const WeightSpec> table
     if (!buffer_) throw Error(ErrorKind::Io, "could not allocate device memory for the weights");
     ggml_backend_buffer_set_usage(buffer_, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
     for (Resolved& r : resolved) {
-        ggml_tensor* t = *r.spec->slot;
-        if (r.type == r.info->type) {
-            ggml_backend_tensor_set(t, r.info->data, 0, r.info->nbytes);
-        } else {
-            std::vector<float> f = tensor_to_f32(*r.info);
-            if (r.type == GGML_TYPE_F32) {
-                ggml_backend_tensor_set(t, f.data(), 0, f.size() * sizeof(float));
-            } else {
-                const int64_t row = t->ne[0];
-                const int64_t rows = static_cast<int64_t>(f.size()) / row;
-                std::vector<uint8_t> q(ggml_row_size(r.type, row) * rows);
-                ggml_quantize_chunk(r.type, f.data(), q.data(), 0, rows, row, nullptr);
-                ggml_backend_tensor_set(t, q.data(), 0, q.size());
-            }
-        }
+        upload_weight(*r.spec->slot, *r.info);
         store.release(*r.info);  // its mapped pages leave memory: the peak holds the weights once
     }
 }
@@ -117,13 +129,6 @@ WeightSet::~WeightSet() {
 
 size_t WeightSet::device_bytes() const { return buffer_ ? ggml_backend_buffer_get_size(buffer_) : 0; }
 
-std::string WeightSet::type_summary() const {
-    std::map<std::string, int> counts;
-    for (ggml_tensor* t = ggml_get_first_tensor(ctx_); t; t = ggml_get_next_tensor(ctx_, t))
-        counts[ggml_type_name(t->type)]++;
-    std::string out;
-    for (const auto& [name, n] : counts) out += (out.empty() ? "" : ", ") + name + "×" + std::to_string(n);
-    return out;
-}
+std::string WeightSet::type_summary() const { return tensor_type_summary(ctx_); }
 
 }  // namespace parlance

@@ -38,6 +38,11 @@ std::string shape_string(const std::vector<int64_t>& shape);
 // naming the file and tensor otherwise.
 std::vector<float> tensor_to_f32(const TensorInfo& tensor);
 
+// Writes a stored tensor into the device tensor `t`, converting (and quantizing) to t's type.
+void upload_weight(ggml_tensor* t, const TensorInfo& stored);
+// "f32×10, q8_0×28": tensor type -> count over every tensor of a context.
+std::string tensor_type_summary(ggml_context* ctx);
+
 // "" (as stored), "f32", "f16", "q8_0", "q5_k", "q4_k" -> GGML_TYPE_COUNT for "as stored".
 // Throws Error(InvalidArgument) naming the accepted values.
 ggml_type parse_weight_type(const std::string& name);

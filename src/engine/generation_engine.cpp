@@ -103,18 +103,11 @@ std::vector<GenerationResult> GenerationEngine::step() {
             cells.push_back({static_cast<int64_t>(c.from) * bs, static_cast<int64_t>(c.to) * bs, c.n_tokens});
         storage_.copy_cells(cells, backend_);
     }
-    const StepBatch batch = build_batch(out);
+    StepBatch batch = build_batch(out);
+    // Prompt chunks only: the step still writes their K/V; one row of logits is asked and ignored.
+    if (batch.outputs.empty()) batch.outputs.push_back(0);
+    model_.forward(batch, storage_, logits_);
     std::vector<int32_t> sampled;
-    if (!batch.outputs.empty() || batch.n_tokens() > 0) {
-        if (batch.outputs.empty()) {
-            // Prompt chunks only: the step still writes K/V; ask for one row and ignore it.
-            StepBatch b2 = batch;
-            b2.outputs.push_back(0);
-            model_.forward(b2, storage_, logits_);
-        } else {
-            model_.forward(batch, storage_, logits_);
-        }
-    }
     const size_t V = static_cast<size_t>(model_.vocab_size());
     size_t k = 0;
     for (const ScheduledSeq& it : out.items) {

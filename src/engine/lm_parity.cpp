@@ -24,6 +24,9 @@ ParityReport run_lm_parity(LanguageModel& model, Backend& backend, const json& r
     ParityReport report;
     report.config = ref.value("config_name", std::string("?")) + " (" + model.architecture() + ")";
     const int stride = ref.value("logit_stride", 16);
+    // One engine for every case: each request runs alone (run_to_completion), and results do not
+    // depend on what the cache held before (prefix reuse and batching are invariant).
+    GenerationEngine e(model, backend, {});
     for (const json& c : ref.at("cases")) {
         const std::string name = c.at("name");
         const auto prompt = c.at("prompt_ids").get<std::vector<int32_t>>();
@@ -36,7 +39,6 @@ ParityReport run_lm_parity(LanguageModel& model, Backend& backend, const json& r
             report.rows.push_back(row);
         }
         if (c.contains("logits_strided_f64")) {
-            GenerationEngine e(model, backend, {});
             GenerationRequest r;
             r.prompt = prompt;
             r.sampling.max_tokens = 1;
@@ -64,7 +66,6 @@ ParityReport run_lm_parity(LanguageModel& model, Backend& backend, const json& r
         for (const char* which : {"greedy_fixed", "greedy_stop"}) {
             if (!c.contains(which)) continue;
             const json& g = c[which];
-            GenerationEngine e(model, backend, {});
             GenerationRequest r;
             r.prompt = prompt;
             r.sampling.max_tokens = g.at("max_new_tokens");

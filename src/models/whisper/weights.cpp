@@ -2,7 +2,6 @@
 #include "models/whisper/weights.h"
 
 #include <cstring>
-#include <map>
 #include <set>
 
 #include <ggml-cpu.h>
@@ -130,21 +129,7 @@ WhisperWeights::WhisperWeights(const WhisperConfig& c, const TensorStore& store,
     ggml_backend_buffer_set_usage(buffer_, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
 
     for (Resolved& r : resolved) {
-        ggml_tensor* t = *r.slot;
-        if (r.type == r.info->type) {
-            ggml_backend_tensor_set(t, r.info->data, 0, r.info->nbytes);
-        } else {
-            std::vector<float> f = tensor_to_f32(*r.info);
-            if (r.type == GGML_TYPE_F32) {
-                ggml_backend_tensor_set(t, f.data(), 0, f.size() * sizeof(float));
-            } else {
-                const int64_t row = t->ne[0];
-                const int64_t rows = static_cast<int64_t>(f.size()) / row;
-                std::vector<uint8_t> q(ggml_row_size(r.type, row) * rows);
-                ggml_quantize_chunk(r.type, f.data(), q.data(), 0, rows, row, nullptr);
-                ggml_backend_tensor_set(t, q.data(), 0, q.size());
-            }
-        }
+        upload_weight(*r.slot, *r.info);
         // Copied: its mapped pages leave memory now, so the peak holds the weights once.
         store.release(*r.info);
     }
@@ -158,13 +143,6 @@ WhisperWeights::~WhisperWeights() {
 
 size_t WhisperWeights::device_bytes() const { return buffer_ ? ggml_backend_buffer_get_size(buffer_) : 0; }
 
-std::string WhisperWeights::type_summary() const {
-    std::map<std::string, int> counts;
-    for (ggml_tensor* t = ggml_get_first_tensor(ctx_); t; t = ggml_get_next_tensor(ctx_, t))
-        counts[ggml_type_name(t->type)]++;
-    std::string out;
-    for (const auto& [name, n] : counts) out += (out.empty() ? "" : ", ") + name + "×" + std::to_string(n);
-    return out;
-}
+std::string WhisperWeights::type_summary() const { return tensor_type_summary(ctx_); }
 
 }  // namespace parlance::whisper
