@@ -57,6 +57,28 @@ TEST(Generate, TextOutputAndCarelessInvocations) {
     EXPECT_NE(out.find("do not generate text"), std::string::npos) << out;
 }
 
+TEST(Generate, PromptFileAndSeededSamplingAsTheIssueSpellsThem) {
+    TempDir d;
+    const auto model = write_qwen3("tiny", d.path());
+    const json ref = qwen3_reference("tiny");
+    write_file(d / "prompt.txt", ref["cases"][1]["text"].get<std::string>());
+    const std::string base = "--model " + quoted(model.string()) + " --max-tokens 6 --format json";
+    int rc = -1;
+    const json from_file = json::parse(generate(base + " --prompt-file " + quoted((d / "prompt.txt").string()), &rc));
+    EXPECT_EQ(rc, 0);
+    EXPECT_EQ(from_file["prompt_ids"], ref["cases"][1]["prompt_ids"]);
+    const std::string sampled = base + " --prompt Hello --temperature 0.9 --seed 7";
+    const json a = json::parse(generate(sampled, &rc));
+    EXPECT_EQ(rc, 0);
+    const json b = json::parse(generate(sampled, &rc));
+    EXPECT_EQ(a["ids"], b["ids"]) << "the same seed gives the same tokens";
+    const json c = json::parse(generate(base + " --prompt Hello --temperature 0.9 --seed 8", &rc));
+    EXPECT_NE(a["ids"], c["ids"]);
+    const std::string both = generate(base + " --prompt Hi --prompt-file " + quoted((d / "prompt.txt").string()), &rc);
+    EXPECT_NE(rc, 0);
+    EXPECT_NE(both.find("exactly one of --prompt and --prompt-file"), std::string::npos) << both;
+}
+
 TEST(Generate, ParityCommandComparesWithTransformers) {
     TempDir d;
     const auto model = write_qwen3("layout-0.6b", d.path());
