@@ -40,22 +40,32 @@ size_t graph_context_size(size_t max_nodes) {
     return ggml_tensor_overhead() * max_nodes + ggml_graph_overhead_custom(max_nodes, false);
 }
 
-bool Backend::available(const std::string& device) { return find_device(device) != nullptr; }
+bool in_cpu_memory(const ggml_tensor* t) {
+    const ggml_tensor* base = t->view_src ? t->view_src : t;
+    if (base->buffer == nullptr) return false;
+    ggml_backend_buffer_type_t type = ggml_backend_buffer_get_type(base->buffer);
+    ggml_backend_dev_t dev = ggml_backend_buft_get_device(type);
+    // ggml's plain CPU buffer type has no device; every accelerator's has its own.
+    return ggml_backend_buft_is_host(type) &&
+           (dev == nullptr || ggml_backend_dev_type(dev) == GGML_BACKEND_DEVICE_TYPE_CPU);
+}
+
+bool Backend::available(const std::string& device) {
+    return find_device(device) != nullptr;
+}
 
 std::vector<std::string> Backend::device_names() {
     std::vector<std::string> names;
     for (size_t i = 0; i < ggml_backend_dev_count(); ++i) {
         ggml_backend_dev_t dev = ggml_backend_dev_get(i);
-        names.push_back(std::string(ggml_backend_dev_name(dev)) + " (" +
-                        ggml_backend_dev_description(dev) + ")");
+        names.push_back(std::string(ggml_backend_dev_name(dev)) + " (" + ggml_backend_dev_description(dev) + ")");
     }
     return names;
 }
 
 Backend::Backend(const BackendOptions& options) {
     if (options.device != "cpu" && options.device != "cuda" && options.device != "metal")
-        throw Error(ErrorKind::InvalidArgument,
-                    "unknown device '" + options.device + "' (cpu|cuda|metal)");
+        throw Error(ErrorKind::InvalidArgument, "unknown device '" + options.device + "' (cpu|cuda|metal)");
     if (options.device == "cuda" && !options.allow_tf32) {
         // Read by cuBLAS when it creates its handles (ggml-cuda does so on the first product), so
         // it must be in the environment before then; an explicit setting by the user wins.
@@ -67,8 +77,7 @@ Backend::Backend(const BackendOptions& options) {
                                                 "' is not available in this build (rebuild with "
                                                 "scripts/setup.sh --cuda and -DPARLANCE_CUDA=ON)");
     primary_ = ggml_backend_dev_init(dev, nullptr);
-    if (primary_ == nullptr)
-        throw Error(ErrorKind::Io, "could not initialise device '" + options.device + "'");
+    if (primary_ == nullptr) throw Error(ErrorKind::Io, "could not initialise device '" + options.device + "'");
     device_name_ = ggml_backend_dev_name(dev);
     device_description_ = ggml_backend_dev_description(dev);
     backends_.push_back(primary_);
@@ -89,9 +98,8 @@ Backend::Backend(const BackendOptions& options) {
         cpu_ = ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_CPU, nullptr);
         backends_.push_back(cpu_);
     }
-    int threads = options.threads > 0
-                      ? options.threads
-                      : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
+    int threads =
+        options.threads > 0 ? options.threads : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
     set_threads(threads);
 
     make_schedulers(kInitialSchedulerNodes);
@@ -102,16 +110,15 @@ void Backend::make_schedulers(size_t nodes) {
     if (sched_) ggml_backend_sched_free(sched_);
     sched_ = sched_invariant_ = current_ = nullptr;
     sched_nodes_ = nodes;
-    sched_ = ggml_backend_sched_new(backends_.data(), nullptr, static_cast<int>(backends_.size()),
-                                    nodes, false, true);
+    sched_ = ggml_backend_sched_new(backends_.data(), nullptr, static_cast<int>(backends_.size()), nodes, false, true);
     if (sched_ == nullptr) throw Error(ErrorKind::Internal, "ggml_backend_sched_new failed");
     std::vector<ggml_backend_t> no_blas;
     for (ggml_backend_t b : backends_)
         if (std::string(ggml_backend_name(b)) != "BLAS") no_blas.push_back(b);
-    sched_invariant_ = no_blas.size() == backends_.size()
-                           ? sched_
-                           : ggml_backend_sched_new(no_blas.data(), nullptr, static_cast<int>(no_blas.size()),
-                                                    nodes, false, true);
+    sched_invariant_ =
+        no_blas.size() == backends_.size()
+            ? sched_
+            : ggml_backend_sched_new(no_blas.data(), nullptr, static_cast<int>(no_blas.size()), nodes, false, true);
     if (sched_invariant_ == nullptr) throw Error(ErrorKind::Internal, "ggml_backend_sched_new failed");
 }
 

@@ -12,6 +12,10 @@
 
 namespace parlance {
 
+// Whether a tensor's data lives in the CPU device's memory (not a GPU's, not Metal's shared
+// buffers): the CPU-only custom ops (weight_product.h, cpu_attention.h) read only such tensors.
+bool in_cpu_memory(const ggml_tensor* t);
+
 struct BackendOptions {
     std::string device = "cpu";  // "cpu", "cuda", "metal" (the latter two only when built with them)
     int threads = 0;             // CPU threads; 0 = hardware concurrency (capped at 8)
@@ -58,10 +62,10 @@ private:
     std::vector<ggml_backend_t> backends_;  // primary first, CPU last
     ggml_backend_t primary_ = nullptr;
     ggml_backend_t cpu_ = nullptr;
-    ggml_backend_sched_t sched_ = nullptr;           // all backends (BLAS first if present)
-    ggml_backend_sched_t sched_invariant_ = nullptr; // without BLAS; == sched_ when no BLAS
-    ggml_backend_sched_t current_ = nullptr;         // the one the last alloc_graph used
-    size_t sched_nodes_ = 0;                         // graph size the schedulers are made for
+    ggml_backend_sched_t sched_ = nullptr;            // all backends (BLAS first if present)
+    ggml_backend_sched_t sched_invariant_ = nullptr;  // without BLAS; == sched_ when no BLAS
+    ggml_backend_sched_t current_ = nullptr;          // the one the last alloc_graph used
+    size_t sched_nodes_ = 0;                          // graph size the schedulers are made for
     std::string device_name_;
     std::string device_description_;
     int threads_ = 1;

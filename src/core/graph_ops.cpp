@@ -1,7 +1,10 @@
 // Shared graph helpers (see graph_ops.h).
 #include "core/graph_ops.h"
 
+#include "core/backend.h"
+#include "core/cpu_attention.h"
 #include "core/error.h"
+#include "core/weight_product.h"
 
 #include <ggml-backend.h>
 
@@ -17,32 +20,37 @@ ggml_tensor* rms_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, float e
 }
 
 ggml_tensor* linear(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tensor* b) {
-    ggml_tensor* y = ggml_mul_mat(ctx, w, x);
+    ggml_tensor* y = weight_product(ctx, w, x);
     return b ? ggml_add(ctx, y, b) : y;
 }
 
 ggml_tensor* swiglu_mlp(ggml_context* ctx, ggml_tensor* x, ggml_tensor* gate, ggml_tensor* up, ggml_tensor* down) {
-    ggml_tensor* g = ggml_silu(ctx, ggml_mul_mat(ctx, gate, x));
-    return ggml_mul_mat(ctx, down, ggml_mul(ctx, g, ggml_mul_mat(ctx, up, x)));
+    ggml_tensor* g = ggml_silu(ctx, weight_product(ctx, gate, x));
+    return weight_product(ctx, down, ggml_mul(ctx, g, weight_product(ctx, up, x)));
 }
 
 ggml_tensor* rope(ggml_context* ctx, ggml_tensor* x, ggml_tensor* positions, const RopeParams& p) {
     const int mode = p.neox ? GGML_ROPE_TYPE_NEOX : 0;
     return ggml_rope_ext(ctx, x, positions, nullptr, static_cast<int>(x->ne[0]), mode, p.n_ctx_orig, p.theta,
-                         p.freq_scale, /*ext_factor=*/0.0f, /*attn_factor=*/1.0f, /*beta_fast=*/32.0f,
+                         p.freq_scale, /*ext_factor=*/0.0f, /*attn_factor=*/1.0f,
+                         /*beta_fast=*/32.0f,
                          /*beta_slow=*/1.0f);
 }
 
-StepTensors StepTensors::create(ggml_context* ctx, const StepBatch& b) {
+StepTensors StepTensors::create(ggml_context* ctx, const StepBatch& b, const KvStorage& cache) {
     StepTensors t;
     const int64_t n = b.n_tokens();
     t.tokens = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n);
     t.positions = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n);
     t.write = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, n);
     t.read = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, b.n_kv());
-    t.mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, b.n_kv(), n);
+    if (in_cpu_memory(cache.k(0)))
+        t.visible = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 2, n);
+    else
+        t.mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, b.n_kv(), n);
     t.outputs = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, static_cast<int64_t>(b.outputs.size()));
-    for (ggml_tensor* x : {t.tokens, t.positions, t.write, t.read, t.mask, t.outputs}) ggml_set_input(x);
+    for (ggml_tensor* x : {t.tokens, t.positions, t.write, t.read, t.mask, t.visible, t.outputs})
+        if (x) ggml_set_input(x);
     return t;
 }
 
@@ -51,30 +59,36 @@ void StepTensors::upload(const StepBatch& b) const {
     ggml_backend_tensor_set(positions, b.positions.data(), 0, b.positions.size() * sizeof(int32_t));
     ggml_backend_tensor_set(write, b.write_cells.data(), 0, b.write_cells.size() * sizeof(int64_t));
     ggml_backend_tensor_set(read, b.read_cells.data(), 0, b.read_cells.size() * sizeof(int32_t));
-    ggml_backend_tensor_set(mask, b.mask.data(), 0, b.mask.size() * sizeof(float));
+    if (mask) {
+        const std::vector<float> m = b.mask();
+        ggml_backend_tensor_set(mask, m.data(), 0, m.size() * sizeof(float));
+    }
+    if (visible) ggml_backend_tensor_set(visible, b.visible.data(), 0, b.visible.size() * sizeof(int32_t));
     ggml_backend_tensor_set(outputs, b.outputs.data(), 0, b.outputs.size() * sizeof(int32_t));
 }
 
-ggml_tensor* paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v,
-                             const KvStorage& cache, int layer, const StepTensors& in, float scale) {
+ggml_tensor* paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, const KvStorage& cache,
+                             int layer, const StepTensors& in, float scale) {
     const int64_t hd = q->ne[0], H = q->ne[1], n = q->ne[2];
     const int64_t Hkv = k->ne[1], kv_dim = hd * Hkv;
     if (H % Hkv != 0) throw Error(ErrorKind::Internal, "attention: heads not a multiple of kv heads");
     // This step's K/V into their cells; the gathers read the result, so they run after the writes.
     ggml_tensor* kc = ggml_set_rows(ctx, cache.k(layer), ggml_reshape_2d(ctx, k, kv_dim, n), in.write);
     ggml_tensor* vc = ggml_set_rows(ctx, cache.v(layer), ggml_reshape_2d(ctx, v, kv_dim, n), in.write);
+    if (in.visible) return cpu_paged_attention(ctx, q, kc, vc, in.read, in.visible, scale);
     const int64_t n_kv = in.read->ne[0];
-    ggml_tensor* K = ggml_get_rows(ctx, kc, in.read);                                  // [kv_dim, n_kv]
-    K = ggml_permute(ctx, ggml_reshape_3d(ctx, K, hd, Hkv, n_kv), 0, 2, 1, 3);        // [hd, n_kv, Hkv]
+    ggml_tensor* K = ggml_get_rows(ctx, kc, in.read);                           // [kv_dim, n_kv]
+    K = ggml_permute(ctx, ggml_reshape_3d(ctx, K, hd, Hkv, n_kv), 0, 2, 1, 3);  // [hd, n_kv, Hkv]
     ggml_tensor* V = ggml_get_rows(ctx, vc, in.read);
-    V = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_3d(ctx, V, hd, Hkv, n_kv), 1, 2, 0, 3));  // [n_kv, hd, Hkv]
-    ggml_tensor* Q = ggml_permute(ctx, q, 0, 2, 1, 3);                                 // [hd, n, H]
-    ggml_tensor* kq = ggml_mul_mat(ctx, K, Q);                                         // [n_kv, n, H]
+    V = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_3d(ctx, V, hd, Hkv, n_kv), 1, 2, 0,
+                                    3));                // [n_kv, hd, Hkv]
+    ggml_tensor* Q = ggml_permute(ctx, q, 0, 2, 1, 3);  // [hd, n, H]
+    ggml_tensor* kq = ggml_mul_mat(ctx, K, Q);          // [n_kv, n, H]
     ggml_mul_mat_set_prec(kq, GGML_PREC_F32);
     kq = ggml_soft_max_ext(ctx, kq, in.mask, scale, 0.0f);
-    ggml_tensor* o = ggml_mul_mat(ctx, V, kq);                                         // [hd, n, H]
+    ggml_tensor* o = ggml_mul_mat(ctx, V, kq);  // [hd, n, H]
     ggml_mul_mat_set_prec(o, GGML_PREC_F32);
-    o = ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3));                              // [hd, H, n]
+    o = ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3));  // [hd, H, n]
     return ggml_reshape_2d(ctx, o, hd * H, n);
 }
 

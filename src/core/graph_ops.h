@@ -22,10 +22,10 @@ ggml_tensor* linear(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tens
 ggml_tensor* swiglu_mlp(ggml_context* ctx, ggml_tensor* x, ggml_tensor* gate, ggml_tensor* up, ggml_tensor* down);
 
 struct RopeParams {
-    float theta = 10000.0f;      // rope_theta
-    float freq_scale = 1.0f;     // 1 / linear scaling factor
-    int n_ctx_orig = 0;          // original context (YaRN); 0 = none
-    bool neox = true;            // rotate halves (HF rotate_half), not interleaved pairs
+    float theta = 10000.0f;   // rope_theta
+    float freq_scale = 1.0f;  // 1 / linear scaling factor
+    int n_ctx_orig = 0;       // original context (YaRN); 0 = none
+    bool neox = true;         // rotate halves (HF rotate_half), not interleaved pairs
 };
 // Rotary position embedding of x [hd, heads, n] at positions (I32 [n]).
 ggml_tensor* rope(ggml_context* ctx, ggml_tensor* x, ggml_tensor* positions, const RopeParams& p);
@@ -37,18 +37,22 @@ struct StepTensors {
     ggml_tensor* positions = nullptr;  // I32 [n_tokens]
     ggml_tensor* write = nullptr;      // I64 [n_tokens]
     ggml_tensor* read = nullptr;       // I32 [n_kv]
-    ggml_tensor* mask = nullptr;       // F32 [n_kv, n_tokens]
+    ggml_tensor* mask = nullptr;       // F32 [n_kv, n_tokens]: GPU caches (gather-and-mask attention)
+    ggml_tensor* visible = nullptr;    // I32 [2, n_tokens]: host caches (cpu_paged_attention)
     ggml_tensor* outputs = nullptr;    // I32 [n_outputs]
 
-    static StepTensors create(ggml_context* ctx, const StepBatch& batch);
+    // The attention path follows where the cache lives: a host cache is read in place by
+    // cpu_paged_attention, a device cache is gathered and masked.
+    static StepTensors create(ggml_context* ctx, const StepBatch& batch, const KvStorage& cache);
     void upload(const StepBatch& batch) const;
 };
 
 // Grouped-query attention of one layer for every token of the batch: writes k and v (this step's,
-// [hd, kv_heads, n]) into the layer's cache cells, gathers the cells the batch reads, and attends
-// q [hd, heads, n] over them under the batch mask. heads must be a multiple of kv_heads (query
-// head h reads kv head h / (heads / kv_heads), as transformers' repeat_kv). -> [hd * heads, n].
-ggml_tensor* paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v,
-                             const KvStorage& cache, int layer, const StepTensors& in, float scale);
+// [hd, kv_heads, n]) into the layer's cache cells and attends q [hd, heads, n] over each token's
+// visible cells — in place on the CPU (cpu_attention.h), gathered and masked on a GPU. heads must
+// be a multiple of kv_heads (query head h reads kv head h / (heads / kv_heads), as transformers'
+// repeat_kv). -> [hd * heads, n].
+ggml_tensor* paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, const KvStorage& cache,
+                             int layer, const StepTensors& in, float scale);
 
 }  // namespace parlance

@@ -24,20 +24,24 @@ struct StepBatch {
     std::vector<int32_t> positions;    // [n_tokens]
     std::vector<int64_t> write_cells;  // [n_tokens] KV cell of each token
     std::vector<int32_t> read_cells;   // [n_kv] cells attention gathers (segments, padded)
-    std::vector<float> mask;           // [n_tokens][n_kv]: 0 visible, -inf hidden
-    std::vector<int32_t> outputs;      // token indices whose logits are returned, in order
+    // [n_tokens][2]: token i sees read_cells[visible[2i] .. visible[2i] + visible[2i+1]) (its own
+    // sequence's positions 0 .. its own); every other cell is hidden.
+    std::vector<int32_t> visible;
+    std::vector<int32_t> outputs;  // token indices whose logits are returned, in order
 
     // Rows of the input embeddings replaced by given vectors (audio features): tokens
     // [row, row + rows) take data[(i - row) * hidden ...].
     struct Embeddings {
         int row = 0;
         int rows = 0;
-        const float* data = nullptr;   // [rows][hidden]; valid for the step
+        const float* data = nullptr;  // [rows][hidden]; valid for the step
     };
     std::vector<Embeddings> embeddings;
 
     int n_tokens() const { return static_cast<int>(tokens.size()); }
     int n_kv() const { return static_cast<int>(read_cells.size()); }
+    // The visibility as an additive mask [n_tokens][n_kv]: 0 visible, -inf hidden.
+    std::vector<float> mask() const;
 };
 
 // One sequence's tokens in a step: positions [start, start + tokens.size()) of `seq`, whose cells

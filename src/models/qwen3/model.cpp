@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/graph_ops.h"
+#include "core/weight_product.h"
 
 namespace parlance::qwen3 {
 namespace {
@@ -112,12 +113,13 @@ void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& 
 
     ggml_init_params p{graph_buf_.size(), graph_buf_.data(), true};
     ggml_context* ctx = ggml_init(p);
+    const BatchInvariantProducts invariant;  // allocated with batch_invariant below
     struct Free {
         ggml_context* c;
         ~Free() { ggml_free(c); }
     } guard{ctx};
     ggml_cgraph* graph = ggml_new_graph_custom(ctx, graph_capacity(static_cast<size_t>(c_.num_layers) * 80 + 512), false);
-    const StepTensors in = StepTensors::create(ctx, b);
+    const StepTensors in = StepTensors::create(ctx, b, kv);
 
     ggml_tensor* x = ggml_get_rows(ctx, embed_, in.tokens);  // [d, n]
     ggml_tensor* span_rows = nullptr;
@@ -149,7 +151,7 @@ void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& 
     }
     x = ggml_get_rows(ctx, x, in.outputs);                 // [d, n_out]
     x = rms_norm(ctx, x, final_norm_, c_.rms_norm_eps);
-    ggml_tensor* out = ggml_mul_mat(ctx, output_, x);      // [V, n_out]
+    ggml_tensor* out = weight_product(ctx, output_, x);      // [V, n_out]
     ggml_set_output(out);
     ggml_build_forward_expand(graph, out);
 

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/graph_ops.h"
+#include "core/weight_product.h"
 #include "core/step_batch.h"
 
 namespace parlance::whisper {
@@ -239,7 +240,8 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
     // ~50 nodes per layer plus 12 per run of cross-attention, and as many leaves (with headroom).
     GraphContext g(graph_buf_, static_cast<size_t>(c.decoder_layers) * (80 + 20 * runs.size()) + 512);
     ggml_context* ctx = g.ctx;
-    const StepTensors in = StepTensors::create(ctx, batch);
+    const BatchInvariantProducts invariant;  // allocated with batch_invariant below
+    const StepTensors in = StepTensors::create(ctx, batch, self_kv_);
     ggml_tensor* x = ggml_add(ctx, ggml_get_rows(ctx, w_.tok_emb, in.tokens), ggml_get_rows(ctx, w_.dec_pos, in.positions));
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const int64_t T = c.max_source_positions;
@@ -266,8 +268,7 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
             qi = ggml_permute(ctx, qi, 0, 2, 1, 3);
             // f32 accumulation: the cache is f16, and ggml-cuda's cuBLAS path would otherwise compute
             // in f16 (issue 19: the decoder's first step ~5e-3 off on CUDA). No effect on the CPU.
-            ggml_tensor* kq = ggml_mul_mat(ctx, K, qi);
-            ggml_mul_mat_set_prec(kq, GGML_PREC_F32);
+            ggml_tensor* kq = weight_product(ctx, K, qi, /*f32_accumulation=*/true);
             kq = ggml_soft_max_ext(ctx, kq, nullptr, scale, 0.0f);  // [T, n, H]
             if (capture) {
                 for (const auto& lh : capture->heads) {
@@ -277,8 +278,7 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
                     captured[li] = kq;
                 }
             }
-            ggml_tensor* o = ggml_mul_mat(ctx, Vt, kq);  // [hd, n, H]
-            ggml_mul_mat_set_prec(o, GGML_PREC_F32);
+            ggml_tensor* o = weight_product(ctx, Vt, kq, /*f32_accumulation=*/true);  // [hd, n, H]
             o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), d, r.n);
             att = att ? ggml_concat(ctx, att, o, 1) : o;
         }
@@ -290,7 +290,7 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
     }
     x = ggml_get_rows(ctx, x, in.outputs);  // [d, n_out]
     x = layer_norm(ctx, x, w_.dec_ln_w, w_.dec_ln_b, c.layer_norm_eps);
-    ggml_tensor* logits = ggml_mul_mat(ctx, w_.proj_out, x);  // [vocab, n_out]
+    ggml_tensor* logits = weight_product(ctx, w_.proj_out, x);  // [vocab, n_out]
     ggml_set_output(logits);
     ggml_build_forward_expand(g.graph, logits);
     for (ggml_tensor* kq : captured)

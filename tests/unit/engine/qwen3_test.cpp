@@ -57,8 +57,7 @@ double logits_error(LanguageModel& m, Backend& backend, const json& c, int strid
         b.write_cells.push_back(i);
     }
     for (int p = 0; p < seg; ++p) b.read_cells.push_back(p < n ? p : 0);
-    b.mask.assign(static_cast<size_t>(n) * seg, -INFINITY);
-    for (int i = 0; i < n; ++i) std::fill(b.mask.begin() + static_cast<size_t>(i) * seg, b.mask.begin() + static_cast<size_t>(i) * seg + i + 1, 0.0f);
+    for (int i = 0; i < n; ++i) b.visible.insert(b.visible.end(), {0, i + 1});
     b.outputs.push_back(n - 1);
     std::vector<float> logits;
     m.forward(b, kv, logits);

@@ -1,0 +1,323 @@
+// The multi-column weight product (see weight_product.h).
+//
+// Tiles of R weight rows x C columns keep one vector accumulator per (row, column). The k loop,
+// the zero-filled tail and the final horizontal sum are the same for every tile shape, so an
+// output element does not depend on which tile computed it, nor on how many columns the step has.
+#include "core/weight_product.h"
+
+#include "core/backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define PARLANCE_X86_KERNELS 1
+// GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_ps in the masked intrinsics:
+// GCC bug 105593); nothing in this file reads an uninitialised value.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace parlance {
+namespace {
+
+#ifdef PARLANCE_X86_KERNELS
+
+// ---- AVX-512F: 16 lanes ------------------------------------------------------------------------
+
+template <ggml_type W>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 load_w16(const void* w, int64_t k, __mmask16 m) {
+    if constexpr (W == GGML_TYPE_F16) {
+        const auto* p = static_cast<const uint16_t*>(w) + k;
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+    } else {
+        return _mm512_maskz_loadu_ps(m, static_cast<const float*>(w) + k);
+    }
+}
+
+template <ggml_type W, int R, int C>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void tile_avx512(const char* w, size_t w_row_bytes, int64_t in,
+                                                                      const float* x, int64_t x_stride, float* y,
+                                                                      int64_t y_stride) {
+    __m512 acc[R][C];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    // The R rows are R short streams the hardware prefetcher barely follows; fetch the next tile's
+    // rows (contiguous after these) while this one computes.
+    // (Only for rows stored back to back; strided rows are attention heads, already in cache.)
+    const size_t row_data = static_cast<size_t>(in) * (W == GGML_TYPE_F16 ? 2 : 4);
+    const char* next = w + R * w_row_bytes;
+    const size_t next_step =
+        w_row_bytes == row_data ? (R * row_data / static_cast<size_t>((in + 15) / 16) + 63) / 64 * 64 : 0;
+    for (int64_t k = 0; k < in; k += 16) {
+        const int64_t left = in - k;
+        const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+        for (size_t b = 0; b < next_step; b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
+        next += next_step;
+        __m512 wv[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) wv[r] = load_w16<W>(w + r * w_row_bytes, k, m);
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) {
+            const __m512 xv = _mm512_maskz_loadu_ps(m, x + c * x_stride + k);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) y[c * y_stride + r] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+// ---- AVX2 + FMA + F16C: 8 lanes ----------------------------------------------------------------
+
+template <ggml_type W>
+__attribute__((target("avx2,fma,f16c"))) inline __m256 load_w8(const void* w, int64_t k, int64_t left) {
+    if constexpr (W == GGML_TYPE_F16) {
+        const auto* p = static_cast<const uint16_t*>(w) + k;
+        if (left >= 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        alignas(16) uint16_t tmp[8] = {};
+        std::memcpy(tmp, p, static_cast<size_t>(left) * sizeof(uint16_t));
+        return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(tmp)));
+    } else {
+        const float* p = static_cast<const float*>(w) + k;
+        if (left >= 8) return _mm256_loadu_ps(p);
+        alignas(32) float tmp[8] = {};
+        std::memcpy(tmp, p, static_cast<size_t>(left) * sizeof(float));
+        return _mm256_load_ps(tmp);
+    }
+}
+
+__attribute__((target("avx2,fma,f16c"))) inline __m256 load_x8(const float* p, int64_t left) {
+    if (left >= 8) return _mm256_loadu_ps(p);
+    alignas(32) float tmp[8] = {};
+    std::memcpy(tmp, p, static_cast<size_t>(left) * sizeof(float));
+    return _mm256_load_ps(tmp);
+}
+
+__attribute__((target("avx2,fma,f16c"))) inline float hsum8(__m256 v) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+template <ggml_type W, int R, int C>
+__attribute__((target("avx2,fma,f16c"))) void tile_avx2(const char* w, size_t w_row_bytes, int64_t in, const float* x,
+                                                        int64_t x_stride, float* y, int64_t y_stride) {
+    __m256 acc[R][C];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < in; k += 8) {
+        const int64_t left = in - k;
+        __m256 wv[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) wv[r] = load_w8<W>(w + r * w_row_bytes, k, left);
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) {
+            const __m256 xv = load_x8(x + c * x_stride + k, left);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], xv, acc[r][c]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) y[c * y_stride + r] = hsum8(acc[r][c]);
+}
+
+// ---- Tiling, shared by both ISAs ---------------------------------------------------------------
+
+using TileFn = void (*)(const char*, size_t, int64_t, const float*, int64_t, float*, int64_t);
+
+// Tile functions for C = 1..max_cols columns: a wide row tile (rows[C-1] rows, sized to the
+// vector registers: R*C accumulators + R weight vectors + 1) and a single-row tile for the rest.
+struct Tiles {
+    int max_cols;
+    int rows[8];
+    TileFn wide[8];
+    TileFn single[8];
+};
+
+template <ggml_type W>
+Tiles avx512_tiles() {  // 32 registers
+    return {8,
+            {8, 6, 4, 4, 4, 4, 3, 3},
+            {tile_avx512<W, 8, 1>, tile_avx512<W, 6, 2>, tile_avx512<W, 4, 3>, tile_avx512<W, 4, 4>,
+             tile_avx512<W, 4, 5>, tile_avx512<W, 4, 6>, tile_avx512<W, 3, 7>, tile_avx512<W, 3, 8>},
+            {tile_avx512<W, 1, 1>, tile_avx512<W, 1, 2>, tile_avx512<W, 1, 3>, tile_avx512<W, 1, 4>,
+             tile_avx512<W, 1, 5>, tile_avx512<W, 1, 6>, tile_avx512<W, 1, 7>, tile_avx512<W, 1, 8>}};
+}
+
+template <ggml_type W>
+Tiles avx2_tiles() {  // 16 registers
+    return {4,
+            {4, 3, 2, 2},
+            {tile_avx2<W, 4, 1>, tile_avx2<W, 3, 2>, tile_avx2<W, 2, 3>, tile_avx2<W, 2, 4>},
+            {tile_avx2<W, 1, 1>, tile_avx2<W, 1, 2>, tile_avx2<W, 1, 3>, tile_avx2<W, 1, 4>}};
+}
+
+enum class Isa { none, avx2, avx512 };
+
+Isa detect_isa() {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        return Isa::avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        return Isa::avx2;
+    return Isa::none;
+}
+
+Isa isa() {
+    static const Isa value = detect_isa();
+    return value;
+}
+
+const Tiles* tiles_for(ggml_type w_type) {
+    static const Tiles f16_512 = avx512_tiles<GGML_TYPE_F16>(), f32_512 = avx512_tiles<GGML_TYPE_F32>();
+    static const Tiles f16_256 = avx2_tiles<GGML_TYPE_F16>(), f32_256 = avx2_tiles<GGML_TYPE_F32>();
+    if (w_type != GGML_TYPE_F16 && w_type != GGML_TYPE_F32) return nullptr;
+    switch (isa()) {
+        case Isa::avx512:
+            return w_type == GGML_TYPE_F16 ? &f16_512 : &f32_512;
+        case Isa::avx2:
+            return w_type == GGML_TYPE_F16 ? &f16_256 : &f32_256;
+        case Isa::none:
+            return nullptr;
+    }
+    return nullptr;
+}
+
+#else
+
+const void* tiles_for(ggml_type) {
+    return nullptr;
+}
+
+#endif  // PARLANCE_X86_KERNELS
+
+constexpr int64_t kRowBlock = 24;  // a multiple of every tile height
+
+// How a (possibly batched) product is laid out: mats matrices of rows x in weights, each times
+// n_cols activation columns.
+struct Layout {
+    int64_t in, rows, n_cols, mats;
+    int64_t w_mats;        // weight matrices (1: broadcast over every activation matrix)
+    size_t w_row, w_mat;   // weight strides, bytes
+    int64_t x_col, x_mat;  // activation strides, floats
+};
+
+Layout layout_of(const ggml_tensor* w, const ggml_tensor* x) {
+    Layout l;
+    l.in = w->ne[0];
+    l.rows = w->ne[1];
+    l.w_row = w->nb[1];
+    l.w_mat = w->nb[2];
+    l.w_mats = w->ne[2];
+    l.x_col = static_cast<int64_t>(x->nb[1] / sizeof(float));
+    if (w->ne[2] == 1 && ggml_is_contiguous(x)) {  // one matrix times every column of x
+        l.n_cols = ggml_nrows(x);
+        l.mats = 1;
+        l.x_mat = 0;
+    } else {
+        l.n_cols = x->ne[1];
+        l.mats = x->ne[2];
+        l.x_mat = static_cast<int64_t>(x->nb[2] / sizeof(float));
+    }
+    return l;
+}
+
+// ggml custom-op callback: dst = src[0] (weights) · src[1] (activations), contiguous [rows,
+// n_cols, mats]; 24-row blocks of every matrix split evenly over the threads, columns taken in
+// panels of 64 so a long prompt chunk's activations stay in L2 while the weights stream past.
+void weight_product_task(ggml_tensor* dst, int ith, int nth, void* /*userdata*/) {
+    const ggml_tensor* w = dst->src[0];
+    const ggml_tensor* x = dst->src[1];
+    const Layout l = layout_of(w, x);
+    const int64_t blocks = (l.rows + kRowBlock - 1) / kRowBlock, total = blocks * l.mats;
+    const int64_t b0 = total * ith / nth, b1 = total * (ith + 1) / nth;
+    constexpr int64_t kPanel = 64;
+    for (int64_t p = 0; p < l.n_cols; p += kPanel) {
+        const int64_t cols = std::min(kPanel, l.n_cols - p);
+        for (int64_t b = b0; b < b1; ++b) {
+            const int64_t m = b / blocks, r0 = b % blocks * kRowBlock;
+            const char* wm = static_cast<const char*>(w->data) + static_cast<size_t>(m % l.w_mats) * l.w_mat;
+            const float* xm = static_cast<const float*>(x->data) + m * l.x_mat + p * l.x_col;
+            float* ym = static_cast<float*>(dst->data) + (m * l.n_cols + p) * l.rows;
+            weight_product_rows(w->type, wm, l.w_row, l.in, xm, l.x_col, cols, ym, l.rows, r0,
+                                std::min(l.rows, r0 + kRowBlock));
+        }
+    }
+}
+
+thread_local bool t_invariant_products = false;
+
+}  // namespace
+
+BatchInvariantProducts::BatchInvariantProducts() : previous_(t_invariant_products) {
+    t_invariant_products = true;
+}
+BatchInvariantProducts::~BatchInvariantProducts() {
+    t_invariant_products = previous_;
+}
+
+bool weight_product_kernel_available() {
+    return tiles_for(GGML_TYPE_F16) != nullptr;
+}
+
+bool weight_product_rows(ggml_type w_type, const void* w, size_t row_bytes, int64_t in, const float* x,
+                         int64_t x_stride, int64_t n_cols, float* y, int64_t y_stride, int64_t row_begin,
+                         int64_t row_end) {
+#ifdef PARLANCE_X86_KERNELS
+    const Tiles* t = tiles_for(w_type);
+    if (!t) return false;
+    const char* wb = static_cast<const char*>(w);
+    // Rows in blocks of 24 (a multiple of every tile height): each block meets every column group
+    // while its weights are still in cache. The order of the loops changes no result.
+    for (int64_t b = row_begin; b < row_end; b += kRowBlock) {
+        const int64_t b_end = std::min(row_end, b + kRowBlock);
+        for (int64_t c = 0; c < n_cols; c += t->max_cols) {
+            const int cols = static_cast<int>(std::min<int64_t>(t->max_cols, n_cols - c));
+            const int64_t wide = t->rows[cols - 1];
+            const float* xc = x + c * x_stride;
+            int64_t r = b;
+            for (; r + wide <= b_end; r += wide)
+                t->wide[cols - 1](wb + r * row_bytes, row_bytes, in, xc, x_stride, y + c * y_stride + r, y_stride);
+            for (; r < b_end; ++r)
+                t->single[cols - 1](wb + r * row_bytes, row_bytes, in, xc, x_stride, y + c * y_stride + r, y_stride);
+        }
+    }
+    return true;
+#else
+    (void)w_type, (void)w, (void)row_bytes, (void)in, (void)x, (void)x_stride, (void)n_cols, (void)y, (void)y_stride,
+        (void)row_begin, (void)row_end;
+    return false;
+#endif
+}
+
+ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x, bool f32_accumulation) {
+    auto ggml_product = [&] {
+        ggml_tensor* y = ggml_mul_mat(ctx, w, x);
+        if (f32_accumulation) ggml_mul_mat_set_prec(y, GGML_PREC_F32);
+        return y;
+    };
+    const bool host_weights = in_cpu_memory(w);
+    const bool types = (w->type == GGML_TYPE_F16 || w->type == GGML_TYPE_F32) && x->type == GGML_TYPE_F32;
+    const bool shapes = w->nb[0] == ggml_type_size(w->type) && x->nb[0] == sizeof(float) && w->ne[3] == 1 &&
+                        x->ne[3] == 1 && x->ne[2] % w->ne[2] == 0 &&
+                        (w->ne[2] > 1 || x->ne[2] == 1 || ggml_is_contiguous(x)) && x->nb[1] % sizeof(float) == 0 &&
+                        x->nb[2] % sizeof(float) == 0;
+    if (!host_weights || !types || !shapes || !weight_product_kernel_available()) return ggml_product();
+    const Layout l = layout_of(w, x);
+    if (!t_invariant_products && l.n_cols >= kWeightProductMaxColumns) return ggml_product();
+    ggml_tensor* args[2] = {w, x};
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, w->ne[1], x->ne[1], x->ne[2], x->ne[3], args, 2, weight_product_task,
+                          GGML_N_TASKS_MAX, nullptr);
+}
+
+}  // namespace parlance

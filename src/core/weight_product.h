@@ -1,0 +1,57 @@
+// W·x for a layer's weights: the one product every projection, MLP and output head goes through.
+//
+// On the CPU, ggml computes an f16 weight product one dot product per (row, column): it rounds the
+// activations to f16, then converts both operands again for every column, so a decoder step over
+// 8 sequences costs about 6x one sequence although it reads the same weights. For small column
+// counts (decode steps, short prompt chunks) this routes the product to a multi-column kernel:
+// each weight block is converted once and multiplied into up to four columns, the activations stay
+// f32, and every output element is accumulated in the same order whatever the number of columns
+// or the tiling — so a sequence's results are identical alone or in a batch (batch invariance).
+// Elsewhere (GPU weights, large batches that ggml hands to BLAS, other weight types, CPUs without
+// AVX2/F16C) it is ggml_mul_mat.
+#pragma once
+
+#include <ggml.h>
+
+#include <cstdint>
+
+namespace parlance {
+
+// ggml_mul_mat(w, x), same shapes: w ne [in, out] (f16, f32 or any ggml type), x [in, n, ...] f32
+// -> [out, n, ...] f32; or batched, w [in, out, m] (views allowed: rows need only be contiguous
+// within themselves) times x [in, n, m] -> [out, n, m], as attention's per-head products.
+// f32_accumulation asks ggml's GPU products to accumulate in f32 (ggml_mul_mat_set_prec); the
+// CPU kernel always does.
+ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x, bool f32_accumulation = false);
+
+// The kernel itself, for tests: y[c*y_stride + r] = sum_k w[r*row_bytes + k] * x[c*x_stride + k]
+// for rows [row_begin, row_end) and columns [0, n_cols). w_type is GGML_TYPE_F16 or GGML_TYPE_F32.
+// Returns false when this CPU has no vector path (the caller falls back to ggml).
+bool weight_product_rows(ggml_type w_type, const void* w, size_t row_bytes, int64_t in, const float* x,
+                         int64_t x_stride, int64_t n_cols, float* y, int64_t y_stride, int64_t row_begin,
+                         int64_t row_end);
+
+// Whether weight_product() uses the multi-column kernel on this machine (AVX2+F16C+FMA or
+// AVX-512F).
+bool weight_product_kernel_available();
+
+// Outside a BatchInvariantProducts scope, products of this many columns or more go to
+// ggml_mul_mat: ggml's CPU backend hands them to BLAS (faster for encoder windows), whose
+// summation order depends on the shape.
+inline constexpr int64_t kWeightProductMaxColumns = 32;
+
+// Graphs whose results must not depend on what else is in the batch — decoder steps, allocated
+// with Backend::alloc_graph(graph, /*batch_invariant=*/true) — are built inside this scope: every
+// product weight_product() makes there takes the kernel, however many columns it has.
+class BatchInvariantProducts {
+public:
+    BatchInvariantProducts();
+    ~BatchInvariantProducts();
+    BatchInvariantProducts(const BatchInvariantProducts&) = delete;
+    BatchInvariantProducts& operator=(const BatchInvariantProducts&) = delete;
+
+private:
+    bool previous_;
+};
+
+}  // namespace parlance

@@ -1,0 +1,247 @@
+// The CPU kernels behind every decoder step: the multi-column weight product and the in-place
+// paged attention. Each must equal a float64 reference to f32 accuracy, and each output must be
+// bit-identical whatever else shares the call (batch invariance: the engine's guarantee).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include <ggml-backend.h>
+#include <ggml.h>
+
+#include "core/backend.h"
+#include "core/cpu_attention.h"
+#include "core/weight_product.h"
+#include "core_test_util.h"
+
+namespace parlance {
+namespace {
+
+std::vector<ggml_fp16_t> to_f16(const std::vector<float>& v) {
+    std::vector<ggml_fp16_t> h(v.size());
+    ggml_fp32_to_fp16_row(v.data(), h.data(), static_cast<int64_t>(v.size()));
+    return h;
+}
+
+std::vector<float> from_f16(const std::vector<ggml_fp16_t>& h) {
+    std::vector<float> v(h.size());
+    ggml_fp16_to_fp32_row(h.data(), v.data(), static_cast<int64_t>(h.size()));
+    return v;
+}
+
+// Relative error max|a - b| / max|b|.
+double rel_error(const std::vector<float>& a, const std::vector<double>& b) {
+    double d = 0, m = 0;
+    for (size_t i = 0; i < b.size(); ++i) {
+        d = std::max(d, std::abs(a[i] - b[i]));
+        m = std::max(m, std::abs(b[i]));
+    }
+    return d / m;
+}
+
+class WeightProductKernel : public ::testing::TestWithParam<ggml_type> {};
+
+// Odd sizes on purpose: rows not a multiple of any tile, `in` not a multiple of any vector width.
+TEST_P(WeightProductKernel, EqualsFloat64AndEveryColumnIsTheSameAloneOrInABatch) {
+    if (!weight_product_kernel_available()) GTEST_SKIP() << "no AVX2/AVX-512 on this CPU";
+    const ggml_type type = GetParam();
+    const int64_t rows = 53, in = 77, cols = 13;
+    std::vector<float> wf = testing::ramp(static_cast<size_t>(rows * in), 3);
+    const std::vector<ggml_fp16_t> wh = to_f16(wf);
+    if (type == GGML_TYPE_F16) wf = from_f16(wh);  // the values the kernel multiplies
+    const void* w = type == GGML_TYPE_F16 ? static_cast<const void*>(wh.data()) : wf.data();
+    const size_t row_bytes = static_cast<size_t>(in) * ggml_type_size(type);
+    const std::vector<float> x = testing::ramp(static_cast<size_t>(in * cols), 4);
+
+    std::vector<float> batch(static_cast<size_t>(rows * cols));
+    ASSERT_TRUE(weight_product_rows(type, w, row_bytes, in, x.data(), in, cols, batch.data(), rows, 0, rows));
+    std::vector<double> ref(batch.size());
+    for (int64_t c = 0; c < cols; ++c)
+        for (int64_t r = 0; r < rows; ++r) {
+            double s = 0;
+            for (int64_t k = 0; k < in; ++k) s += static_cast<double>(wf[r * in + k]) * x[c * in + k];
+            ref[c * rows + r] = s;
+        }
+    EXPECT_LT(rel_error(batch, ref), 1e-6);
+
+    // One column at a time, and the rows in uneven pieces: the same bits.
+    for (int64_t c = 0; c < cols; ++c) {
+        std::vector<float> alone(static_cast<size_t>(rows));
+        for (int64_t r0 = 0; r0 < rows;) {
+            const int64_t r1 = std::min(rows, r0 + 1 + r0 % 7);
+            ASSERT_TRUE(
+                weight_product_rows(type, w, row_bytes, in, x.data() + c * in, in, 1, alone.data(), rows, r0, r1));
+            r0 = r1;
+        }
+        EXPECT_EQ(0, std::memcmp(alone.data(), batch.data() + c * rows, rows * sizeof(float))) << "column " << c;
+    }
+    // Columns 3..8 as a batch of their own.
+    std::vector<float> mid(static_cast<size_t>(rows * 6));
+    ASSERT_TRUE(weight_product_rows(type, w, row_bytes, in, x.data() + 3 * in, in, 6, mid.data(), rows, 0, rows));
+    EXPECT_EQ(0, std::memcmp(mid.data(), batch.data() + 3 * rows, mid.size() * sizeof(float)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, WeightProductKernel, ::testing::Values(GGML_TYPE_F16, GGML_TYPE_F32),
+                         [](const auto& info) { return std::string(ggml_type_name(info.param)); });
+
+// A graph on the CPU backend: weights in a backend buffer, `build` makes the output from them.
+struct CpuGraph {
+    Backend backend{BackendOptions{"cpu", 2, false, false}};
+    ggml_context* weights_ctx = nullptr;
+    ggml_backend_buffer_t weights_buf = nullptr;
+    std::vector<uint8_t> meta = std::vector<uint8_t>(ggml_tensor_overhead() * 64 + ggml_graph_overhead());
+
+    CpuGraph() {
+        ggml_init_params p{ggml_tensor_overhead() * 16, nullptr, true};
+        weights_ctx = ggml_init(p);
+    }
+    ~CpuGraph() {
+        if (weights_buf) ggml_backend_buffer_free(weights_buf);
+        ggml_free(weights_ctx);
+    }
+    void upload_weights(const std::vector<std::pair<ggml_tensor*, const void*>>& data) {
+        weights_buf = ggml_backend_alloc_ctx_tensors(weights_ctx, backend.primary());
+        for (const auto& [t, d] : data) ggml_backend_tensor_set(t, d, 0, ggml_nbytes(t));
+    }
+    // Builds with `build` (inside a batch-invariant scope when asked), computes, returns the
+    // output.
+    std::vector<float> run(const std::function<ggml_tensor*(ggml_context*)>& build,
+                           const std::function<void()>& set_inputs = {}, bool invariant = true) {
+        ggml_init_params p{meta.size(), meta.data(), true};
+        ggml_context* ctx = ggml_init(p);
+        ggml_cgraph* g = ggml_new_graph(ctx);
+        ggml_tensor* out;
+        if (invariant) {
+            const BatchInvariantProducts scope;
+            out = build(ctx);
+        } else {
+            out = build(ctx);
+        }
+        ggml_set_output(out);
+        ggml_build_forward_expand(g, out);
+        backend.alloc_graph(g, invariant);
+        if (set_inputs) set_inputs();
+        backend.compute(g);
+        std::vector<float> y(static_cast<size_t>(ggml_nelements(out)));
+        ggml_backend_tensor_get(out, y.data(), 0, ggml_nbytes(out));
+        ggml_free(ctx);
+        return y;
+    }
+};
+
+TEST(WeightProduct, GraphOpMatchesGgmlMulMatForMatricesAndPerHeadViews) {
+    if (!weight_product_kernel_available()) GTEST_SKIP() << "no AVX2/AVX-512 on this CPU";
+    CpuGraph cg;
+    const int64_t in = 64, rows = 40, heads = 3, n = 5;
+    // Stored as attention's cross K: [hd, heads, rows], read per head as the view [hd, rows,
+    // heads].
+    ggml_tensor* w = ggml_new_tensor_3d(cg.weights_ctx, GGML_TYPE_F16, in, heads, rows);
+    const std::vector<ggml_fp16_t> wh = to_f16(testing::ramp(static_cast<size_t>(in * heads * rows), 5));
+    cg.upload_weights({{w, wh.data()}});
+    const std::vector<float> x = testing::ramp(static_cast<size_t>(in * heads * n), 6);
+    ggml_tensor* xin = nullptr;
+    auto build = [&](bool ours) {
+        return [&, ours](ggml_context* ctx) {
+            xin = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, in, heads, n);  // [hd, heads, n] as q is
+            ggml_set_input(xin);
+            ggml_tensor* wv = ggml_permute(ctx, w, 0, 2, 1, 3);    // [hd, rows, heads]
+            ggml_tensor* xv = ggml_permute(ctx, xin, 0, 2, 1, 3);  // [hd, n, heads]
+            return ours ? weight_product(ctx, wv, xv) : ggml_mul_mat(ctx, wv, xv);
+        };
+    };
+    auto set = [&] { ggml_backend_tensor_set(xin, x.data(), 0, x.size() * sizeof(float)); };
+    const std::vector<float> ours = cg.run(build(true), set);
+    const std::vector<float> theirs = cg.run(build(false), set);
+    ASSERT_EQ(ours.size(), static_cast<size_t>(rows * n * heads));
+    const std::vector<float> wf = from_f16(wh);
+    std::vector<double> ref(ours.size());
+    for (int64_t h = 0; h < heads; ++h)
+        for (int64_t c = 0; c < n; ++c)
+            for (int64_t r = 0; r < rows; ++r) {
+                double s = 0;
+                for (int64_t k = 0; k < in; ++k)
+                    s += static_cast<double>(wf[(r * heads + h) * in + k]) * x[(c * heads + h) * in + k];
+                ref[(h * n + c) * rows + r] = s;
+            }
+    EXPECT_LT(rel_error(ours, ref), 1e-6);
+    EXPECT_LT(rel_error(theirs, ref), 2e-3);  // ggml rounds the activations to f16
+}
+
+// Attention of tokens over their own cells; returns [hd * heads, n].
+std::vector<double> reference_attention(const std::vector<float>& q, const std::vector<float>& k,
+                                        const std::vector<float>& v, const std::vector<int32_t>& read,
+                                        const std::vector<int32_t>& visible, int64_t hd, int64_t heads,
+                                        int64_t kv_heads, float scale) {
+    const int64_t n = static_cast<int64_t>(visible.size() / 2), kv_dim = hd * kv_heads;
+    std::vector<double> out(static_cast<size_t>(hd * heads * n));
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t h = 0; h < heads; ++h) {
+            const int64_t kvh = h / (heads / kv_heads);
+            const float* qi = q.data() + (i * heads + h) * hd;
+            std::vector<double> s;
+            double m = -INFINITY;
+            for (int32_t j = 0; j < visible[2 * i + 1]; ++j) {
+                const int32_t cell = read[visible[2 * i] + j];
+                double d = 0;
+                for (int64_t e = 0; e < hd; ++e) d += static_cast<double>(qi[e]) * k[cell * kv_dim + kvh * hd + e];
+                s.push_back(d * scale);
+                m = std::max(m, s.back());
+            }
+            double sum = 0;
+            for (double& x : s) sum += (x = std::exp(x - m));
+            for (size_t j = 0; j < s.size(); ++j) {
+                const int32_t cell = read[visible[2 * i] + static_cast<int32_t>(j)];
+                for (int64_t e = 0; e < hd; ++e)
+                    out[(i * heads + h) * hd + e] += s[j] / sum * v[cell * kv_dim + kvh * hd + e];
+            }
+        }
+    return out;
+}
+
+TEST(CpuPagedAttention, EqualsFloat64AndATokensResultDoesNotDependOnItsBatch) {
+    CpuGraph cg;
+    const int64_t hd = 40, heads = 6, kv_heads = 2, kv_dim = hd * kv_heads, n_cells = 96;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    ggml_tensor* kc = ggml_new_tensor_2d(cg.weights_ctx, GGML_TYPE_F32, kv_dim, n_cells);
+    ggml_tensor* vc = ggml_new_tensor_2d(cg.weights_ctx, GGML_TYPE_F32, kv_dim, n_cells);
+    const std::vector<float> k = testing::ramp(static_cast<size_t>(kv_dim * n_cells), 7);
+    const std::vector<float> v = testing::ramp(static_cast<size_t>(kv_dim * n_cells), 8);
+    cg.upload_weights({{kc, k.data()}, {vc, v.data()}});
+    // Three sequences with scattered cells (as paged blocks are); two tokens of the first (a
+    // prompt chunk), one of each other (decodes).
+    const std::vector<int32_t> read = {5, 9, 30, 31, 2, 77, 60, 61, 62, 11, 12, 90, 3};
+    const std::vector<int32_t> visible = {0, 3, 0, 4, 4, 5, 9, 4};
+    const int64_t n = 4;
+    const std::vector<float> q = testing::ramp(static_cast<size_t>(hd * heads * n), 9);
+
+    auto attend = [&](const std::vector<float>& qs, const std::vector<int32_t>& vis) {
+        ggml_tensor *qt = nullptr, *rt = nullptr, *vt = nullptr;
+        const int64_t m = static_cast<int64_t>(vis.size() / 2);
+        return cg.run(
+            [&](ggml_context* ctx) {
+                qt = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, heads, m);
+                rt = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, static_cast<int64_t>(read.size()));
+                vt = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 2, m);
+                for (ggml_tensor* t : {qt, rt, vt}) ggml_set_input(t);
+                return cpu_paged_attention(ctx, qt, kc, vc, rt, vt, scale);
+            },
+            [&] {
+                ggml_backend_tensor_set(qt, qs.data(), 0, qs.size() * sizeof(float));
+                ggml_backend_tensor_set(rt, read.data(), 0, read.size() * sizeof(int32_t));
+                ggml_backend_tensor_set(vt, vis.data(), 0, vis.size() * sizeof(int32_t));
+            });
+    };
+    const std::vector<float> all = attend(q, visible);
+    EXPECT_LT(rel_error(all, reference_attention(q, k, v, read, visible, hd, heads, kv_heads, scale)), 1e-6);
+    const size_t per_token = static_cast<size_t>(hd * heads);
+    for (int64_t i = 0; i < n; ++i) {
+        const std::vector<float> qi(q.begin() + i * per_token, q.begin() + (i + 1) * per_token);
+        const std::vector<float> alone = attend(qi, {visible[2 * i], visible[2 * i + 1]});
+        EXPECT_EQ(0, std::memcmp(alone.data(), all.data() + i * per_token, per_token * sizeof(float))) << "token " << i;
+    }
+}
+
+}  // namespace
+}  // namespace parlance
