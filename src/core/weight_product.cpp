@@ -11,12 +11,15 @@
 #include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define PARLANCE_X86_KERNELS 1
+#if !defined(__clang__)
 // GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_ps in the masked intrinsics:
 // GCC bug 105593); nothing in this file reads an uninitialised value.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace parlance {
@@ -168,8 +171,10 @@ Isa detect_isa() {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
         return Isa::avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-        return Isa::avx2;
+    // F16C by cpuid (leaf 1, ecx bit 29): clang's __builtin_cpu_supports does not know it.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) return Isa::avx2;
     return Isa::none;
 }
 
