@@ -34,6 +34,7 @@ struct ServeArgs {
     double max_upload_mb = 25;
     int max_new_tokens = 224;
     int cache_slots = 0;  // 0: from the model's default beam size (run)
+    double kv_cache_mb = 0;  // 0: what the slots can hold
 };
 
 void run(ServeArgs& a, GlobalOptions& globals) {
@@ -71,7 +72,14 @@ void run(ServeArgs& a, GlobalOptions& globals) {
                         " (generation_config.json num_beams): a request takes " +
                         std::to_string(2 * beams));
     a.server.max_pending = a.engine.max_queue;
+    if (a.kv_cache_mb < 0) throw Error(ErrorKind::InvalidArgument, "--kv-cache-mb must be >= 0");
+    a.engine.kv_cache_bytes = static_cast<size_t>(a.kv_cache_mb * 1024 * 1024);
     TranscriptionEngine engine(*model, backend, a.engine, log);
+    if (engine.max_beams() < beams)
+        throw Error(ErrorKind::InvalidArgument,
+                    "--kv-cache-mb " + std::to_string(static_cast<int>(a.kv_cache_mb)) +
+                        " holds " + std::to_string(engine.max_beams()) + " full decoder contexts; a request at the model's default beam size " +
+                        std::to_string(beams) + " needs " + std::to_string(beams));
     std::string description = "whisper " + std::to_string(model->config.encoder_layers) + "+" +
                               std::to_string(model->config.decoder_layers) + " layers, d_model " +
                               std::to_string(model->config.d_model) +
@@ -79,7 +87,8 @@ void run(ServeArgs& a, GlobalOptions& globals) {
     http.set_engine(&engine, description);
     log.info("ready: ", description, " loaded in ", seconds(model->load_seconds), " on ",
              backend.device_name(), ", ", backend.threads(), " threads; model id '",
-             a.server.model_id, "'; beam size ", beams, ", ", a.engine.cache_slots, " cache slots");
+             a.server.model_id, "'; beam size ", beams, ", ", a.engine.cache_slots, " cache slots, ",
+             engine.stats().kv_capacity_bytes >> 20, " MiB KV cache");
     http.wait_for_signal();
     engine.shutdown(true);
     log.info("stopped");
@@ -104,6 +113,10 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
     cmd->add_option("--cache-slots", a->cache_slots,
                     "Decoder cache slots, 2 per beam of a request (default or 0: 16, or room for 4 "
                     "requests at the model's default beam size when that is more)");
+    cmd->add_option("--kv-cache-mb", a->kv_cache_mb,
+                    "Byte cap of the decoder's paged KV cache in MiB; a request waits until its beams' worst "
+                    "case (a full context each) fits. Default or 0: what the cache slots can use at once. "
+                    "Occupancy, prefix hits and evictions are in /metrics (parlance_kv_cache_*)");
     cmd->add_option("--max-new-tokens", a->max_new_tokens, "Decoded tokens per 30 s window (cap)")
         ->default_val(224);
     cmd->add_option("--encode-batch", a->engine.max_encode_batch, "30 s windows encoded in one graph")

@@ -17,16 +17,42 @@ struct TranscriptionEngine::Job {
     std::promise<Transcript> promise;
     std::unique_ptr<whisper::Session> session;
     std::vector<int> slots;
+    int kv_blocks = 0;  // reserved while active: its beams' worst case
     Clock::time_point submitted = Clock::now();
 };
+
+namespace {
+
+int kv_blocks_for(const EngineOptions& o, const whisper::WhisperConfig& c) {
+    const int slots = std::max(2, o.cache_slots);
+    const int block_tokens = whisper::WhisperRunner::kv_block_tokens();
+    const int per_hypothesis = (c.max_target_positions + block_tokens - 1) / block_tokens + 2;
+    if (o.kv_cache_bytes == 0) return slots / 2 * per_hypothesis;
+    const size_t block_bytes = KvSpec{c.decoder_layers, c.d_model, GGML_TYPE_F32}.bytes_per_token() * block_tokens;
+    const size_t blocks = o.kv_cache_bytes / block_bytes;
+    if (blocks < static_cast<size_t>(per_hypothesis))
+        throw Error(ErrorKind::InvalidArgument,
+                    "the KV cache of " + std::to_string(o.kv_cache_bytes >> 20) + " MiB holds no full decoder context (" +
+                        std::to_string((block_bytes * per_hypothesis + (1 << 20) - 1) >> 20) +
+                        " MiB for one sequence of this model)");
+    return static_cast<int>(std::min<size_t>(blocks, 1 << 24));
+}
+
+}  // namespace
 
 TranscriptionEngine::TranscriptionEngine(const whisper::WhisperModel& model, Backend& backend,
                                          const EngineOptions& options, Logger& logger)
     : model_(model), backend_(backend), options_(options), log_(logger),
-      runner_(model.config, *model.weights, backend, std::max(2, options.cache_slots)),
+      runner_(model.config, *model.weights, backend, std::max(2, options.cache_slots),
+              kv_blocks_for(options, model.config)),
       steps_(runner_) {
     for (int i = 0; i < runner_.n_slots(); ++i) free_slots_.push_back(i);
     stats_.free_slots = static_cast<int>(free_slots_.size());
+    stats_.kv_block_bytes = runner_.kv_block_bytes();
+    stats_.kv_hypothesis_blocks = runner_.blocks_per_hypothesis();
+    stats_.kv_capacity_bytes = runner_.kv_bytes();
+    stats_.kv = runner_.kv_stats();
+    total_kv_blocks_ = stats_.kv.total_blocks;
     thread_ = std::thread([this] { loop(); });
 }
 
@@ -36,6 +62,12 @@ std::future<Transcript> TranscriptionEngine::submit(TranscriptionRequest request
     // The model's defaults first: the cache slots a request takes depend on its beam size.
     request.options = whisper::with_model_defaults(std::move(request.options), model_.tokens);
     whisper::slots_for_beams(*request.options.beam_size, runner_.n_slots());
+    const int blocks = *request.options.beam_size * runner_.blocks_per_hypothesis();
+    if (blocks > total_kv_blocks_)
+        throw Error(ErrorKind::InvalidArgument,
+                    "beam_size " + std::to_string(*request.options.beam_size) + " needs " +
+                        std::to_string(blocks * runner_.kv_block_bytes() >> 20) + " MiB of KV cache; the server has " +
+                        std::to_string(runner_.kv_bytes() >> 20) + " MiB (--kv-cache-mb)");
     auto job = std::make_unique<Job>();
     job->request = std::move(request);
     job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, options_.max_new_tokens);
@@ -51,6 +83,10 @@ std::future<Transcript> TranscriptionEngine::submit(TranscriptionRequest request
     }
     wake_.notify_one();
     return future;
+}
+
+int TranscriptionEngine::max_beams() const {
+    return std::min(runner_.n_slots() / 2, total_kv_blocks_ / runner_.blocks_per_hypothesis());
 }
 
 EngineStats TranscriptionEngine::stats() const {
@@ -79,23 +115,32 @@ void TranscriptionEngine::finish(Job& job, std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (int s : job.slots) free_slots_.push_back(s);
     job.slots.clear();
+    reserved_blocks_ -= job.kv_blocks;
+    job.kv_blocks = 0;
     stats_.free_slots = static_cast<int>(free_slots_.size());
+    stats_.kv_reserved_blocks = reserved_blocks_;
 }
 
-// Moves queued jobs into the active set while their cache slots are free (FIFO: a large beam
-// request at the head waits rather than being overtaken forever).
+// Moves queued jobs into the active set while their cache slots are free and the KV cache can
+// hold their worst case (FIFO: a large beam request at the head waits rather than being
+// overtaken forever).
 void TranscriptionEngine::admit_locked() {
     while (!queue_.empty()) {
         Job& head = *queue_.front();
-        const size_t need =
-            2 * static_cast<size_t>(*head.request.options.beam_size);  // set by submit
+        const int beams = *head.request.options.beam_size;  // set by submit
+        const size_t need = 2 * static_cast<size_t>(beams);
+        const int blocks = beams * runner_.blocks_per_hypothesis();
         if (free_slots_.size() < need) break;
+        if (reserved_blocks_ + blocks > total_kv_blocks_) break;
         std::unique_ptr<Job> job = std::move(queue_.front());
         queue_.pop_front();
         job->slots.assign(free_slots_.end() - need, free_slots_.end());
         free_slots_.resize(free_slots_.size() - need);
+        job->kv_blocks = blocks;
+        reserved_blocks_ += blocks;
         active_.push_back(std::move(job));
     }
+    stats_.kv_reserved_blocks = reserved_blocks_;
     stats_.queued = static_cast<int>(queue_.size());
     stats_.active = static_cast<int>(active_.size());
     stats_.free_slots = static_cast<int>(free_slots_.size());
@@ -146,7 +191,9 @@ void TranscriptionEngine::loop() {
             for (auto& j : active_)
                 if (!j->slots.empty()) finish(*j, error);
         }
+        const KvCacheStats kv = runner_.kv_stats();  // the runner is this thread's
         std::lock_guard<std::mutex> lock(mutex_);
+        stats_.kv = kv;
         stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
         const size_t before = active_.size();
         active_.erase(std::remove_if(active_.begin(), active_.end(),

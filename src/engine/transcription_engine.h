@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/kv_cache_manager.h"
 #include "core/log.h"
 #include "models/whisper/model.h"
 #include "models/whisper/runner.h"
@@ -26,6 +27,10 @@ namespace parlance {
 struct EngineOptions {
     int max_queue = 32;         // waiting requests beyond the active ones
     int cache_slots = 16;       // decoder cache slots; a request takes 2 * its beam size
+    // Byte cap of the decoder's paged KV cache. A request is admitted when its worst case fits
+    // (each beam a full context); blocks are taken as its tokens arrive. 0: cache_slots / 2
+    // hypotheses' worth, what the slots can hold at once.
+    size_t kv_cache_bytes = 0;
     int max_encode_batch = 4;   // windows encoded in one graph
     double request_timeout_seconds = 600.0;  // 0 = none
     int max_new_tokens = 224;   // cap on decoded tokens per 30 s window, whatever a request asks
@@ -51,6 +56,12 @@ struct EngineStats {
     uint64_t decoder_steps = 0;
     double audio_seconds = 0.0;     // of completed requests
     double busy_seconds = 0.0;      // engine thread time spent computing
+    // The decoder's paged KV cache (as of the last step).
+    size_t kv_capacity_bytes = 0;
+    size_t kv_block_bytes = 0;
+    int kv_reserved_blocks = 0;     // held back for admitted requests' worst case
+    int kv_hypothesis_blocks = 0;   // a beam's worst case: a full context
+    KvCacheStats kv;
 };
 
 class TranscriptionEngine {
@@ -67,6 +78,8 @@ public:
     std::future<Transcript> submit(TranscriptionRequest request);
 
     EngineStats stats() const;
+    // The largest beam size a request can have: 2 slots per beam, a full context of KV per beam.
+    int max_beams() const;
     // Stops accepting; with drain, finishes queued and active requests first; then joins.
     void shutdown(bool drain);
 
@@ -89,6 +102,8 @@ private:
     std::deque<std::unique_ptr<Job>> queue_;
     std::vector<std::unique_ptr<Job>> active_;  // touched by the engine thread only (and stats)
     std::vector<int> free_slots_;
+    int reserved_blocks_ = 0;
+    int total_kv_blocks_ = 0;  // fixed at construction (read by submit on any thread)
     bool stopping_ = false;
     bool draining_ = false;
     EngineStats stats_;

@@ -177,6 +177,15 @@ private:
                 j["failed"] = s.failed;
                 j["decode_tokens"] = s.decode_tokens;
                 j["audio_seconds"] = s.audio_seconds;
+                j["kv_cache"] = {{"capacity_bytes", s.kv_capacity_bytes},
+                                 {"block_bytes", s.kv_block_bytes},
+                                 {"total_blocks", s.kv.total_blocks},
+                                 {"used_blocks", s.kv.used_blocks},
+                                 {"cached_blocks", s.kv.cached_blocks},
+                                 {"reserved_blocks", s.kv_reserved_blocks},
+                                 {"hypothesis_blocks", s.kv_hypothesis_blocks},
+                                 {"prefix_hit_tokens", s.kv.prefix_hits},
+                                 {"evictions", s.kv.evictions}};
             }
             return send_json(200, j);
         }

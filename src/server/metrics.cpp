@@ -67,6 +67,32 @@ std::string Metrics::render(const EngineStats* e, double uptime) const {
         os << "# TYPE parlance_requests_cancelled_total counter\nparlance_requests_cancelled_total " << e->cancelled << "\n";
         os << "# TYPE parlance_decode_tokens_per_second gauge\nparlance_decode_tokens_per_second "
            << (e->busy_seconds > 0 ? e->decode_tokens / e->busy_seconds : 0.0) << "\n";
+        const KvCacheStats& kv = e->kv;
+        const int free_blocks = kv.total_blocks - kv.used_blocks - kv.cached_blocks;
+        os << "# HELP parlance_kv_cache_capacity_bytes Bytes of the decoder's paged KV cache (--kv-cache-mb).\n"
+              "# TYPE parlance_kv_cache_capacity_bytes gauge\nparlance_kv_cache_capacity_bytes "
+           << e->kv_capacity_bytes << "\n";
+        os << "# HELP parlance_kv_cache_blocks KV cache blocks by state: used (held by sequences), cached "
+              "(a reusable prompt prefix), free.\n"
+              "# TYPE parlance_kv_cache_blocks gauge\n"
+           << "parlance_kv_cache_blocks{state=\"used\"} " << kv.used_blocks << "\n"
+           << "parlance_kv_cache_blocks{state=\"cached\"} " << kv.cached_blocks << "\n"
+           << "parlance_kv_cache_blocks{state=\"free\"} " << free_blocks << "\n";
+        os << "# HELP parlance_kv_cache_usage_ratio Blocks held by sequences over all blocks.\n"
+              "# TYPE parlance_kv_cache_usage_ratio gauge\nparlance_kv_cache_usage_ratio "
+           << (kv.total_blocks > 0 ? static_cast<double>(kv.used_blocks) / kv.total_blocks : 0.0) << "\n";
+        os << "# HELP parlance_kv_cache_reserved_blocks Blocks held back for admitted requests' worst case.\n"
+              "# TYPE parlance_kv_cache_reserved_blocks gauge\nparlance_kv_cache_reserved_blocks "
+           << e->kv_reserved_blocks << "\n";
+        os << "# HELP parlance_kv_prefix_query_tokens_total Prompt tokens looked up in the prefix cache.\n"
+              "# TYPE parlance_kv_prefix_query_tokens_total counter\nparlance_kv_prefix_query_tokens_total "
+           << kv.prefix_queries << "\n";
+        os << "# HELP parlance_kv_prefix_hit_tokens_total Prompt tokens found in the prefix cache.\n"
+              "# TYPE parlance_kv_prefix_hit_tokens_total counter\nparlance_kv_prefix_hit_tokens_total "
+           << kv.prefix_hits << "\n";
+        os << "# HELP parlance_kv_cache_evictions_total Cached prefix blocks reused for other tokens.\n"
+              "# TYPE parlance_kv_cache_evictions_total counter\nparlance_kv_cache_evictions_total "
+           << kv.evictions << "\n";
     }
     os << "# TYPE parlance_resident_memory_bytes gauge\nparlance_resident_memory_bytes " << resident_bytes() << "\n";
     os << "# TYPE parlance_uptime_seconds gauge\nparlance_uptime_seconds " << uptime << "\n";

@@ -59,15 +59,19 @@ constexpr int kBlockTokens = 16;
 int blocks_per_slot(const WhisperConfig& c) { return (c.max_target_positions + kBlockTokens - 1) / kBlockTokens; }
 }  // namespace
 
-WhisperRunner::WhisperRunner(const WhisperConfig& config, const WhisperWeights& weights,
-                             Backend& backend, int max_sequences)
+WhisperRunner::WhisperRunner(const WhisperConfig& config, const WhisperWeights& weights, Backend& backend,
+                             int max_sequences, int kv_blocks)
     : config_(config), w_(weights), backend_(backend), n_slots_(max_sequences),
-      pages_(max_sequences * blocks_per_slot(config), kBlockTokens),
+      pages_(kv_blocks > 0 ? kv_blocks : max_sequences * blocks_per_slot(config), kBlockTokens),
       self_kv_(KvSpec{config.decoder_layers, config.d_model, GGML_TYPE_F32},
-               static_cast<int64_t>(max_sequences) * blocks_per_slot(config) * kBlockTokens, backend),
+               static_cast<int64_t>(pages_.num_blocks()) * kBlockTokens, backend),
       graph_buf_(graph_context_size()) {
     for (int s = 0; s < max_sequences; ++s) pages_.open(s, {});
 }
+
+int WhisperRunner::kv_block_tokens() { return kBlockTokens; }
+int WhisperRunner::blocks_per_hypothesis() const { return blocks_per_slot(config_) + 2; }
+size_t WhisperRunner::kv_block_bytes() const { return self_kv_.spec().bytes_per_token() * kBlockTokens; }
 
 void WhisperRunner::encode(std::span<const std::vector<float>> mels,
                            std::span<CrossKv* const> crosses,

@@ -45,10 +45,17 @@ struct DecodeItem {
 
 class WhisperRunner {
 public:
-    // `max_sequences` slots; the cache holds as many full-context (n_text_ctx) sequences' worth
-    // of blocks, shared among the slots as they need them.
-    WhisperRunner(const WhisperConfig& config, const WhisperWeights& weights, Backend& backend,
-                  int max_sequences);
+    // `max_sequences` slots sharing a cache of `kv_blocks` blocks of kv_block_tokens() tokens
+    // (0: as many full-context (n_text_ctx) sequences' worth as slots), taken as tokens arrive.
+    WhisperRunner(const WhisperConfig& config, const WhisperWeights& weights, Backend& backend, int max_sequences,
+                  int kv_blocks = 0);
+
+    static int kv_block_tokens();
+    // Blocks one live hypothesis can hold at most: a full context, plus the partial blocks a
+    // beam reorder may copy on write.
+    int blocks_per_hypothesis() const;
+    // Bytes of one block (every layer's K and V).
+    size_t kv_block_bytes() const;
 
     const WhisperConfig& config() const { return config_; }
     int n_slots() const { return n_slots_; }

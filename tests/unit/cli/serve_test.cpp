@@ -49,8 +49,14 @@ public:
             static const std::regex re("listening on http://127.0.0.1:(\\d+)");
             if (std::regex_search(log, m, re)) port_ = std::stoi(m[1]);
         }
-        for (int i = 0; i < 300; ++i) {  // ready when /health says ok
+        for (int i = 0; i < 300; ++i) {  // ready when /health says ok, or gone (a refused option)
             if (curl("-s " + url("/health")).find("\"ok\"") != std::string::npos) break;
+            int status = 0;
+            if (waitpid(pid_, &status, WNOHANG) == pid_) {
+                exited_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+                pid_ = -1;
+                break;
+            }
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
     }
@@ -62,6 +68,7 @@ public:
         }
     }
     int stop() {  // SIGTERM, returns the exit status
+        if (pid_ <= 0) return exited_;
         kill(pid_, SIGTERM);
         int status = 0;
         waitpid(pid_, &status, 0);
@@ -92,6 +99,7 @@ private:
     TempDir dir_;
     std::filesystem::path log_;
     pid_t pid_ = -1;
+    int exited_ = -1;  // the exit status, when it ended before it was ready
     int port_ = 0;
 };
 
@@ -292,6 +300,57 @@ TEST(Serve, DisconnectCancelsAndFreesTheRequest) {
     EXPECT_EQ(status["active_requests"], 0);
     EXPECT_EQ(status["free_cache_slots"], 2);
     EXPECT_EQ(s.post("/v1/audio/transcriptions", kJfk + kFast).first, 200);
+}
+
+// --kv-cache-mb caps the decoder's paged KV cache: a request is admitted when its worst case (a
+// full context per beam) fits, so with room for one the second waits and both still come out
+// exactly as alone; the cache's state is in /v1/status and /metrics, and every block comes back.
+TEST(Serve, KvCacheCapAdmitsWhatFitsAndReportsItsBlocks) {
+    // tiny-multi: 2 layers x 32 wide -> 512 bytes per token, 8 KiB per block of 16, 30 blocks a
+    // beam; 0.35 MiB = 44 blocks, one greedy request's worth and not two.
+    Server s("--cache-slots 8 --kv-cache-mb 0.35");
+    ASSERT_GT(s.port(), 0) << s.read_log();
+    json kv = json::parse(Server::curl("-s " + s.url("/v1/status")))["kv_cache"];
+    ASSERT_TRUE(kv.is_object()) << s.read_log();
+    const int total = kv["total_blocks"], per_beam = kv["hypothesis_blocks"];
+    EXPECT_EQ(total, static_cast<int>(0.35 * 1024 * 1024 / kv["block_bytes"].get<double>()));
+    EXPECT_EQ(kv["capacity_bytes"].get<double>(), total * kv["block_bytes"].get<double>());
+    ASSERT_TRUE(per_beam <= total && total < 2 * per_beam) << kv.dump();
+
+    const std::string a = "-F file=@" + fixture("audio/jfk.wav") + kFast + " -F response_format=verbose_json";
+    const std::string b = "-F file=@" + fixture("audio/sense_and_sensibility_01_austen_64kb-0880.wav") + kFast +
+                          " -F response_format=verbose_json";
+    const std::string alone_a = s.post("/v1/audio/transcriptions", a).second;
+    const std::string alone_b = s.post("/v1/audio/transcriptions", b).second;
+    auto fa = std::async(std::launch::async, [&] { return s.post("/v1/audio/transcriptions", a); });
+    auto fb = std::async(std::launch::async, [&] { return s.post("/v1/audio/transcriptions", b); });
+    int max_reserved = 0;
+    while (fa.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready ||
+           fb.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
+        const json now = json::parse(Server::curl("-s " + s.url("/v1/status")))["kv_cache"];
+        max_reserved = std::max(max_reserved, now["reserved_blocks"].get<int>());
+        EXPECT_LE(now["used_blocks"].get<int>(), total);
+    }
+    EXPECT_LE(max_reserved, total);  // never both admitted at once
+    EXPECT_EQ(fa.get().second, alone_a);
+    EXPECT_EQ(fb.get().second, alone_b);
+
+    kv = json::parse(Server::curl("-s " + s.url("/v1/status")))["kv_cache"];
+    EXPECT_EQ(kv["used_blocks"], 0) << kv.dump();
+    EXPECT_EQ(kv["reserved_blocks"], 0) << kv.dump();
+    const std::string metrics = Server::curl("-s " + s.url("/metrics"));
+    for (const std::string& name :
+         {"parlance_kv_cache_capacity_bytes " + std::to_string(static_cast<long long>(kv["capacity_bytes"].get<double>())),
+          std::string("parlance_kv_cache_blocks{state=\"used\"} 0"),
+          "parlance_kv_cache_blocks{state=\"free\"} " + std::to_string(total), std::string("parlance_kv_cache_usage_ratio 0"),
+          std::string("parlance_kv_prefix_hit_tokens_total"), std::string("parlance_kv_cache_evictions_total")})
+        EXPECT_NE(metrics.find(name), std::string::npos) << name << "\n" << metrics;
+}
+
+TEST(Serve, KvCacheCapBelowOneContextIsRefusedAtStartup) {
+    Server s("--kv-cache-mb 0.1");
+    EXPECT_NE(s.stop(), 0);
+    EXPECT_NE(s.read_log().find("KV cache"), std::string::npos) << s.read_log();
 }
 
 TEST(Serve, LoadOf32ClientsTimes20RequestsHasNoErrorsAndMemoryStaysFlat) {
