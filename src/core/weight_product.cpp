@@ -147,9 +147,9 @@ struct Tiles {
     TileFn single[8];
 };
 
-template <ggml_type W>
 // One column takes two rows at a time: more concurrent row streams (8 were tried) read the
 // weights slower at batch 1, on one thread and on two (Qwen3-0.6B decode 62 -> 50 ms/token).
+template <ggml_type W>
 Tiles avx512_tiles() {  // 32 registers
     return {8,
             {2, 6, 4, 4, 4, 4, 3, 3},
