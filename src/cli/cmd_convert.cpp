@@ -4,7 +4,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
-#include "models/whisper/convert.h"
+#include "models/registry.h"
 
 namespace parlance::cli {
 namespace {
@@ -17,9 +17,7 @@ struct ConvertArgs {
 };
 
 void run(const ConvertArgs& a) {
-    if (a.to != "whispercpp")
-        throw Error(ErrorKind::InvalidArgument, "--to " + a.to + ": unknown target (whispercpp)");
-    whisper::WhisperCppConvertOptions o;
+    ConvertOptions o;
     if (a.dtype == "f32") {
         o.dtype = GGML_TYPE_F32;
     } else if (a.dtype == "f16") {
@@ -27,7 +25,7 @@ void run(const ConvertArgs& a) {
     } else {
         throw Error(ErrorKind::InvalidArgument, "--dtype " + a.dtype + ": use f32 or f16");
     }
-    auto r = whisper::convert_to_whispercpp(a.input, a.output, o);
+    const ConvertResult r = convert_model(a.input, a.output, a.to, o);
     for (const auto& w : r.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     std::fprintf(stderr, "wrote %s: %d tensors (%s), %d vocabulary tokens, %.1f MB\n", a.output.c_str(),
                  r.tensors, a.dtype.c_str(), r.vocab, static_cast<double>(r.bytes) / 1e6);

@@ -10,7 +10,6 @@
 #include "core/error.h"
 #include "engine/lm_parity.h"
 #include "models/registry.h"
-#include "models/whisper/parity.h"
 
 namespace parlance::cli {
 
@@ -18,7 +17,7 @@ void register_parity(CLI::App& app, GlobalOptions& globals) {
     auto* cmd = app.add_subcommand(
         "parity", "Compare a model with reference outputs from transformers (tools/reference/)");
     auto dirs = std::make_shared<std::vector<std::string>>();
-    auto opts = std::make_shared<whisper::ParityOptions>();
+    auto opts = std::make_shared<ParityOptions>();
     cmd->add_option("reference", *dirs,
                     "Reference directories (reference.json + model/), e.g. tests/fixtures/whisper/tiny-en")
         ->required()
@@ -50,7 +49,7 @@ void register_parity(CLI::App& app, GlobalOptions& globals) {
                 auto lm = load_language_model(model, backend, {opts->quantize});
                 report = run_lm_parity(*lm, backend, ref);
             } else {
-                report = whisper::run_parity(d, *opts);
+                report = run_speech_parity(d, *opts);
             }
             std::printf("%s\n", report.table().c_str());
             if (!report.all_pass()) globals.exit_code = 1;

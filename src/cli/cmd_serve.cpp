@@ -10,20 +10,11 @@
 #include "core/backend.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "engine/transcription_engine.h"
-#include "models/whisper/model.h"
+#include "models/registry.h"
 #include "server/http_server.h"
 
 namespace parlance::cli {
 namespace {
-
-// ", English" for .en models, ", language en" for a model prompted in one language only (ours),
-// ", multilingual (N languages)" otherwise.
-std::string languages_of(const whisper::SpecialTokens& t) {
-    if (!t.multilingual) return ", English";
-    if (t.languages.size() == 1) return ", language " + t.languages.begin()->first;
-    return ", multilingual (" + std::to_string(t.languages.size()) + " languages)";
-}
 
 struct ServeArgs {
     std::string model;
@@ -57,40 +48,35 @@ void run(ServeArgs& a, GlobalOptions& globals) {
     bo.device = a.server.device;
     bo.threads = a.threads;
     Backend backend(bo);
-    whisper::WeightOptions wo;
-    wo.quantize = a.quantize;
-    auto model = whisper::WhisperModel::load(a.model, backend, wo);
+    auto model = load_speech_model(a.model, backend, {a.quantize});
     a.engine.max_new_tokens = a.max_new_tokens;
     // Requests decode with the model's default beam size (clients of the OpenAI API cannot ask
     // for another): room for four of them at once, and never fewer slots than before.
-    const int beams = model->tokens.num_beams;
+    const int beams = model->default_beam_size();
     a.engine.cache_slots = a.cache_slots > 0 ? a.cache_slots : std::max(16, 4 * 2 * beams);
     if (std::max(2, a.engine.cache_slots) < 2 * beams)  // the engine takes at least 2
         throw Error(ErrorKind::InvalidArgument,
                     "--cache-slots " + std::to_string(a.engine.cache_slots) +
                         " is too few for the model's default beam size " + std::to_string(beams) +
-                        " (generation_config.json num_beams): a request takes " +
-                        std::to_string(2 * beams));
+                        " (generation_config.json num_beams): a request takes " + std::to_string(2 * beams));
     a.server.max_pending = a.engine.max_queue;
     if (a.kv_cache_mb < 0) throw Error(ErrorKind::InvalidArgument, "--kv-cache-mb must be >= 0");
     a.engine.kv_cache_bytes = static_cast<size_t>(a.kv_cache_mb * 1024 * 1024);
-    TranscriptionEngine engine(*model, backend, a.engine, log);
-    if (engine.max_beams() < beams)
+    std::unique_ptr<SpeechEngine> engine = model->start_engine(a.engine, log);
+    if (engine->max_beams() < beams)
         throw Error(ErrorKind::InvalidArgument,
-                    "--kv-cache-mb " + std::to_string(static_cast<int>(a.kv_cache_mb)) +
-                        " holds " + std::to_string(engine.max_beams()) + " full decoder contexts; a request at the model's default beam size " +
-                        std::to_string(beams) + " needs " + std::to_string(beams));
-    std::string description = "whisper " + std::to_string(model->config.encoder_layers) + "+" +
-                              std::to_string(model->config.decoder_layers) + " layers, d_model " +
-                              std::to_string(model->config.d_model) +
-                              languages_of(model->tokens);
-    http.set_engine(&engine, description);
-    log.info("ready: ", description, " loaded in ", seconds(model->load_seconds), " on ",
+                    "--kv-cache-mb " + std::to_string(static_cast<int>(a.kv_cache_mb)) + " holds " +
+                        std::to_string(engine->max_beams()) +
+                        " full decoder contexts; a request at the model's default beam size " + std::to_string(beams) +
+                        " needs " + std::to_string(beams));
+    const std::string description = model->description();
+    http.set_engine(engine.get(), description);
+    log.info("ready: ", description, " loaded in ", seconds(model->load_seconds()), " on ",
              backend.device_name(), ", ", backend.threads(), " threads; model id '",
              a.server.model_id, "'; beam size ", beams, ", ", a.engine.cache_slots, " cache slots, ",
-             engine.stats().kv_capacity_bytes >> 20, " MiB KV cache");
+             engine->stats().kv_capacity_bytes >> 20, " MiB KV cache");
     http.wait_for_signal();
-    engine.shutdown(true);
+    engine->shutdown(true);
     log.info("stopped");
 }
 

@@ -14,9 +14,7 @@
 #include "cli/default_model.h"
 #include "core/error.h"
 #include "decoding/transcript.h"
-#include "models/whisper/model.h"
-#include "models/whisper/runner.h"
-#include "models/whisper/transcriber.h"
+#include "models/registry.h"
 
 namespace parlance::cli {
 namespace {
@@ -30,7 +28,7 @@ struct TranscribeArgs {
     std::string quantize;
     int threads = 0;
     double max_seconds = 4 * 3600;
-    whisper::TranscribeOptions options;
+    TranscribeOptions options;
     float temperature = -1.0f;
     bool no_timestamps = false;
 };
@@ -75,16 +73,10 @@ void run(TranscribeArgs& a) {
     bo.device = a.device;
     bo.threads = a.threads;
     Backend backend(bo);
-    whisper::WeightOptions wo;
-    wo.quantize = a.quantize;
-    auto model = whisper::WhisperModel::load(a.model, backend, wo);
-    // Two cache slots per beam; unset, the model's default beam size (generation_config.json).
-    const int beams = *whisper::with_model_defaults(a.options, model->tokens).beam_size;
-    whisper::WhisperRunner runner(model->config, *model->weights, backend, std::max(2, 2 * beams));
+    auto model = load_speech_model(a.model, backend, {a.quantize});
     const bool tty = isatty(fileno(stderr));
-    std::fprintf(stderr, "loaded %s (%d+%d layers, d_model %d) in %.2f s on %s, %d threads\n",
-                 a.model.c_str(), model->config.encoder_layers, model->config.decoder_layers,
-                 model->config.d_model, model->load_seconds, backend.device_name().c_str(),
+    std::fprintf(stderr, "loaded %s (%s) in %.2f s on %s, %d threads\n", a.model.c_str(),
+                 model->description().c_str(), model->load_seconds(), backend.device_name().c_str(),
                  backend.threads());
 
     std::FILE* out = stdout;
@@ -103,7 +95,7 @@ void run(TranscribeArgs& a) {
             throw Error(e.kind(), file + ": " + e.what());
         }
         if (pcm.empty()) throw Error(ErrorKind::InvalidAudio, file + ": the audio decodes to nothing");
-        whisper::TranscribeOptions o = a.options;
+        TranscribeOptions o = a.options;
         if (tty) {
             o.progress = [&](double done, double total) {
                 int width = 30, filled = total > 0 ? static_cast<int>(width * done / total) : width;
@@ -112,7 +104,7 @@ void run(TranscribeArgs& a) {
                 std::fflush(stderr);
             };
         }
-        Transcript t = whisper::transcribe(*model, runner, pcm, o);
+        Transcript t = model->transcribe(pcm, o);
         if (tty) std::fprintf(stderr, "\n");
         if (a.files.size() > 1 && format == ResponseFormat::Text) std::fprintf(out, "== %s\n", file.c_str());
         std::string rendered = render_transcript(t, format, true, a.options.word_timestamps);

@@ -2,10 +2,26 @@
 // printed by `parlance parity` and asserted by the golden tests, whatever the architecture.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
+
 namespace parlance {
+
+// How `parlance parity` runs a reference directory.
+struct ParityOptions {
+    BackendOptions backend;
+    std::string quantize;              // "" = weights as stored
+    double encoder_tolerance = 1e-3;   // relative L2 error
+    // Run this model (HF directory or whisper.cpp .bin holding the same weights, e.g. a
+    // conversion) instead of the reference directory's model/. Empty = the reference's own.
+    std::filesystem::path model_override;
+    // Only the encoder check per clip (fast: no decoding), e.g. to measure a weight dtype.
+    bool encoder_only = false;
+};
+
 
 struct ParityRow {
     std::string clip;       // the input: a clip, a prompt

@@ -5,6 +5,9 @@
 
 #include "core/error.h"
 #include "models/qwen3/model.h"
+#include "models/whisper/convert.h"
+#include "models/whisper/parity.h"
+#include "models/whisper/speech.h"
 
 namespace parlance {
 
@@ -39,6 +42,40 @@ std::unique_ptr<LanguageModel> load_language_model(const std::filesystem::path& 
                                                 " models transcribe speech; they do not generate text (use transcribe)");
     if (e.name == "qwen3") return qwen3::Qwen3Model::load(std::move(files), backend, {options.quantize});
     throw Error(ErrorKind::Internal, "registry: no loader for " + e.name);
+}
+
+std::unique_ptr<SpeechModel> load_speech_model(const std::filesystem::path& path, Backend& backend,
+                                               const SpeechModelOptions& options) {
+    // Files that say what they are are checked against the table; anything else goes to Whisper's
+    // loader, whose refusal names the file and field (a missing config.json, a bad tensor).
+    const ArchitectureEntry* e = nullptr;
+    try {
+        e = &identify_architecture(open_model_files(path));
+    } catch (const Error&) {
+    }
+    if (e && !e->capabilities.transcribe)
+        throw Error(ErrorKind::Unsupported, path.string() + ": " + e->name +
+                                                " models generate text; they do not transcribe speech (use generate)");
+    whisper::WeightOptions wo;
+    wo.quantize = options.quantize;
+    return std::make_unique<whisper::WhisperSpeechModel>(whisper::WhisperModel::load(path, backend, wo), backend);
+}
+
+ParityReport run_speech_parity(const std::filesystem::path& reference_dir, const ParityOptions& options) {
+    return whisper::run_parity(reference_dir, options);
+}
+
+ConvertResult convert_model(const std::filesystem::path& input, const std::filesystem::path& output,
+                            const std::string& target, const ConvertOptions& options) {
+    if (target != "whispercpp") throw Error(ErrorKind::InvalidArgument, "--to " + target + ": unknown target (whispercpp)");
+    const ArchitectureEntry* e = nullptr;
+    try {
+        e = &identify_architecture(open_model_files(input));
+    } catch (const Error&) {  // the converter's own checks name what is wrong
+    }
+    if (e && e->name != "whisper")
+        throw Error(ErrorKind::Unsupported, input.string() + ": " + e->name + " checkpoints have no whisper.cpp form");
+    return whisper::convert_to_whispercpp(input, output, options);
 }
 
 }  // namespace parlance

@@ -11,7 +11,10 @@
 
 #include "core/backend.h"
 #include "core/model_files.h"
+#include "core/parity_report.h"
+#include "models/conversion.h"
 #include "models/language_model.h"
+#include "models/speech_model.h"
 
 namespace parlance {
 
@@ -43,5 +46,25 @@ struct LanguageModelOptions {
 // when the architecture cannot ("whisper transcribes; it does not generate text").
 std::unique_ptr<LanguageModel> load_language_model(const std::filesystem::path& path, Backend& backend,
                                                    const LanguageModelOptions& options);
+
+struct SpeechModelOptions {
+    std::string quantize;  // "" as stored, f32, f16, q8_0, q5_k, q4_k
+};
+
+// Loads a model that transcribes speech (an HF directory or a whisper.cpp .bin). Throws
+// Error(Unsupported) when the architecture cannot ("qwen3 generates text; it does not
+// transcribe"), Error(InvalidModel) naming the file and field or tensor that is wrong.
+std::unique_ptr<SpeechModel> load_speech_model(const std::filesystem::path& path, Backend& backend,
+                                               const SpeechModelOptions& options);
+
+// Runs a speech model's reference directory (tools/reference: reference.json, model/, the
+// clips' encoder arrays) and compares; `parlance parity` prints the report.
+ParityReport run_speech_parity(const std::filesystem::path& reference_dir, const ParityOptions& options);
+
+// Writes a speech checkpoint in another program's format: target "whispercpp" (a Whisper HF
+// directory as whisper.cpp's ggml .bin). Throws Error(InvalidArgument) for an unknown target,
+// Error(Unsupported) for an architecture the target cannot hold.
+ConvertResult convert_model(const std::filesystem::path& input, const std::filesystem::path& output,
+                            const std::string& target, const ConvertOptions& options);
 
 }  // namespace parlance

@@ -37,7 +37,7 @@ struct HttpServer::Impl {
     std::vector<std::thread> io_threads;
     asio::thread_pool workers;
     Metrics metrics;
-    std::atomic<TranscriptionEngine*> engine{nullptr};
+    std::atomic<SpeechEngine*> engine{nullptr};
     std::string model_description;
     Clock::time_point started = Clock::now();
     std::atomic<int> in_flight{0};
@@ -133,7 +133,7 @@ private:
         }
         if (path == "/metrics") {
             only(http::verb::get);
-            TranscriptionEngine* e = server_.engine.load();
+            SpeechEngine* e = server_.engine.load();
             EngineStats s;
             if (e) s = e->stats();
             return send(200, "text/plain; version=0.0.4",
@@ -159,7 +159,7 @@ private:
         }
         if (path == "/v1/status") {
             only(http::verb::get);
-            TranscriptionEngine* e = server_.engine.load();
+            SpeechEngine* e = server_.engine.load();
             nlohmann::json j{{"model", server_.options.model_id},
                              {"description", server_.model_description},
                              {"device", server_.options.device},
@@ -201,7 +201,7 @@ private:
     }
 
     void transcribe(bool translation) {
-        TranscriptionEngine* engine = server_.engine.load();
+        SpeechEngine* engine = server_.engine.load();
         if (!engine) throw ApiError(503, "the model is still loading", "", "loading");
         auto boundary = multipart_boundary(request_[http::field::content_type]);
         if (!boundary) throw ApiError(400, "Content-Type must be multipart/form-data with a boundary", "file");
@@ -246,7 +246,7 @@ private:
             });
     }
 
-    void run_transcription(TranscriptionEngine* engine, bool translation) {
+    void run_transcription(SpeechEngine* engine, bool translation) {
         double audio_seconds = 0.0;
         try {
             DecodeOptions d;
@@ -461,7 +461,7 @@ void HttpServer::start() {
     for (int i = 0; i < std::max(1, d.options.io_threads); ++i) d.io_threads.emplace_back([&d] { d.io.run(); });
 }
 
-void HttpServer::set_engine(TranscriptionEngine* engine, const std::string& description) {
+void HttpServer::set_engine(SpeechEngine* engine, const std::string& description) {
     impl_->model_description = description;
     impl_->engine.store(engine);
 }

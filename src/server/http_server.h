@@ -11,7 +11,7 @@
 #include <string>
 
 #include "core/log.h"
-#include "engine/transcription_engine.h"
+#include "models/speech_model.h"
 #include "server/metrics.h"
 
 namespace parlance::server {
@@ -39,7 +39,7 @@ public:
     // Binds and starts the I/O threads; /health answers 503 until set_engine().
     void start();
     // Marks the model as loaded: requests are served from now on.
-    void set_engine(TranscriptionEngine* engine, const std::string& model_description);
+    void set_engine(SpeechEngine* engine, const std::string& model_description);
     int port() const { return bound_port_; }
     // Stops accepting, lets in-flight requests finish (drain), then stops the I/O threads.
     void stop();

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/transcription_engine.h"
+#include "models/speech_model.h"
 
 namespace parlance::server {
 

@@ -9,23 +9,12 @@
 
 #include <ggml.h>
 
+#include "models/conversion.h"
+
 namespace parlance::whisper {
 
-struct WhisperCppConvertOptions {
-    // Storage type of the weight matrices, convolution kernels and token embedding: f32 or f16
-    // (whisper.cpp's ftype 0 / 1). Vectors, conv biases and positional embeddings are always f32,
-    // as whisper.cpp's loader expects.
-    ggml_type dtype = GGML_TYPE_F16;
-};
-
-struct WhisperCppConvertResult {
-    int tensors = 0;          // tensors written
-    int vocab = 0;            // text tokens written (ids below <|endoftext|>)
-    uint64_t bytes = 0;       // size of the output file
-    // Written, but whisper.cpp will not load it as is (e.g. an FFN width other than 4 * d_model,
-    // which its header cannot express). Empty for checkpoints of the released shapes.
-    std::vector<std::string> warnings;
-};
+using WhisperCppConvertOptions = ConvertOptions;
+using WhisperCppConvertResult = ConvertResult;
 
 // Reads the HF snapshot directory `hf_dir` (config.json, generation_config.json, tokenizer.json,
 // model.safetensors[.index.json]), validates it against the Whisper tensor table, and writes

@@ -17,16 +17,7 @@ namespace parlance::whisper {
 using parlance::ParityReport;
 using parlance::ParityRow;
 
-struct ParityOptions {
-    BackendOptions backend;
-    std::string quantize;              // "" = weights as stored
-    double encoder_tolerance = 1e-3;   // relative L2 error
-    // Run this model (HF directory or whisper.cpp .bin holding the same weights, e.g. a
-    // conversion) instead of the reference directory's model/. Empty = the reference's own.
-    std::filesystem::path model_override;
-    // Only the encoder check per clip (fast: no decoding), e.g. to measure a weight dtype.
-    bool encoder_only = false;
-};
+using parlance::ParityOptions;
 
 // reference_dir holds reference.json, model/ and the encoder arrays; clips are looked up next to
 // it, in its parent, and in tests/fixtures/audio-style sibling directories named in the JSON.

@@ -7,7 +7,7 @@
 
 #include "audio/wav.h"
 #include "core/error.h"
-#include "engine/transcription_engine.h"
+#include "models/whisper/engine.h"
 #include "models/whisper/model.h"
 #include "models/whisper/transcriber.h"
 #include "test_support.h"
@@ -52,7 +52,7 @@ TEST_F(ModelDefaults, UnsetBeamSizeTakesTheModelsSlots) {
     ASSERT_EQ(model_->tokens.num_beams, 2);
     EngineOptions eo;
     eo.cache_slots = 2;  // one greedy request; two beams need four
-    TranscriptionEngine engine(*model_, *backend_, eo, log_);
+    whisper::WhisperEngine engine(*model_, *backend_, eo, log_);
     try {
         engine.submit(request(std::nullopt));
         ADD_FAILURE() << "a request at the model's 2 beams was accepted with 2 cache slots";
@@ -67,7 +67,7 @@ TEST_F(ModelDefaults, UnsetBeamSizeTakesTheModelsSlots) {
 TEST_F(ModelDefaults, UnsetBeamSizeDecodesLikeTheExplicitDefault) {
     EngineOptions eo;
     eo.cache_slots = 4;
-    TranscriptionEngine engine(*model_, *backend_, eo, log_);
+    whisper::WhisperEngine engine(*model_, *backend_, eo, log_);
     const Transcript by_default = engine.submit(request(std::nullopt)).get();
     const Transcript explicit_two = engine.submit(request(2)).get();
     EXPECT_EQ(by_default.text, explicit_two.text);

@@ -1,5 +1,5 @@
 // The transcription engine's step loop (see transcription_engine.h).
-#include "engine/transcription_engine.h"
+#include "models/whisper/engine.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,14 +8,14 @@
 
 #include "core/error.h"
 
-namespace parlance {
+namespace parlance::whisper {
 
 using Clock = std::chrono::steady_clock;
 
-struct TranscriptionEngine::Job {
+struct WhisperEngine::Job {
     TranscriptionRequest request;
     std::promise<Transcript> promise;
-    std::unique_ptr<whisper::Session> session;
+    std::unique_ptr<Session> session;
     std::vector<int> slots;
     int kv_blocks = 0;  // reserved while active: its beams' worst case
     Clock::time_point submitted = Clock::now();
@@ -23,9 +23,9 @@ struct TranscriptionEngine::Job {
 
 namespace {
 
-int kv_blocks_for(const EngineOptions& o, const whisper::WhisperConfig& c) {
+int kv_blocks_for(const EngineOptions& o, const WhisperConfig& c) {
     const int slots = std::max(2, o.cache_slots);
-    const int block_tokens = whisper::WhisperRunner::kv_block_tokens();
+    const int block_tokens = WhisperRunner::kv_block_tokens();
     const int per_hypothesis = (c.max_target_positions + block_tokens - 1) / block_tokens + 2;
     if (o.kv_cache_bytes == 0) return slots / 2 * per_hypothesis;
     const size_t block_bytes = KvSpec{c.decoder_layers, c.d_model, GGML_TYPE_F32}.bytes_per_token() * block_tokens;
@@ -40,7 +40,7 @@ int kv_blocks_for(const EngineOptions& o, const whisper::WhisperConfig& c) {
 
 }  // namespace
 
-TranscriptionEngine::TranscriptionEngine(const whisper::WhisperModel& model, Backend& backend,
+WhisperEngine::WhisperEngine(const WhisperModel& model, Backend& backend,
                                          const EngineOptions& options, Logger& logger)
     : model_(model), backend_(backend), options_(options), log_(logger),
       runner_(model.config, *model.weights, backend, std::max(2, options.cache_slots),
@@ -56,12 +56,12 @@ TranscriptionEngine::TranscriptionEngine(const whisper::WhisperModel& model, Bac
     thread_ = std::thread([this] { loop(); });
 }
 
-TranscriptionEngine::~TranscriptionEngine() { shutdown(false); }
+WhisperEngine::~WhisperEngine() { shutdown(false); }
 
-std::future<Transcript> TranscriptionEngine::submit(TranscriptionRequest request) {
+std::future<Transcript> WhisperEngine::submit(TranscriptionRequest request) {
     // The model's defaults first: the cache slots a request takes depend on its beam size.
-    request.options = whisper::with_model_defaults(std::move(request.options), model_.tokens);
-    whisper::slots_for_beams(*request.options.beam_size, runner_.n_slots());
+    request.options = with_model_defaults(std::move(request.options), model_.tokens);
+    slots_for_beams(*request.options.beam_size, runner_.n_slots());
     const int blocks = *request.options.beam_size * runner_.blocks_per_hypothesis();
     if (blocks > total_kv_blocks_)
         throw Error(ErrorKind::InvalidArgument,
@@ -85,16 +85,16 @@ std::future<Transcript> TranscriptionEngine::submit(TranscriptionRequest request
     return future;
 }
 
-int TranscriptionEngine::max_beams() const {
+int WhisperEngine::max_beams() const {
     return std::min(runner_.n_slots() / 2, total_kv_blocks_ / runner_.blocks_per_hypothesis());
 }
 
-EngineStats TranscriptionEngine::stats() const {
+EngineStats WhisperEngine::stats() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return stats_;
 }
 
-void TranscriptionEngine::shutdown(bool drain) {
+void WhisperEngine::shutdown(bool drain) {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!thread_.joinable()) return;
@@ -105,7 +105,7 @@ void TranscriptionEngine::shutdown(bool drain) {
     thread_.join();
 }
 
-void TranscriptionEngine::finish(Job& job, std::exception_ptr error) {
+void WhisperEngine::finish(Job& job, std::exception_ptr error) {
     if (error) {
         job.promise.set_exception(error);
     } else {
@@ -124,7 +124,7 @@ void TranscriptionEngine::finish(Job& job, std::exception_ptr error) {
 // Moves queued jobs into the active set while their cache slots are free and the KV cache can
 // hold their worst case (FIFO: a large beam request at the head waits rather than being
 // overtaken forever).
-void TranscriptionEngine::admit_locked() {
+void WhisperEngine::admit_locked() {
     while (!queue_.empty()) {
         Job& head = *queue_.front();
         const int beams = *head.request.options.beam_size;  // set by submit
@@ -146,7 +146,7 @@ void TranscriptionEngine::admit_locked() {
     stats_.free_slots = static_cast<int>(free_slots_.size());
 }
 
-void TranscriptionEngine::loop() {
+void WhisperEngine::loop() {
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(mutex_);
@@ -172,7 +172,7 @@ void TranscriptionEngine::loop() {
         for (auto& j : active_) {
             if (j->session || j->slots.empty()) continue;
             try {
-                j->session = std::make_unique<whisper::Session>(model_, backend_, std::move(j->request.pcm),
+                j->session = std::make_unique<Session>(model_, backend_, std::move(j->request.pcm),
                                                                 j->request.options, j->slots);
                 j->session->on_segment = j->request.on_segment;
                 for (int s : j->slots) steps_.bind(s, j->session->cross());
@@ -206,7 +206,7 @@ void TranscriptionEngine::loop() {
     }
 }
 
-void TranscriptionEngine::step_once() {
+void WhisperEngine::step_once() {
     // Cancellations and time limits land between steps.
     const auto now = Clock::now();
     for (auto& j : active_) {
@@ -223,12 +223,12 @@ void TranscriptionEngine::step_once() {
     // Encode every window that needs it, a few per graph.
     std::vector<Job*> pending;
     for (auto& j : active_)
-        if (!j->slots.empty() && j->session && j->session->phase() == whisper::Session::Phase::NeedEncode)
+        if (!j->slots.empty() && j->session && j->session->phase() == Session::Phase::NeedEncode)
             pending.push_back(j.get());
     for (size_t i = 0; i < pending.size(); i += options_.max_encode_batch) {
         size_t n = std::min<size_t>(options_.max_encode_batch, pending.size() - i);
         std::vector<std::vector<float>> mels;
-        std::vector<whisper::CrossKv*> crosses;
+        std::vector<CrossKv*> crosses;
         for (size_t k = 0; k < n; ++k) {
             mels.push_back(pending[i + k]->session->window_mel());
             crosses.push_back(pending[i + k]->session->cross());
@@ -238,7 +238,7 @@ void TranscriptionEngine::step_once() {
     }
     // Word-timestamp alignment passes (one sequence each, between steps).
     for (auto& j : active_) {
-        if (j->slots.empty() || !j->session || j->session->phase() != whisper::Session::Phase::NeedAlign) continue;
+        if (j->slots.empty() || !j->session || j->session->phase() != Session::Phase::NeedAlign) continue;
         try {
             j->session->align(runner_);
         } catch (...) {
@@ -251,7 +251,7 @@ void TranscriptionEngine::step_once() {
     std::vector<StepInput> batch;
     std::vector<std::pair<Job*, size_t>> owners;
     for (auto& j : active_) {
-        if (j->slots.empty() || !j->session || j->session->phase() != whisper::Session::Phase::Decoding) continue;
+        if (j->slots.empty() || !j->session || j->session->phase() != Session::Phase::Decoding) continue;
         auto in = j->session->inputs();
         owners.emplace_back(j.get(), in.size());
         for (auto& x : in) batch.push_back(std::move(x));
@@ -276,7 +276,7 @@ void TranscriptionEngine::step_once() {
         stats_.decode_tokens += produced;
     }
     for (auto& j : active_) {
-        if (!j->slots.empty() && j->session && j->session->phase() == whisper::Session::Phase::Done) {
+        if (!j->slots.empty() && j->session && j->session->phase() == Session::Phase::Done) {
             double seconds = j->session->transcript().duration;
             finish(*j, nullptr);
             std::lock_guard<std::mutex> lock(mutex_);
@@ -286,4 +286,4 @@ void TranscriptionEngine::step_once() {
     }
 }
 
-}  // namespace parlance
+}  // namespace parlance::whisper

@@ -1,0 +1,100 @@
+// A model that turns speech into text, as the CLI and the server see it: the registry loads one
+// (models/registry.h load_speech_model) and nothing above models/ knows its architecture. It
+// transcribes one request on the calling thread (the CLI), or starts an engine that serves many
+// at once (the server: continuous batching on the engine's own thread).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/kv_cache_manager.h"
+#include "core/log.h"
+#include "decoding/transcribe_options.h"
+#include "decoding/transcript.h"
+
+namespace parlance {
+
+struct EngineOptions {
+    int max_queue = 32;    // waiting requests beyond the active ones
+    int cache_slots = 16;  // decoder cache slots; a request takes 2 * its beam size
+    // Byte cap of the decoder's paged KV cache. A request is admitted when its worst case fits
+    // (each beam a full context); blocks are taken as its tokens arrive. 0: cache_slots / 2
+    // hypotheses' worth, what the slots can hold at once.
+    size_t kv_cache_bytes = 0;
+    int max_encode_batch = 4;                // windows encoded in one graph
+    double request_timeout_seconds = 600.0;  // 0 = none
+    int max_new_tokens = 224;                // cap on decoded tokens per 30 s window, whatever a request asks
+};
+
+struct TranscriptionRequest {
+    std::vector<float> pcm;  // 16 kHz mono
+    TranscribeOptions options;
+    // Called on the engine thread as each segment is decided (SSE streaming). Must not block.
+    std::function<void(const Segment&)> on_segment;
+    // Set by the client side when it goes away; checked between steps.
+    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+};
+
+struct EngineStats {
+    int queued = 0;
+    int active = 0;
+    int free_slots = 0;
+    uint64_t completed = 0;
+    uint64_t failed = 0;
+    uint64_t cancelled = 0;
+    uint64_t decode_tokens = 0;  // tokens produced by decoder steps
+    uint64_t decoder_steps = 0;
+    double audio_seconds = 0.0;  // of completed requests
+    double busy_seconds = 0.0;   // engine thread time spent computing
+    // The decoder's paged KV cache (as of the last step).
+    size_t kv_capacity_bytes = 0;
+    size_t kv_block_bytes = 0;
+    int kv_reserved_blocks = 0;    // held back for admitted requests' worst case
+    int kv_hypothesis_blocks = 0;  // a beam's worst case: a full context
+    KvCacheStats kv;
+};
+
+// Serves transcription requests of one model: requests wait in a bounded queue, are admitted
+// while their decoder state fits, and advance together. Thread-safe: submit/stats/shutdown may be
+// called from any thread.
+class SpeechEngine {
+public:
+    virtual ~SpeechEngine() = default;
+
+    // Queues a request. Throws Error(Overloaded) when the queue is full, Error(InvalidArgument)
+    // for options the engine can never satisfy (e.g. more beams than it holds), Error(Cancelled)
+    // after shutdown. The future carries the transcript or the request's error.
+    virtual std::future<Transcript> submit(TranscriptionRequest request) = 0;
+    virtual EngineStats stats() const = 0;
+    // The largest beam size a request can have.
+    virtual int max_beams() const = 0;
+    // Stops accepting; with drain, finishes queued and active requests first; then joins.
+    virtual void shutdown(bool drain) = 0;
+};
+
+class SpeechModel {
+public:
+    virtual ~SpeechModel() = default;
+
+    // What it is, for logs and /v1/status: "whisper 4+4 layers, d_model 384, English".
+    virtual std::string description() const = 0;
+    virtual double load_seconds() const = 0;
+    // The beam size of requests that do not set one (the checkpoint's generation config).
+    virtual int default_beam_size() const = 0;
+
+    // Transcribes 16 kHz mono audio of any length on the calling thread. Throws
+    // Error(InvalidArgument) naming the option the model cannot honour.
+    virtual Transcript transcribe(std::span<const float> pcm16k, const TranscribeOptions& options) = 0;
+
+    // An engine for this model's requests, running until shutdown; the model must outlive it.
+    virtual std::unique_ptr<SpeechEngine> start_engine(const EngineOptions& options, Logger& logger) = 0;
+};
+
+}  // namespace parlance

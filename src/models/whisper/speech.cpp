@@ -1,0 +1,47 @@
+// Whisper as a SpeechModel (see speech.h).
+#include "models/whisper/speech.h"
+
+#include <algorithm>
+
+#include "models/whisper/engine.h"
+#include "models/whisper/transcriber.h"
+
+namespace parlance::whisper {
+namespace {
+
+// ", English" for .en models, ", language en" for a model prompted in one language only (ours),
+// ", multilingual (N languages)" otherwise.
+std::string languages_of(const SpecialTokens& t) {
+    if (!t.multilingual) return ", English";
+    if (t.languages.size() == 1) return ", language " + t.languages.begin()->first;
+    return ", multilingual (" + std::to_string(t.languages.size()) + " languages)";
+}
+
+}  // namespace
+
+WhisperSpeechModel::WhisperSpeechModel(std::unique_ptr<WhisperModel> model, Backend& backend)
+    : model_(std::move(model)), backend_(backend) {}
+
+std::string WhisperSpeechModel::description() const {
+    const WhisperConfig& c = model_->config;
+    return "whisper " + std::to_string(c.encoder_layers) + "+" + std::to_string(c.decoder_layers) +
+           " layers, d_model " + std::to_string(c.d_model) + languages_of(model_->tokens);
+}
+
+int WhisperSpeechModel::default_beam_size() const {
+    return model_->tokens.num_beams;
+}
+
+Transcript WhisperSpeechModel::transcribe(std::span<const float> pcm16k, const TranscribeOptions& options) {
+    // Two cache slots per beam; unset, the model's default beam size (generation_config.json).
+    const int slots = std::max(2, 2 * *with_model_defaults(options, model_->tokens).beam_size);
+    if (!runner_ || runner_->n_slots() < slots)
+        runner_ = std::make_unique<WhisperRunner>(model_->config, *model_->weights, backend_, slots);
+    return whisper::transcribe(*model_, *runner_, pcm16k, options);
+}
+
+std::unique_ptr<SpeechEngine> WhisperSpeechModel::start_engine(const EngineOptions& options, Logger& logger) {
+    return std::make_unique<WhisperEngine>(*model_, backend_, options, logger);
+}
+
+}  // namespace parlance::whisper

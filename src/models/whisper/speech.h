@@ -1,0 +1,34 @@
+// Whisper as a SpeechModel (models/speech_model.h): what the registry hands the CLI and the
+// server. It owns the loaded model; transcribe() runs on a runner it keeps sized for the largest
+// beam size asked so far, start_engine() starts a WhisperEngine.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+
+#include "core/backend.h"
+#include "models/speech_model.h"
+#include "models/whisper/model.h"
+#include "models/whisper/runner.h"
+
+namespace parlance::whisper {
+
+class WhisperSpeechModel : public SpeechModel {
+public:
+    WhisperSpeechModel(std::unique_ptr<WhisperModel> model, Backend& backend);
+
+    std::string description() const override;
+    double load_seconds() const override { return model_->load_seconds; }
+    int default_beam_size() const override;
+    Transcript transcribe(std::span<const float> pcm16k, const TranscribeOptions& options) override;
+    std::unique_ptr<SpeechEngine> start_engine(const EngineOptions& options, Logger& logger) override;
+
+    const WhisperModel& model() const { return *model_; }
+
+private:
+    std::unique_ptr<WhisperModel> model_;
+    Backend& backend_;
+    std::unique_ptr<WhisperRunner> runner_;  // for transcribe(); grown when a request needs more beams
+};
+
+}  // namespace parlance::whisper
