@@ -12,6 +12,12 @@ namespace {
 
 using nlohmann::json;
 
+std::string run_and_capture(const std::string& command, int* status) {
+    std::string out;
+    *status = run_command(command, &out);
+    return out;
+}
+
 std::string generate(const std::string& args, int* status = nullptr) {
     std::string out;
     const int rc = run_command(quoted(parlance_binary().string()) + " generate " + args + " 2>&1", &out);
@@ -55,6 +61,12 @@ TEST(Generate, TextOutputAndCarelessInvocations) {
     out = generate("--model " + quoted(bundled_model_dir().string()) + " --prompt Hi", &rc);
     EXPECT_NE(rc, 0);
     EXPECT_NE(out.find("do not generate text"), std::string::npos) << out;
+    // The other way round: the registry refuses a language model where speech is expected.
+    out = run_and_capture(quoted(parlance_binary().string()) + " transcribe --model " + quoted(model.string()) + " " +
+                              quoted((fixtures_dir() / "audio/jfk.wav").string()) + " 2>&1",
+                          &rc);
+    EXPECT_NE(rc, 0);
+    EXPECT_NE(out.find("do not transcribe speech"), std::string::npos) << out;
 }
 
 TEST(Generate, PromptFileAndSeededSamplingAsTheIssueSpellsThem) {
