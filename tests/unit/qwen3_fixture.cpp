@@ -168,4 +168,66 @@ fs::path write_qwen3(const std::string& config, const fs::path& dir, const Qwen3
     return dir;
 }
 
+json qwen3_asr_reference(const std::string& config) {
+    return read_json(fixtures_dir() / "qwen3_asr" / config / "reference.json");
+}
+
+fs::path write_qwen3_asr(const std::string& config, const fs::path& dir) {
+    const fs::path src = fixtures_dir() / "qwen3_asr" / config;
+    const json cfg = read_json(src / "config.json");
+    const uint64_t seed = qwen3_asr_reference(config)["seed"];
+    const json& a = cfg["audio_config"];
+    const int64_t d = a["d_model"], ch = a["downsample_hidden_size"], ff = a["encoder_ffn_dim"], out = a["output_dim"];
+    int64_t freq = a["num_mel_bins"];
+    for (int i = 0; i < 3; ++i) freq = (freq + 1) / 2;
+    const std::string t = "model.audio_tower.";
+    std::vector<std::pair<std::string, std::vector<int64_t>>> p = {
+        {t + "conv2d1.weight", {ch, 1, 3, 3}}, {t + "conv2d1.bias", {ch}},
+        {t + "conv2d2.weight", {ch, ch, 3, 3}}, {t + "conv2d2.bias", {ch}},
+        {t + "conv2d3.weight", {ch, ch, 3, 3}}, {t + "conv2d3.bias", {ch}},
+        {t + "conv_out.weight", {d, ch * freq}}};
+    for (int i = 0; i < a["encoder_layers"].get<int>(); ++i) {
+        const std::string h = t + "layers." + std::to_string(i) + ".";
+        for (const char* n : {"q_proj", "k_proj", "v_proj", "out_proj"}) {
+            p.push_back({h + "self_attn." + n + ".weight", {d, d}});
+            p.push_back({h + "self_attn." + n + ".bias", {d}});
+        }
+        p.push_back({h + "self_attn_layer_norm.weight", {d}});
+        p.push_back({h + "self_attn_layer_norm.bias", {d}});
+        p.push_back({h + "fc1.weight", {ff, d}});
+        p.push_back({h + "fc1.bias", {ff}});
+        p.push_back({h + "fc2.weight", {d, ff}});
+        p.push_back({h + "fc2.bias", {d}});
+        p.push_back({h + "final_layer_norm.weight", {d}});
+        p.push_back({h + "final_layer_norm.bias", {d}});
+    }
+    p.push_back({t + "ln_post.weight", {d}});
+    p.push_back({t + "ln_post.bias", {d}});
+    p.push_back({"model.multi_modal_projector.linear_1.weight", {d, d}});
+    p.push_back({"model.multi_modal_projector.linear_1.bias", {d}});
+    p.push_back({"model.multi_modal_projector.linear_2.weight", {out, d}});
+    p.push_back({"model.multi_modal_projector.linear_2.bias", {out}});
+    for (const Param& q : params(cfg["text_config"]))  // the decoder, under model.language_model.
+        if (q.hf.rfind("model.", 0) == 0) p.push_back({"model.language_model." + q.hf.substr(6), q.shape});
+    std::vector<TensorData> tensors;
+    for (const auto& [name, shape] : p) {
+        std::vector<float> v;
+        if (shape.size() == 4) {  // [out, in, kh, kw] drawn as [out, in * kh * kw]
+            v = synthetic_weight(name, {shape[0], shape[1] * shape[2] * shape[3]}, seed);
+        } else if (name == t + "ln_post.weight") {
+            v = synthetic_weight(t + "ln_post.norm.weight", shape, seed);
+        } else {
+            v = synthetic_weight(name, shape, seed);
+        }
+        tensors.push_back(TensorData::from_f32(name, shape, v, GGML_TYPE_BF16));
+    }
+    fs::create_directories(dir);
+    std::ofstream(dir / "config.json") << cfg.dump(2);
+    fs::copy_file(assets_dir() / "qwen3" / "tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+    fs::copy_file(assets_dir() / "qwen3" / "tokenizer_config.json", dir / "tokenizer_config.json",
+                  fs::copy_options::overwrite_existing);
+    write_safetensors(dir / "model.safetensors", tensors);
+    return dir;
+}
+
 }  // namespace parlance::testing

@@ -31,4 +31,11 @@ nlohmann::json qwen3_reference(const std::string& config);
 std::filesystem::path write_qwen3(const std::string& config, const std::filesystem::path& dir,
                                   const Qwen3Checkpoint& how = {}, const nlohmann::json& edit = nullptr);
 
+// Qwen3-ASR (tests/fixtures/qwen3_asr/<config>, tools/reference/qwen3_asr_reference.py): the same
+// generator over every parameter of Qwen3ASRForConditionalGeneration, convolution kernels drawn as
+// [out, in*kh*kw], ln_post's weight near 1. Writes an HF snapshot (config.json, bf16
+// model.safetensors, the Qwen3 tokenizer) into `dir` and returns it.
+nlohmann::json qwen3_asr_reference(const std::string& config);
+std::filesystem::path write_qwen3_asr(const std::string& config, const std::filesystem::path& dir);
+
 }  // namespace parlance::testing

@@ -1,0 +1,199 @@
+// Qwen3-ASR's audio encoder (see encoder.h).
+#include "models/qwen3_asr/encoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "core/error.h"
+#include "core/graph_ops.h"
+
+namespace parlance::qwen3_asr {
+namespace {
+
+constexpr const char* kTower = "model.audio_tower.";
+constexpr const char* kProjector = "model.multi_modal_projector.";
+
+// transformers' SinusoidsPositionEmbedding: [sin(t * inv), cos(t * inv)], inv_i =
+// exp(-i * ln(10000) / (d/2 - 1)); rows t = 0 .. length-1, [length][d] row-major.
+std::vector<float> sinusoids(int length, int d) {
+    const int half = d / 2;
+    const double inc = std::log(10000.0) / (half - 1);
+    std::vector<float> out(static_cast<size_t>(length) * d);
+    for (int t = 0; t < length; ++t)
+        for (int i = 0; i < half; ++i) {
+            // float32 as torch computes it: inv in f32, the product in f32.
+            const float inv = static_cast<float>(std::exp(static_cast<float>(-inc) * static_cast<float>(i)));
+            const float x = static_cast<float>(t) * inv;
+            out[static_cast<size_t>(t) * d + i] = std::sin(x);
+            out[static_cast<size_t>(t) * d + half + i] = std::cos(x);
+        }
+    return out;
+}
+
+}  // namespace
+
+AudioEncoder::AudioEncoder(const AudioEncoderConfig& config, const TensorStore& store, Backend& backend,
+                           ggml_type quantize)
+    : c_(config), backend_(backend) {
+    const int64_t d = c_.d_model, ch = c_.downsample_hidden, ff = c_.ffn_dim;
+    std::vector<WeightSpec> t;
+    auto add = [&](const std::string& name, std::vector<int64_t> shape, WeightKind kind, ggml_tensor** slot) {
+        t.push_back({name, std::move(shape), kind, slot, false});
+    };
+    const std::string p = kTower;
+    // Convolution kernels stay f32: im2col products take the kernel's type.
+    add(p + "conv2d1.weight", {ch, 1, 3, 3}, WeightKind::Vector, &conv_w_[0]);
+    add(p + "conv2d1.bias", {ch}, WeightKind::Vector, &conv_b_[0]);
+    add(p + "conv2d2.weight", {ch, ch, 3, 3}, WeightKind::Vector, &conv_w_[1]);
+    add(p + "conv2d2.bias", {ch}, WeightKind::Vector, &conv_b_[1]);
+    add(p + "conv2d3.weight", {ch, ch, 3, 3}, WeightKind::Vector, &conv_w_[2]);
+    add(p + "conv2d3.bias", {ch}, WeightKind::Vector, &conv_b_[2]);
+    add(p + "conv_out.weight", {d, ch * c_.conv_freq()}, WeightKind::Matrix, &conv_out_);
+    layers_.resize(c_.layers);
+    for (int i = 0; i < c_.layers; ++i) {
+        Layer& l = layers_[i];
+        const std::string h = p + "layers." + std::to_string(i) + ".";
+        add(h + "self_attn_layer_norm.weight", {d}, WeightKind::Vector, &l.ln1_w);
+        add(h + "self_attn_layer_norm.bias", {d}, WeightKind::Vector, &l.ln1_b);
+        add(h + "self_attn.q_proj.weight", {d, d}, WeightKind::Matrix, &l.q_w);
+        add(h + "self_attn.q_proj.bias", {d}, WeightKind::Vector, &l.q_b);
+        add(h + "self_attn.k_proj.weight", {d, d}, WeightKind::Matrix, &l.k_w);
+        add(h + "self_attn.k_proj.bias", {d}, WeightKind::Vector, &l.k_b);
+        add(h + "self_attn.v_proj.weight", {d, d}, WeightKind::Matrix, &l.v_w);
+        add(h + "self_attn.v_proj.bias", {d}, WeightKind::Vector, &l.v_b);
+        add(h + "self_attn.out_proj.weight", {d, d}, WeightKind::Matrix, &l.o_w);
+        add(h + "self_attn.out_proj.bias", {d}, WeightKind::Vector, &l.o_b);
+        add(h + "final_layer_norm.weight", {d}, WeightKind::Vector, &l.ln2_w);
+        add(h + "final_layer_norm.bias", {d}, WeightKind::Vector, &l.ln2_b);
+        add(h + "fc1.weight", {ff, d}, WeightKind::Matrix, &l.fc1_w);
+        add(h + "fc1.bias", {ff}, WeightKind::Vector, &l.fc1_b);
+        add(h + "fc2.weight", {d, ff}, WeightKind::Matrix, &l.fc2_w);
+        add(h + "fc2.bias", {d}, WeightKind::Vector, &l.fc2_b);
+    }
+    add(p + "ln_post.weight", {d}, WeightKind::Vector, &ln_post_w_);
+    add(p + "ln_post.bias", {d}, WeightKind::Vector, &ln_post_b_);
+    const std::string q = kProjector;
+    add(q + "linear_1.weight", {d, d}, WeightKind::Matrix, &proj1_w_);
+    add(q + "linear_1.bias", {d}, WeightKind::Vector, &proj1_b_);
+    add(q + "linear_2.weight", {c_.output_dim, d}, WeightKind::Matrix, &proj2_w_);
+    add(q + "linear_2.bias", {c_.output_dim}, WeightKind::Vector, &proj2_b_);
+    // Everything else in the checkpoint is the text model's.
+    std::vector<std::string> others;
+    for (const TensorInfo& ti : store.tensors())
+        if (ti.name.rfind(kTower, 0) != 0 && ti.name.rfind(kProjector, 0) != 0) others.push_back(ti.name);
+    weights_ = std::make_unique<WeightSet>(store, t, backend, quantize, "Qwen3-ASR audio encoder", others);
+    graph_buf_.resize(graph_context_size());
+}
+
+AudioEncoder::~AudioEncoder() = default;
+
+std::vector<float> AudioEncoder::encode(const Features& f, std::vector<float>* hidden) {
+    const int chunk = c_.chunk_frames(), bins = c_.num_mel_bins;
+    if (f.frames <= 0 || f.frames % chunk != 0 || f.valid_frames <= 0 || f.valid_frames > f.frames ||
+        f.mel.size() != static_cast<size_t>(bins) * f.frames)
+        throw Error(ErrorKind::Internal, "qwen3_asr encode: features are not [n_mels, a multiple of the chunk]");
+    const int n_chunks = f.frames / chunk;
+    const int per_chunk = AudioEncoderConfig::chunk_tokens(chunk);  // 13
+    // Valid tokens per chunk, the clip's tokens in order, and the attention windows over them:
+    // window = (longest chunk's tokens) * (n_window_infer / chunk), as transformers sizes it.
+    std::vector<int32_t> token_rows;  // row of each valid token in the [d, 13 * chunks] conv output
+    int longest = 0;
+    for (int c = 0; c < n_chunks; ++c) {
+        const int frames = std::clamp(f.valid_frames - c * chunk, 0, chunk);
+        const int n = AudioEncoderConfig::chunk_tokens(frames);
+        longest = std::max(longest, n);
+        for (int t = 0; t < n; ++t) token_rows.push_back(c * per_chunk + t);
+    }
+    const int n_tokens = static_cast<int>(token_rows.size());
+    const int win = longest * (c_.n_window_infer / chunk);
+    const int n_windows = (n_tokens + win - 1) / win;
+    std::vector<int32_t> padded_rows(static_cast<size_t>(win) * n_windows, 0), out_rows;
+    std::vector<float> mask(static_cast<size_t>(win) * win * n_windows, 0.0f);
+    for (int w = 0; w < n_windows; ++w) {
+        const int len = std::min(win, n_tokens - w * win);
+        for (int j = 0; j < len; ++j) {
+            padded_rows[static_cast<size_t>(w) * win + j] = token_rows[static_cast<size_t>(w) * win + j];
+            out_rows.push_back(w * win + j);
+        }
+        for (int i = 0; i < win; ++i)  // every query row: keys past the window's tokens hidden
+            for (int j = len; j < win; ++j)
+                mask[(static_cast<size_t>(w) * win + i) * win + j] = -std::numeric_limits<float>::infinity();
+    }
+    const int64_t d = c_.d_model, H = c_.heads, hd = c_.head_dim(), P = static_cast<int64_t>(win) * n_windows;
+
+    ggml_init_params ip{graph_buf_.size(), graph_buf_.data(), true};
+    ggml_context* ctx = ggml_init(ip);
+    struct Free {
+        ggml_context* c;
+        ~Free() { ggml_free(c); }
+    } guard{ctx};
+    ggml_cgraph* g = ggml_new_graph_custom(ctx, graph_capacity(static_cast<size_t>(c_.layers) * 48 + 128), false);
+    ggml_tensor* mel = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, f.frames, bins);
+    ggml_tensor* pos = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, d, per_chunk);
+    ggml_tensor* rows_in = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, P);
+    ggml_tensor* rows_out = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
+    ggml_tensor* mask_in = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, win, win, 1, n_windows);
+    for (ggml_tensor* x : {mel, pos, rows_in, rows_out, mask_in}) ggml_set_input(x);
+
+    // [frames, bins] -> chunks [chunk, bins, 1, n_chunks] (time innermost, as the conv's width).
+    ggml_tensor* x = ggml_view_3d(ctx, mel, chunk, n_chunks, bins, chunk * sizeof(float), f.frames * sizeof(float), 0);
+    x = ggml_cont(ctx, ggml_permute(ctx, x, 0, 2, 1, 3));
+    x = ggml_reshape_4d(ctx, x, chunk, bins, 1, n_chunks);
+    for (int i = 0; i < 3; ++i) {
+        x = ggml_conv_2d(ctx, conv_w_[i], x, 2, 2, 1, 1, 1, 1);  // [time, freq, ch, chunks]
+        x = ggml_add(ctx, x, ggml_reshape_4d(ctx, conv_b_[i], 1, 1, c_.downsample_hidden, 1));
+        x = ggml_gelu_erf(ctx, x);
+    }
+    // [13, freq, ch, chunks] -> per (time, chunk) the vector ch * freq + f, as transformers flattens.
+    x = ggml_cont(ctx, ggml_permute(ctx, x, 2, 0, 1, 3));  // [freq, ch, 13, chunks]
+    x = ggml_reshape_2d(ctx, x, x->ne[0] * x->ne[1], x->ne[2] * x->ne[3]);
+    x = linear(ctx, x, conv_out_);  // [d, 13 * chunks]
+    x = ggml_add(ctx, ggml_reshape_3d(ctx, x, d, per_chunk, n_chunks), pos);
+    x = ggml_get_rows(ctx, ggml_reshape_2d(ctx, x, d, static_cast<int64_t>(per_chunk) * n_chunks), rows_in);  // [d, P]
+
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    for (const Layer& l : layers_) {
+        ggml_tensor* h = layer_norm(ctx, x, l.ln1_w, l.ln1_b, c_.layer_norm_eps);
+        ggml_tensor* q =
+            ggml_permute(ctx, ggml_reshape_4d(ctx, linear(ctx, h, l.q_w, l.q_b), hd, H, win, n_windows), 0, 2, 1, 3);
+        ggml_tensor* k =
+            ggml_permute(ctx, ggml_reshape_4d(ctx, linear(ctx, h, l.k_w, l.k_b), hd, H, win, n_windows), 0, 2, 1, 3);
+        ggml_tensor* v = ggml_reshape_4d(ctx, linear(ctx, h, l.v_w, l.v_b), hd, H, win, n_windows);
+        v = ggml_cont(ctx, ggml_permute(ctx, v, 1, 2, 0, 3));  // [win, hd, H, windows]
+        ggml_tensor* kq = ggml_mul_mat(ctx, k, q);             // [win keys, win queries, H, windows]
+        kq = ggml_soft_max_ext(ctx, kq, mask_in, scale, 0.0f);
+        ggml_tensor* o = ggml_mul_mat(ctx, v, kq);  // [hd, win, H, windows]
+        o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), d, P);
+        x = ggml_add(ctx, x, linear(ctx, o, l.o_w, l.o_b));
+        h = layer_norm(ctx, x, l.ln2_w, l.ln2_b, c_.layer_norm_eps);
+        h = ggml_gelu_erf(ctx, linear(ctx, h, l.fc1_w, l.fc1_b));
+        x = ggml_add(ctx, x, linear(ctx, h, l.fc2_w, l.fc2_b));
+    }
+    x = ggml_get_rows(ctx, x, rows_out);  // [d, tokens]
+    ggml_tensor* enc = layer_norm(ctx, x, ln_post_w_, ln_post_b_, c_.layer_norm_eps);
+    ggml_tensor* emb = linear(ctx, ggml_gelu_erf(ctx, linear(ctx, enc, proj1_w_, proj1_b_)), proj2_w_, proj2_b_);
+    ggml_set_output(enc);
+    ggml_set_output(emb);
+    ggml_build_forward_expand(g, enc);
+    ggml_build_forward_expand(g, emb);
+
+    backend_.alloc_graph(g);
+    ggml_backend_tensor_set(mel, f.mel.data(), 0, f.mel.size() * sizeof(float));
+    const std::vector<float> p = sinusoids(per_chunk, static_cast<int>(d));
+    ggml_backend_tensor_set(pos, p.data(), 0, p.size() * sizeof(float));
+    ggml_backend_tensor_set(rows_in, padded_rows.data(), 0, padded_rows.size() * sizeof(int32_t));
+    ggml_backend_tensor_set(rows_out, out_rows.data(), 0, out_rows.size() * sizeof(int32_t));
+    ggml_backend_tensor_set(mask_in, mask.data(), 0, mask.size() * sizeof(float));
+    backend_.compute(g);
+    if (hidden) {
+        hidden->resize(static_cast<size_t>(d) * n_tokens);
+        ggml_backend_tensor_get(enc, hidden->data(), 0, hidden->size() * sizeof(float));
+    }
+    std::vector<float> out(static_cast<size_t>(c_.output_dim) * n_tokens);
+    ggml_backend_tensor_get(emb, out.data(), 0, out.size() * sizeof(float));
+    return out;
+}
+
+}  // namespace parlance::qwen3_asr
