@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/gguf_writer.h"
@@ -223,7 +224,15 @@ fs::path write_qwen3_asr(const std::string& config, const fs::path& dir) {
     }
     fs::create_directories(dir);
     std::ofstream(dir / "config.json") << cfg.dump(2);
-    fs::copy_file(assets_dir() / "qwen3" / "tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+    // The Qwen3 tokenizer with Qwen3-ASR's own tokens added (ids as the published checkpoints'
+    // tokenizer.json has them; <asr_text> is not special: it survives skip_special_tokens).
+    json tok = read_json(assets_dir() / "qwen3" / "tokenizer.json");
+    for (const auto& [id, content, special] : std::vector<std::tuple<int, std::string, bool>>{
+             {151669, "<|audio_start|>", true}, {151670, "<|audio_end|>", true}, {151676, "<|audio_pad|>", true},
+             {151704, "<asr_text>", false}, {151705, "<timestamp>", true}})
+        tok["added_tokens"].push_back({{"id", id}, {"content", content}, {"single_word", false}, {"lstrip", false},
+                                       {"rstrip", false}, {"normalized", false}, {"special", special}});
+    std::ofstream(dir / "tokenizer.json") << tok.dump();
     fs::copy_file(assets_dir() / "qwen3" / "tokenizer_config.json", dir / "tokenizer_config.json",
                   fs::copy_options::overwrite_existing);
     write_safetensors(dir / "model.safetensors", tensors);

@@ -46,7 +46,7 @@ std::unique_ptr<Qwen3Model> Qwen3Model::load(ModelFiles files, Backend& backend,
                     if (std::find(m->stop_ids_.begin(), m->stop_ids_.end(), id) == m->stop_ids_.end())
                         m->stop_ids_.push_back(id);
     } else {
-        m->c_ = Qwen3Config::from_hf(files.config, source);
+        m->c_ = Qwen3Config::from_hf(options.config ? *options.config : files.config, source);
         if (files.tokenizer_json.empty())
             throw Error(ErrorKind::InvalidModel, files.root.string() + ": tokenizer.json is missing");
         m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_json_file(files.tokenizer_json));
@@ -71,7 +71,8 @@ std::unique_ptr<Qwen3Model> Qwen3Model::load(ModelFiles files, Backend& backend,
     m->layers_.resize(c.num_layers);
     auto add = [&](const std::string& hf, const std::string& gg, std::vector<int64_t> shape, WeightKind kind,
                    ggml_tensor** slot, bool optional = false) {
-        table.push_back({gguf ? gg : hf, std::move(shape), kind, slot, optional});
+        const std::string name = hf.rfind("model.", 0) == 0 ? options.hf_prefix + hf.substr(6) : hf;
+        table.push_back({gguf ? gg : name, std::move(shape), kind, slot, optional});
     };
     add("model.embed_tokens.weight", "token_embd.weight", {V, d}, WeightKind::Embedding, &m->embed_);
     add("model.norm.weight", "output_norm.weight", {d}, WeightKind::Vector, &m->final_norm_);
@@ -95,6 +96,7 @@ std::unique_ptr<Qwen3Model> Qwen3Model::load(ModelFiles files, Backend& backend,
     // some converters write a rotary table.
     std::vector<std::string> ignored = {"rope_freqs.weight"};
     if (c.tie_word_embeddings) ignored.push_back(gguf ? "output.weight" : "lm_head.weight");
+    ignored.insert(ignored.end(), options.foreign_tensors.begin(), options.foreign_tensors.end());
     m->weights_ = std::make_unique<WeightSet>(store, table, backend, parse_weight_type(options.quantize), "Qwen3", ignored);
     if (!m->output_) m->output_ = m->embed_;
     m->files_ = std::move(files);

@@ -20,6 +20,12 @@ namespace parlance::qwen3 {
 
 struct Qwen3LoadOptions {
     std::string quantize;   // "" as stored (bf16 -> f32), "f32", "f16", "q8_0", "q5_k", "q4_k"
+    // A Qwen3 decoder inside another HF checkpoint (Qwen3-ASR's text model): its config object
+    // instead of config.json's, the prefix its tensor names carry instead of "model." (e.g.
+    // "model.language_model."), and the stored tensors of the other parts, left to their loaders.
+    const nlohmann::json* config = nullptr;
+    std::string hf_prefix = "model.";
+    std::vector<std::string> foreign_tensors;
 };
 
 class Qwen3Model final : public LanguageModel {

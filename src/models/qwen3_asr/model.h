@@ -1,0 +1,56 @@
+// A loaded Qwen3-ASR checkpoint (HF snapshot, model_type qwen3_asr): the audio encoder and
+// projector (encoder.h) and the Qwen3 text decoder (models/qwen3) that reads the audio through
+// the engine's embedding spans, plus the toolkit's prompt. Immutable after load.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "audio/mel.h"
+#include "core/backend.h"
+#include "models/qwen3/model.h"
+#include "models/qwen3_asr/config.h"
+#include "models/qwen3_asr/encoder.h"
+#include "models/qwen3_asr/features.h"
+
+namespace parlance::qwen3_asr {
+
+// The tokens the prompt and the output use, resolved from the tokenizer by their text.
+struct SpecialIds {
+    int32_t im_start = -1, im_end = -1, audio_start = -1, audio_end = -1, audio_pad = -1, asr_text = -1;
+};
+
+class Qwen3AsrModel {
+public:
+    // Throws Error(InvalidModel) naming the file and field or tensor at fault: the config's
+    // checks (config.h), every tensor of both parts, the special tokens missing from the
+    // tokenizer, audio_token_id not the tokenizer's <|audio_pad|>.
+    static std::unique_ptr<Qwen3AsrModel> load(const std::filesystem::path& dir, Backend& backend,
+                                               const std::string& quantize = "");
+
+    const Qwen3AsrConfig& config() const { return config_; }
+    const SpecialIds& special() const { return special_; }
+    AudioEncoder& encoder() { return *encoder_; }
+    qwen3::Qwen3Model& decoder() { return *decoder_; }
+
+    Features features(std::span<const float> pcm16k, int threads = 1) const;
+
+    // The toolkit's prompt for `n_audio` audio tokens: a system turn with `context`, the user turn
+    // holding the audio placeholders, the assistant turn opened — and, when `language` (a
+    // canonical name: "English") is given, "language English<asr_text>" after it. The first
+    // placeholder's index goes to *audio_position.
+    std::vector<int32_t> prompt(int n_audio, const std::string& context, const std::string& language,
+                                int* audio_position) const;
+
+private:
+    Qwen3AsrConfig config_;
+    SpecialIds special_;
+    std::unique_ptr<LogMel> mel_;
+    std::unique_ptr<AudioEncoder> encoder_;
+    std::unique_ptr<qwen3::Qwen3Model> decoder_;
+};
+
+}  // namespace parlance::qwen3_asr
