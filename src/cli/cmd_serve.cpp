@@ -10,7 +10,7 @@
 #include "core/backend.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "models/registry.h"
+#include "engine/lm_speech_model.h"
 #include "server/http_server.h"
 
 namespace parlance::cli {
@@ -48,7 +48,7 @@ void run(ServeArgs& a, GlobalOptions& globals) {
     bo.device = a.server.device;
     bo.threads = a.threads;
     Backend backend(bo);
-    auto model = load_speech_model(a.model, backend, {a.quantize});
+    auto model = open_speech_model(a.model, backend, {a.quantize});
     a.engine.max_new_tokens = a.max_new_tokens;
     // Requests decode with the model's default beam size (clients of the OpenAI API cannot ask
     // for another): room for four of them at once, and never fewer slots than before.

@@ -14,7 +14,7 @@
 #include "cli/default_model.h"
 #include "core/error.h"
 #include "decoding/transcript.h"
-#include "models/registry.h"
+#include "engine/lm_speech_model.h"
 
 namespace parlance::cli {
 namespace {
@@ -73,7 +73,7 @@ void run(TranscribeArgs& a) {
     bo.device = a.device;
     bo.threads = a.threads;
     Backend backend(bo);
-    auto model = load_speech_model(a.model, backend, {a.quantize});
+    auto model = open_speech_model(a.model, backend, {a.quantize});
     const bool tty = isatty(fileno(stderr));
     std::fprintf(stderr, "loaded %s (%s) in %.2f s on %s, %d threads\n", a.model.c_str(),
                  model->description().c_str(), model->load_seconds(), backend.device_name().c_str(),

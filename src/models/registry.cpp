@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "models/qwen3/model.h"
+#include "models/qwen3_asr/model.h"
 #include "models/whisper/convert.h"
 #include "models/whisper/parity.h"
 #include "models/whisper/speech.h"
@@ -15,6 +16,7 @@ const std::vector<ArchitectureEntry>& registered_architectures() {
     static const std::vector<ArchitectureEntry> table = {
         {"whisper", {"whisper"}, {"whisper"}, {true, true, false}},
         {"qwen3", {"qwen3"}, {"qwen3"}, {false, false, true}},
+        {"qwen3_asr", {"qwen3_asr"}, {}, {true, false, false, true}},
     };
     return table;
 }
@@ -40,19 +42,38 @@ std::unique_ptr<LanguageModel> load_language_model(const std::filesystem::path& 
     if (!e.capabilities.generate)
         throw Error(ErrorKind::Unsupported, path.string() + ": " + e.name +
                                                 " models transcribe speech; they do not generate text (use transcribe)");
-    if (e.name == "qwen3") return qwen3::Qwen3Model::load(std::move(files), backend, {options.quantize});
+    if (e.name == "qwen3") {
+        qwen3::Qwen3LoadOptions lo;
+        lo.quantize = options.quantize;
+        return qwen3::Qwen3Model::load(std::move(files), backend, lo);
+    }
     throw Error(ErrorKind::Internal, "registry: no loader for " + e.name);
+}
+
+const ArchitectureEntry* architecture_of(const std::filesystem::path& path) {
+    try {
+        return &identify_architecture(open_model_files(path));
+    } catch (const Error&) {
+        return nullptr;
+    }
+}
+
+std::unique_ptr<AudioLanguageModel> load_audio_language_model(const std::filesystem::path& path, Backend& backend,
+                                                              const SpeechModelOptions& options) {
+    const ArchitectureEntry* e = architecture_of(path);
+    if (!e || !e->capabilities.audio_lm)
+        throw Error(ErrorKind::Unsupported, path.string() + ": not an audio language model (" +
+                                                (e ? e->name : std::string("unrecognised")) + ")");
+    return qwen3_asr::Qwen3AsrModel::load(path, backend, options.quantize);
 }
 
 std::unique_ptr<SpeechModel> load_speech_model(const std::filesystem::path& path, Backend& backend,
                                                const SpeechModelOptions& options) {
     // Files that say what they are are checked against the table; anything else goes to Whisper's
     // loader, whose refusal names the file and field (a missing config.json, a bad tensor).
-    const ArchitectureEntry* e = nullptr;
-    try {
-        e = &identify_architecture(open_model_files(path));
-    } catch (const Error&) {
-    }
+    const ArchitectureEntry* e = architecture_of(path);
+    if (e && e->capabilities.audio_lm)
+        throw Error(ErrorKind::Internal, path.string() + ": " + e->name + " opens through open_speech_model");
     if (e && !e->capabilities.transcribe)
         throw Error(ErrorKind::Unsupported, path.string() + ": " + e->name +
                                                 " models generate text; they do not transcribe speech (use generate)");

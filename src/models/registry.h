@@ -13,6 +13,7 @@
 #include "core/model_files.h"
 #include "core/parity_report.h"
 #include "models/conversion.h"
+#include "models/audio_language_model.h"
 #include "models/language_model.h"
 #include "models/speech_model.h"
 
@@ -22,6 +23,9 @@ struct Capabilities {
     bool transcribe = false;
     bool translate = false;
     bool generate = false;
+    // An AudioLanguageModel: it transcribes by generating text from audio embeddings, through
+    // the generation engine (engine/lm_speech_model.h opens it as a SpeechModel).
+    bool audio_lm = false;
 };
 
 struct ArchitectureEntry {
@@ -51,7 +55,17 @@ struct SpeechModelOptions {
     std::string quantize;  // "" as stored, f32, f16, q8_0, q5_k, q4_k
 };
 
-// Loads a model that transcribes speech (an HF directory or a whisper.cpp .bin). Throws
+// The entry for a model path, or nullptr when its files do not say what they are (a loader's own
+// checks then name what is missing).
+const ArchitectureEntry* architecture_of(const std::filesystem::path& path);
+
+// Loads an audio language model (capabilities.audio_lm: Qwen3-ASR). Throws Error(Unsupported)
+// for other architectures, Error(InvalidModel) naming the file and field or tensor at fault.
+std::unique_ptr<AudioLanguageModel> load_audio_language_model(const std::filesystem::path& path, Backend& backend,
+                                                              const SpeechModelOptions& options);
+
+// Loads a model that transcribes speech by itself (an HF directory or a whisper.cpp .bin;
+// audio language models open through engine/lm_speech_model.h open_speech_model). Throws
 // Error(Unsupported) when the architecture cannot ("qwen3 generates text; it does not
 // transcribe"), Error(InvalidModel) naming the file and field or tensor that is wrong.
 std::unique_ptr<SpeechModel> load_speech_model(const std::filesystem::path& path, Backend& backend,

@@ -1,14 +1,18 @@
 // A loaded Qwen3-ASR checkpoint (see model.h).
 #include "models/qwen3_asr/model.h"
 
+#include <chrono>
+
 #include "core/error.h"
 #include "core/model_files.h"
 #include "core/weight_set.h"
+#include "models/qwen3_asr/output.h"
 
 namespace parlance::qwen3_asr {
 
 std::unique_ptr<Qwen3AsrModel> Qwen3AsrModel::load(const std::filesystem::path& dir, Backend& backend,
                                                    const std::string& quantize) {
+    const auto t0 = std::chrono::steady_clock::now();
     ModelFiles files = open_model_files(dir);
     const std::filesystem::path config_file = files.root / "config.json";
     std::unique_ptr<Qwen3AsrModel> m(new Qwen3AsrModel());
@@ -42,6 +46,7 @@ std::unique_ptr<Qwen3AsrModel> Qwen3AsrModel::load(const std::filesystem::path& 
         throw Error(ErrorKind::InvalidModel,
                     config_file.string() + ": audio_token_id " + std::to_string(m->config_.audio_token_id) +
                         " is not the tokenizer's <|audio_pad|> (" + std::to_string(s.audio_pad) + ")");
+    m->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return m;
 }
 
@@ -49,8 +54,8 @@ Features Qwen3AsrModel::features(std::span<const float> pcm16k, int threads) con
     return compute_features(*mel_, pcm16k, config_.audio.chunk_frames(), threads);
 }
 
-std::vector<int32_t> Qwen3AsrModel::prompt(int n_audio, const std::string& context, const std::string& language,
-                                           int* audio_position) const {
+std::vector<int32_t> Qwen3AsrModel::prompt_for(int n_audio, const std::string& context, const std::string& language,
+                                               int* audio_position) const {
     const Tokenizer& tok = decoder_->tokenizer();
     const SpecialIds& s = special_;
     std::vector<int32_t> ids;
@@ -77,6 +82,50 @@ std::vector<int32_t> Qwen3AsrModel::prompt(int n_audio, const std::string& conte
         ids.push_back(s.asr_text);
     }
     return ids;
+}
+
+std::string Qwen3AsrModel::description() const {
+    const AudioEncoderConfig& a = config_.audio;
+    const qwen3::Qwen3Config& t = decoder_->config();
+    return "qwen3_asr: audio encoder " + std::to_string(a.layers) + " layers, d_model " + std::to_string(a.d_model) +
+           "; qwen3 decoder " + std::to_string(t.num_layers) + " layers, hidden " + std::to_string(t.hidden_size) +
+           "; " + std::to_string(languages().size()) + " languages";
+}
+
+std::vector<float> Qwen3AsrModel::embed_audio(std::span<const float> pcm16k, int* n_tokens) {
+    const Features f = features(pcm16k);
+    std::vector<float> emb = encoder_->encode(f);
+    if (n_tokens) *n_tokens = encoder_->tokens(f.valid_frames);
+    return emb;
+}
+
+std::string Qwen3AsrModel::language_code(const std::string& code_or_name) const {
+    const auto l = find_language(code_or_name);
+    if (!l)
+        throw Error(ErrorKind::InvalidArgument,
+                    "language '" + code_or_name.substr(0, 100) + "' is not one Qwen3-ASR knows: " + language_list());
+    return l->code;
+}
+
+std::vector<int32_t> Qwen3AsrModel::prompt(int n_audio, const std::string& context, const std::string& code,
+                                           int* audio_position) const {
+    std::string name;
+    if (!code.empty()) name = find_language(code).value_or(Language{"", ""}).name;
+    return prompt_for(n_audio, context, name, audio_position);
+}
+
+AudioLanguageModel::Output Qwen3AsrModel::parse(std::span<const int32_t> generated, const std::string& forced) const {
+    // <asr_text> is not special: decoding without special tokens keeps it, drops the stop token.
+    const ParsedOutput p = parse_output(decoder_->tokenizer().decode(generated, /*skip_special=*/true));
+    Output out;
+    out.text = p.transcription;
+    out.no_speech = p.no_speech;
+    if (!forced.empty()) {
+        out.language_code = forced;
+    } else if (const auto l = find_language(p.language)) {
+        out.language_code = l->code;
+    }
+    return out;
 }
 
 }  // namespace parlance::qwen3_asr

@@ -11,6 +11,7 @@
 
 #include "audio/mel.h"
 #include "core/backend.h"
+#include "models/audio_language_model.h"
 #include "models/qwen3/model.h"
 #include "models/qwen3_asr/config.h"
 #include "models/qwen3_asr/encoder.h"
@@ -23,8 +24,12 @@ struct SpecialIds {
     int32_t im_start = -1, im_end = -1, audio_start = -1, audio_end = -1, audio_pad = -1, asr_text = -1;
 };
 
-class Qwen3AsrModel {
+class Qwen3AsrModel final : public AudioLanguageModel {
 public:
+    // Audio per prompt: 30 s, the decoder's per-window token cap's span (the toolkit takes up to
+    // 1200 s on a GPU; 30 s keeps a piece's KV cache small and the pieces of a file in one batch).
+    static constexpr double kMaxPieceSeconds = 30.0;
+
     // Throws Error(InvalidModel) naming the file and field or tensor at fault: the config's
     // checks (config.h), every tensor of both parts, the special tokens missing from the
     // tokenizer, audio_token_id not the tokenizer's <|audio_pad|>.
@@ -34,18 +39,29 @@ public:
     const Qwen3AsrConfig& config() const { return config_; }
     const SpecialIds& special() const { return special_; }
     AudioEncoder& encoder() { return *encoder_; }
-    qwen3::Qwen3Model& decoder() { return *decoder_; }
 
     Features features(std::span<const float> pcm16k, int threads = 1) const;
 
     // The toolkit's prompt for `n_audio` audio tokens: a system turn with `context`, the user turn
-    // holding the audio placeholders, the assistant turn opened — and, when `language` (a
+    // holding the audio placeholders, the assistant turn opened — and, when `language_name` (a
     // canonical name: "English") is given, "language English<asr_text>" after it. The first
     // placeholder's index goes to *audio_position.
-    std::vector<int32_t> prompt(int n_audio, const std::string& context, const std::string& language,
-                                int* audio_position) const;
+    std::vector<int32_t> prompt_for(int n_audio, const std::string& context, const std::string& language_name,
+                                    int* audio_position) const;
+
+    // AudioLanguageModel
+    std::string description() const override;
+    double load_seconds() const override { return load_seconds_; }
+    qwen3::Qwen3Model& decoder() override { return *decoder_; }
+    double max_piece_seconds() const override { return kMaxPieceSeconds; }
+    std::vector<float> embed_audio(std::span<const float> pcm16k, int* n_tokens) override;
+    std::string language_code(const std::string& code_or_name) const override;
+    std::vector<int32_t> prompt(int n_audio, const std::string& context, const std::string& language_code,
+                                int* audio_position) const override;
+    Output parse(std::span<const int32_t> generated, const std::string& forced_language_code) const override;
 
 private:
+    double load_seconds_ = 0.0;
     Qwen3AsrConfig config_;
     SpecialIds special_;
     std::unique_ptr<LogMel> mel_;

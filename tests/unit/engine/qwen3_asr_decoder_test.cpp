@@ -10,7 +10,9 @@
 
 #include "audio/wav.h"
 #include "core/backend.h"
+#include "core/error.h"
 #include "engine/generation_engine.h"
+#include "engine/lm_speech_model.h"
 #include "models/qwen3_asr/model.h"
 #include "qwen3_fixture.h"
 #include "test_support.h"
@@ -48,7 +50,7 @@ TEST(Qwen3Asr, LogitsAndGreedyIdsMatchTransformers) {
         int at = -1;
         const std::vector<int32_t> auto_prompt = m->prompt(n_audio, "", "", &at);
         EXPECT_EQ(auto_prompt, c["prompt_ids"].get<std::vector<int32_t>>());
-        const std::vector<int32_t> forced_prompt = m->prompt(n_audio, "", "English", nullptr);
+        const std::vector<int32_t> forced_prompt = m->prompt(n_audio, "", "en", nullptr);
         EXPECT_EQ(forced_prompt, c["greedy_forced_english"]["prompt_ids"].get<std::vector<int32_t>>());
 
         for (const char* which : {"greedy_auto", "greedy_forced_english"}) {
@@ -82,6 +84,67 @@ TEST(Qwen3Asr, LogitsAndGreedyIdsMatchTransformers) {
             if (std::getenv("PARLANCE_DEBUG_LOGITS")) std::fprintf(stderr, "logits rel %.3g\n", diff / scale);
         }
     }
+}
+
+}  // namespace
+}  // namespace parlance::testing
+
+namespace parlance::testing {
+namespace {
+
+// The transcription front end over the same model: the clip's one piece decodes to the reference's
+// greedy ids (the random model never ranks a stop token first in those 12 steps), cut pieces of
+// long audio each become a segment, and what the model cannot do is refused naming the option.
+TEST(Qwen3Asr, TranscribeCutsLongAudioAndRefusesWhatItCannotDo) {
+    TempDir dir;
+    Backend backend(BackendOptions{"cpu", 2, true, false});
+    auto model = open_speech_model(write_qwen3_asr("tiny", dir.path()), backend, {});
+    EXPECT_EQ(model->default_beam_size(), 1);
+    EXPECT_NE(model->description().find("qwen3_asr"), std::string::npos);
+    const json ref = qwen3_asr_reference("tiny");
+    const json& c = ref["cases"][0];  // jfk, 11 s
+    const std::vector<float> pcm = clip_samples(c);
+    TranscribeOptions o;
+    o.max_new_tokens = c["greedy_auto"]["max_new_tokens"];
+    const Transcript t = model->transcribe(pcm, o);
+    ASSERT_EQ(t.segments.size(), 1u);  // the random model's 12 tokens hold no <asr_text>: all text
+    EXPECT_EQ(t.segments[0].tokens, c["greedy_auto"]["ids"].get<std::vector<int>>());
+    EXPECT_DOUBLE_EQ(t.segments[0].start, 0.0);
+    EXPECT_DOUBLE_EQ(t.segments[0].end, 11.0);
+    EXPECT_EQ(t.text, t.segments[0].text);
+    EXPECT_DOUBLE_EQ(t.duration, 11.0);
+
+    // 66 s: three copies of the clip -> pieces of at most 30 s, cut in the quiet before each limit.
+    std::vector<float> longer;
+    for (int i = 0; i < 6; ++i) longer.insert(longer.end(), pcm.begin(), pcm.end());
+    o.max_new_tokens = 4;
+    o.language = "French";
+    const Transcript l = model->transcribe(longer, o);
+    EXPECT_EQ(l.language, "fr");
+    ASSERT_EQ(l.segments.size(), 3u);  // 30 + 30 + 6 s
+    EXPECT_DOUBLE_EQ(l.segments.back().end, 66.0);
+    double at = 0.0;
+    for (const Segment& s : l.segments) {
+        EXPECT_GE(s.start, at);
+        EXPECT_LE(s.end - s.start, 30.0 + 1e-9);
+        at = s.end;
+    }
+
+    auto refused = [&](const std::function<void(TranscribeOptions&)>& set, const std::string& what) {
+        TranscribeOptions bad;
+        set(bad);
+        try {
+            model->transcribe(pcm, bad);
+            ADD_FAILURE() << "accepted: " << what;
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+    };
+    refused([](TranscribeOptions& b) { b.language = "Klingon"; }, "English (en)");
+    refused([](TranscribeOptions& b) { b.beam_size = 4; }, "beam_size 4");
+    refused([](TranscribeOptions& b) { b.task = "translate"; }, "translate");
+    refused([](TranscribeOptions& b) { b.word_timestamps = true; }, "word timestamps");
 }
 
 }  // namespace

@@ -1,0 +1,375 @@
+// Transcription with an audio language model on the generation engine (see lm_speech_model.h).
+#include "engine/lm_speech_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "audio/cut_points.h"
+#include "core/error.h"
+#include "engine/generation_engine.h"
+
+namespace parlance {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kDefaultKvBytes = size_t(512) << 20;
+
+// What an audio LM cannot do is refused before any work; returns the forced language's code
+// ("" = the model detects it).
+std::string check_options(const AudioLanguageModel& m, const TranscribeOptions& o) {
+    if (o.task != "transcribe")
+        throw Error(ErrorKind::InvalidArgument,
+                    "task '" + o.task.substr(0, 100) +
+                        "': this model transcribes in the spoken language; it does not translate");
+    if (o.beam_size && *o.beam_size != 1)
+        throw Error(ErrorKind::InvalidArgument,
+                    "beam_size " + std::to_string(*o.beam_size) + ": this model decodes greedily (beam_size 1)");
+    if (o.word_timestamps)
+        throw Error(ErrorKind::InvalidArgument, "word timestamps are not available for this model (segments only)");
+    if (o.max_new_tokens < 1) throw Error(ErrorKind::InvalidArgument, "max_new_tokens must be >= 1");
+    return o.language.empty() ? std::string() : m.language_code(o.language);
+}
+
+uint64_t hash_of(const std::vector<float>& v) {  // what a prompt's placeholders stand for
+    uint64_t h = 0xCBF29CE484222325ULL;
+    const auto* b = reinterpret_cast<const unsigned char*>(v.data());
+    for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ b[i]) * 0x100000001B3ULL;
+    return h;
+}
+
+struct Piece {
+    double start = 0.0, end = 0.0;  // seconds in the request's audio
+    GenerationRequest request;
+};
+
+// The request's audio as pieces, each embedded and prompted, ready to submit.
+std::vector<Piece> prepare(AudioLanguageModel& m, std::span<const float> pcm, const TranscribeOptions& o,
+                           const std::string& forced) {
+    if (pcm.empty()) throw Error(ErrorKind::InvalidAudio, "the audio is empty");
+    const std::vector<size_t> cuts = quiet_cut_points(pcm, m.max_piece_seconds());
+    std::vector<Piece> pieces;
+    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+        Piece p;
+        p.start = static_cast<double>(cuts[i]) / 16000.0;
+        p.end = static_cast<double>(cuts[i + 1]) / 16000.0;
+        int n = 0;
+        std::vector<float> emb = m.embed_audio(pcm.subspan(cuts[i], cuts[i + 1] - cuts[i]), &n);
+        int at = 0;
+        GenerationRequest& r = p.request;
+        r.prompt = m.prompt(n, o.initial_prompt, forced, &at);
+        r.cache_key = hash_of(emb);
+        r.spans.push_back({at, n, std::move(emb)});
+        r.sampling.max_tokens = o.max_new_tokens;
+        r.sampling.temperature = o.temperatures.empty() ? 0.0f : o.temperatures.front();
+        r.sampling.seed = o.seed;
+        r.sampling.stop_ids = m.decoder().stop_ids();
+        pieces.push_back(std::move(p));
+    }
+    return pieces;
+}
+
+Segment segment_of(const AudioLanguageModel& m, const Piece& p, const GenerationResult& r, const std::string& forced,
+                   std::string* language, bool* speech) {
+    const AudioLanguageModel::Output out = m.parse(r.tokens, forced);
+    if (language->empty()) *language = out.language_code;
+    Segment s;
+    s.seek = static_cast<int>(p.start * 100.0 + 0.5);
+    s.start = p.start;
+    s.end = p.end;
+    s.text = out.no_speech ? std::string() : out.text;
+    s.tokens.assign(r.tokens.begin(), r.tokens.end());
+    s.no_speech_prob = out.no_speech ? 1.0f : 0.0f;
+    *speech = !s.text.empty();
+    return s;
+}
+
+void append(Transcript& t, Segment s) {
+    s.id = static_cast<int>(t.segments.size());
+    if (!t.text.empty()) t.text += " ";
+    t.text += s.text;
+    t.segments.push_back(std::move(s));
+}
+
+// The finished request's error, if a piece did not finish normally.
+std::exception_ptr failure_of(SeqState s) {
+    if (s == SeqState::FinishedAborted)
+        return std::make_exception_ptr(Error(ErrorKind::Cancelled, "the request was cancelled"));
+    if (s == SeqState::FinishedTimeout)
+        return std::make_exception_ptr(Error(ErrorKind::Timeout, "the request ran past its time limit"));
+    return nullptr;
+}
+
+GenerationEngineOptions generation_options(size_t kv_bytes) {
+    GenerationEngineOptions g;
+    g.kv_cache_bytes = kv_bytes > 0 ? kv_bytes : kDefaultKvBytes;
+    return g;
+}
+
+// The server's engine: one thread, one GenerationEngine; admitted requests' pieces decode in the
+// same steps as every other request's.
+class LmSpeechEngine final : public SpeechEngine {
+public:
+    LmSpeechEngine(AudioLanguageModel& model, Backend& backend, const EngineOptions& options, Logger& log)
+        : model_(model),
+          options_(options),
+          log_(log),
+          max_active_(std::max(1, options.cache_slots / 2)),
+          engine_(model.decoder(), backend, generation_options(options.kv_cache_bytes)) {
+        const GenerationStats g = engine_.stats();
+        stats_.kv = g.kv;
+        stats_.kv_capacity_bytes = g.kv_bytes;
+        stats_.kv_block_bytes = g.kv.total_blocks > 0 ? g.kv_bytes / static_cast<size_t>(g.kv.total_blocks) : 0;
+        stats_.free_slots = max_active_;
+        thread_ = std::thread([this] { loop(); });
+    }
+    ~LmSpeechEngine() override { shutdown(false); }
+
+    std::future<Transcript> submit(TranscriptionRequest request) override {
+        auto job = std::make_unique<Job>();
+        job->forced = check_options(model_, request.options);
+        job->request = std::move(request);
+        job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, options_.max_new_tokens);
+        auto future = job->promise.get_future();
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (stopping_) throw Error(ErrorKind::Cancelled, "the server is shutting down");
+            if (static_cast<int>(queue_.size()) >= options_.max_queue)
+                throw Error(ErrorKind::Overloaded,
+                            "the request queue is full (" + std::to_string(options_.max_queue) + " waiting)");
+            queue_.push_back(std::move(job));
+            stats_.queued = static_cast<int>(queue_.size());
+        }
+        wake_.notify_one();
+        return future;
+    }
+
+    EngineStats stats() const override {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return stats_;
+    }
+    int max_beams() const override { return 1; }
+
+    void shutdown(bool drain) override {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (!thread_.joinable()) return;
+            stopping_ = true;
+            draining_ = drain;
+        }
+        wake_.notify_all();
+        thread_.join();
+    }
+
+private:
+    struct Job {
+        TranscriptionRequest request;
+        std::string forced;
+        std::promise<Transcript> promise;
+        std::vector<Piece> pieces;
+        std::vector<std::optional<GenerationResult>> results;
+        size_t emitted = 0;  // pieces whose segments went out (in order)
+        std::string language;
+        Transcript transcript;
+        std::exception_ptr error;
+        Clock::time_point submitted = Clock::now();
+    };
+
+    void fail(Job& j, std::exception_ptr e) {
+        j.promise.set_exception(e);
+        bool cancelled = false;
+        try {
+            std::rethrow_exception(e);
+        } catch (const Error& err) {
+            cancelled = err.kind() == ErrorKind::Cancelled;
+            if (!cancelled) log_.debug("transcription failed: ", err.what());
+        } catch (...) {
+        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        (cancelled ? stats_.cancelled : stats_.failed)++;
+    }
+
+    // Embeds a newly admitted job's audio and submits its pieces (this thread).
+    void start(Job& j) {
+        const TranscribeOptions& o = j.request.options;
+        std::optional<Clock::time_point> deadline;
+        if (options_.request_timeout_seconds > 0)
+            deadline = j.submitted + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(options_.request_timeout_seconds));
+        j.pieces = prepare(model_, j.request.pcm, o, j.forced);
+        j.results.resize(j.pieces.size());
+        j.transcript.duration = static_cast<double>(j.request.pcm.size()) / 16000.0;
+        j.transcript.task = o.task;
+        for (size_t i = 0; i < j.pieces.size(); ++i) {
+            GenerationRequest r = j.pieces[i].request;  // keep the piece's times; the copy goes in
+            r.cancelled = j.request.cancelled;
+            r.deadline = deadline;
+            owner_[engine_.submit(std::move(r))] = {&j, i};
+        }
+        j.request.pcm = {};  // the audio is in the embeddings now
+    }
+
+    // Segments of the finished pieces at the front go out; returns true when the job is done.
+    bool advance(Job& j) {
+        while (j.emitted < j.pieces.size() && j.results[j.emitted]) {
+            const GenerationResult& r = *j.results[j.emitted];
+            if (std::exception_ptr e = failure_of(r.state)) j.error = e;
+            bool speech = false;
+            Segment s = segment_of(model_, j.pieces[j.emitted], r, j.forced, &j.language, &speech);
+            if (speech) {
+                if (j.request.on_segment) j.request.on_segment(s);
+                append(j.transcript, std::move(s));
+            }
+            ++j.emitted;
+        }
+        return j.emitted == j.pieces.size();
+    }
+
+    void loop() {
+        for (;;) {
+            std::vector<Job*> admitted;
+            {
+                std::unique_lock<std::mutex> lock(mutex_);
+                wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
+                if (stopping_ && (!draining_ || (queue_.empty() && active_.empty()))) {
+                    for (auto& j : queue_)
+                        j->promise.set_exception(
+                            std::make_exception_ptr(Error(ErrorKind::Cancelled, "the server is shutting down")));
+                    queue_.clear();
+                    if (!active_.empty()) {  // not draining: the active ones end too
+                        for (auto& j : active_) j->request.cancelled->store(true);
+                    } else {
+                        return;
+                    }
+                }
+                while (!queue_.empty() && static_cast<int>(active_.size()) < max_active_ && (!stopping_ || draining_)) {
+                    active_.push_back(std::move(queue_.front()));
+                    queue_.pop_front();
+                    admitted.push_back(active_.back().get());
+                }
+                stats_.queued = static_cast<int>(queue_.size());
+            }
+            const auto t0 = Clock::now();
+            for (Job* j : admitted) {
+                try {
+                    start(*j);
+                } catch (...) {  // its pieces that went in come out again
+                    j->error = std::current_exception();
+                    for (auto it = owner_.begin(); it != owner_.end();) {
+                        if (it->second.first == j) {
+                            engine_.abort(it->first);
+                            it = owner_.erase(it);
+                        } else {
+                            ++it;
+                        }
+                    }
+                    j->pieces.clear();
+                    j->results.clear();
+                }
+            }
+            try {
+                if (engine_.has_work())
+                    for (GenerationResult& r : engine_.step()) {
+                        const auto it = owner_.find(r.id);
+                        if (it == owner_.end()) continue;
+                        it->second.first->results[it->second.second] = std::move(r);
+                        owner_.erase(it);
+                    }
+            } catch (...) {  // a failed step (device error) fails every active request
+                const auto e = std::current_exception();
+                for (auto& j : active_) {
+                    j->request.cancelled->store(true);
+                    if (!j->error) j->error = e;
+                }
+            }
+            std::vector<std::unique_ptr<Job>> done;
+            for (auto& j : active_) {
+                const bool finished = j->error && j->pieces.empty() ? true : advance(*j);
+                if (!finished) continue;
+                if (j->error) {
+                    fail(*j, j->error);
+                } else {
+                    j->transcript.language = j->forced.empty() ? j->language : j->forced;
+                    std::lock_guard<std::mutex> lock(mutex_);
+                    stats_.completed++;
+                    stats_.audio_seconds += j->transcript.duration;
+                    j->promise.set_value(std::move(j->transcript));
+                }
+                done.push_back(std::move(j));
+            }
+            const GenerationStats g = engine_.stats();
+            std::lock_guard<std::mutex> lock(mutex_);
+            active_.erase(std::remove(active_.begin(), active_.end(), nullptr), active_.end());
+            stats_.active = static_cast<int>(active_.size());
+            stats_.free_slots = max_active_ - stats_.active;
+            stats_.decode_tokens = g.tokens_generated;
+            stats_.decoder_steps = g.steps;
+            stats_.kv = g.kv;
+            stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        }
+    }
+
+    AudioLanguageModel& model_;
+    EngineOptions options_;
+    Logger& log_;
+    const int max_active_;
+    GenerationEngine engine_;                         // this thread's
+    std::map<SeqId, std::pair<Job*, size_t>> owner_;  // this thread's: sequence -> piece
+    mutable std::mutex mutex_;
+    std::condition_variable wake_;
+    std::deque<std::unique_ptr<Job>> queue_;
+    std::vector<std::unique_ptr<Job>> active_;
+    bool stopping_ = false;
+    bool draining_ = false;
+    EngineStats stats_;
+    std::thread thread_;
+};
+
+}  // namespace
+
+LmSpeechModel::LmSpeechModel(std::unique_ptr<AudioLanguageModel> model, Backend& backend)
+    : model_(std::move(model)), backend_(backend) {}
+
+Transcript LmSpeechModel::transcribe(std::span<const float> pcm16k, const TranscribeOptions& options) {
+    const std::string forced = check_options(*model_, options);
+    std::vector<Piece> pieces = prepare(*model_, pcm16k, options, forced);
+    GenerationEngine engine(model_->decoder(), backend_, generation_options(0));
+    std::map<SeqId, size_t> index;
+    for (size_t i = 0; i < pieces.size(); ++i) index[engine.submit(pieces[i].request)] = i;
+    std::vector<std::optional<GenerationResult>> results(pieces.size());
+    Transcript t;
+    t.task = options.task;
+    t.duration = static_cast<double>(pcm16k.size()) / 16000.0;
+    std::string language;
+    size_t emitted = 0;
+    while (engine.has_work()) {
+        for (GenerationResult& r : engine.step()) results[index.at(r.id)] = std::move(r);
+        while (emitted < pieces.size() && results[emitted]) {
+            bool speech = false;
+            Segment s = segment_of(*model_, pieces[emitted], *results[emitted], forced, &language, &speech);
+            if (speech) append(t, std::move(s));
+            ++emitted;
+            if (options.progress) options.progress(pieces[emitted - 1].end, t.duration);
+        }
+    }
+    t.language = forced.empty() ? language : forced;
+    return t;
+}
+
+std::unique_ptr<SpeechEngine> LmSpeechModel::start_engine(const EngineOptions& options, Logger& logger) {
+    return std::make_unique<LmSpeechEngine>(*model_, backend_, options, logger);
+}
+
+std::unique_ptr<SpeechModel> open_speech_model(const std::filesystem::path& path, Backend& backend,
+                                               const SpeechModelOptions& options) {
+    const ArchitectureEntry* e = architecture_of(path);
+    if (e && e->capabilities.audio_lm)
+        return std::make_unique<LmSpeechModel>(load_audio_language_model(path, backend, options), backend);
+    return load_speech_model(path, backend, options);
+}
+
+}  // namespace parlance

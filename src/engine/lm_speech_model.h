@@ -1,0 +1,43 @@
+// Transcription with an audio language model (models/audio_language_model.h: Qwen3-ASR) on the
+// generation engine, as a SpeechModel: audio is cut into pieces the model's prompt holds (at the
+// quietest point near each limit), each piece embedded by the model's encoder and decoded as one
+// sequence whose prompt carries the audio as an embedding span; the pieces of a request decode
+// together. The server's engine runs many requests' pieces in one GenerationEngine (continuous
+// batching, a bounded queue, cancellation and time limits between steps).
+//
+// open_speech_model is how the CLI and the server load any speech model: audio language models
+// come here, the others (Whisper) from the registry directly.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+
+#include "core/backend.h"
+#include "models/audio_language_model.h"
+#include "models/registry.h"
+#include "models/speech_model.h"
+
+namespace parlance {
+
+class LmSpeechModel : public SpeechModel {
+public:
+    LmSpeechModel(std::unique_ptr<AudioLanguageModel> model, Backend& backend);
+
+    std::string description() const override { return model_->description(); }
+    double load_seconds() const override { return model_->load_seconds(); }
+    int default_beam_size() const override { return 1; }
+    Transcript transcribe(std::span<const float> pcm16k, const TranscribeOptions& options) override;
+    std::unique_ptr<SpeechEngine> start_engine(const EngineOptions& options, Logger& logger) override;
+
+    AudioLanguageModel& model() { return *model_; }
+
+private:
+    std::unique_ptr<AudioLanguageModel> model_;
+    Backend& backend_;
+};
+
+// Any speech model by path (Whisper, Qwen3-ASR, ...). Throws as the loaders do.
+std::unique_ptr<SpeechModel> open_speech_model(const std::filesystem::path& path, Backend& backend,
+                                               const SpeechModelOptions& options);
+
+}  // namespace parlance

@@ -1,0 +1,47 @@
+// A language model that listens: an audio encoder whose output enters a decoder LanguageModel
+// through embedding spans (Qwen3-ASR; later other audio LMs). All the engine's transcription
+// front end (engine/lm_speech_model.h) knows of one: how to embed audio, the prompt around it,
+// the languages it takes and what its output means.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "models/language_model.h"
+
+namespace parlance {
+
+class AudioLanguageModel {
+public:
+    virtual ~AudioLanguageModel() = default;
+
+    // "qwen3_asr: audio encoder 18 layers, d_model 896; qwen3 decoder 28 layers, hidden 1024".
+    virtual std::string description() const = 0;
+    virtual double load_seconds() const = 0;
+    virtual LanguageModel& decoder() = 0;
+
+    // Longest audio one prompt holds (longer audio is cut into pieces), seconds.
+    virtual double max_piece_seconds() const = 0;
+    // The decoder-width vectors of 16 kHz mono audio, [tokens][hidden] row-major.
+    virtual std::vector<float> embed_audio(std::span<const float> pcm16k, int* n_tokens) = 0;
+
+    // A language as the caller names it (ISO code or name, any case) -> the model's code for it.
+    // Throws Error(InvalidArgument) naming the languages it supports.
+    virtual std::string language_code(const std::string& code_or_name) const = 0;
+    // The prompt around `n_audio` audio placeholders: `context` biases the transcription,
+    // `language_code` ("" = detect) forces the language. The first placeholder's index goes to
+    // *audio_position.
+    virtual std::vector<int32_t> prompt(int n_audio, const std::string& context, const std::string& language_code,
+                                        int* audio_position) const = 0;
+
+    struct Output {
+        std::string language_code;  // "" when not stated or not one of the model's
+        std::string text;
+        bool no_speech = false;  // the model said it heard no speech
+    };
+    // The generated ids (a stop id may end them) read as a transcription.
+    virtual Output parse(std::span<const int32_t> generated, const std::string& forced_language_code) const = 0;
+};
+
+}  // namespace parlance

@@ -1,0 +1,32 @@
+// What Qwen3-ASR's text means: the languages it was trained with (the forced-language prompt takes
+// their English names) and its "language X<asr_text>transcription" output.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+
+namespace parlance::qwen3_asr {
+
+struct Language {
+    const char* code;  // ISO 639 ("en", "yue", "fil")
+    const char* name;  // as the prompt writes it ("English")
+};
+// The 30 languages, in transformers' LANGUAGE_CODE_TO_NAME order.
+std::span<const Language> languages();
+// A code or a name, any case ("en", "English", "english") -> the language; nullopt if unknown.
+std::optional<Language> find_language(const std::string& code_or_name);
+// "Arabic (ar), Cantonese (yue), ...": for errors.
+std::string language_list();
+
+struct ParsedOutput {
+    std::string language;       // the name the model wrote ("English"); "" if none or "None"
+    std::string transcription;  // the text after <asr_text>, trimmed
+    bool no_speech = false;     // "language None": the model heard no speech
+};
+// transformers' Qwen3ASRProcessor.parse_output on one decoded string (special tokens skipped,
+// <asr_text> kept): everything after "assistant\n" if present; without <asr_text> the whole text
+// is the transcription.
+ParsedOutput parse_output(const std::string& text);
+
+}  // namespace parlance::qwen3_asr
