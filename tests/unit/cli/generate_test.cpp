@@ -30,12 +30,13 @@ TEST(Generate, JsonGivesTransformersGreedyIdsFromHfAndGguf) {
     const json ref = qwen3_reference("tiny");
     const json& c = ref["cases"][1];
     const int n = c["greedy_fixed"]["max_new_tokens"];
-    for (const auto& model : {write_qwen3("tiny", d.path()), write_qwen3("tiny", g.path(), {GGML_TYPE_BF16, 1, true})}) {
+    for (const auto& model :
+         {write_qwen3("tiny", d.path()), write_qwen3("tiny", g.path(), {GGML_TYPE_BF16, 1, true})}) {
         int rc = -1;
-        const std::string out = generate("--model " + quoted(model.string()) + " --prompt " + quoted(c["text"]) +
-                                             " --max-tokens " + std::to_string(n) + " --min-tokens " + std::to_string(n) +
-                                             " --format json",
-                                         &rc);
+        const std::string out =
+            generate("--model " + quoted(model.string()) + " --prompt " + quoted(c["text"]) + " --max-tokens " +
+                         std::to_string(n) + " --min-tokens " + std::to_string(n) + " --format json",
+                     &rc);
         ASSERT_EQ(rc, 0) << out;
         const json j = json::parse(out);
         EXPECT_EQ(j["prompt_ids"], c["prompt_ids"]);
@@ -67,6 +68,25 @@ TEST(Generate, TextOutputAndCarelessInvocations) {
                           &rc);
     EXPECT_NE(rc, 0);
     EXPECT_NE(out.find("do not transcribe speech"), std::string::npos) << out;
+}
+
+// `transcribe` opens a Qwen3-ASR checkpoint as it opens Whisper: verbose_json with the clip as one
+// segment; --language takes a code or a name; what the model cannot do fails naming it.
+TEST(Generate, TranscribeRunsAQwen3AsrCheckpoint) {
+    TempDir d;
+    const auto model = write_qwen3_asr("tiny", d.path());
+    const std::string base = quoted(parlance_binary().string()) + " transcribe --model " + quoted(model.string()) +
+                             " " + quoted((fixtures_dir() / "audio/jfk.wav").string());
+    int rc = -1;
+    std::string out = run_and_capture(
+        base + " --format verbose_json --language English -o " + quoted((d / "out.json").string()), &rc);
+    ASSERT_EQ(rc, 0) << out;
+    const json j = json::parse(read_file(d / "out.json"));
+    EXPECT_EQ(j["language"], "en");
+    EXPECT_EQ(j["segments"].size(), 1u);
+    out = run_and_capture(base + " --beam-size 3 2>&1", &rc);
+    EXPECT_NE(rc, 0);
+    EXPECT_NE(out.find("greedily"), std::string::npos) << out;
 }
 
 TEST(Generate, PromptFileAndSeededSamplingAsTheIssueSpellsThem) {

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "audio/wav.h"
+#include "qwen3_fixture.h"
 #include "test_support.h"
 
 namespace {
@@ -351,6 +352,38 @@ TEST(Serve, KvCacheCapBelowOneContextIsRefusedAtStartup) {
     Server s("--kv-cache-mb 0.1");
     EXPECT_NE(s.stop(), 0);
     EXPECT_NE(s.read_log().find("KV cache"), std::string::npos) << s.read_log();
+}
+
+// A Qwen3-ASR checkpoint behind the same API: the registry opens it, requests decode on the
+// generation engine (concurrent ones in the same steps, with the same bytes as alone), and what
+// it cannot do is a 400 naming why.
+TEST(Serve, Qwen3AsrCheckpointServesTheSameApi) {
+    TempDir dir;
+    const auto model = write_qwen3_asr("tiny", dir.path());
+    Server s("--model " + model.string(), "");
+    ASSERT_GT(s.port(), 0) << s.read_log();
+    const json status = json::parse(Server::curl("-s " + s.url("/v1/status")));
+    EXPECT_NE(status["description"].get<std::string>().find("qwen3_asr"), std::string::npos) << status.dump();
+    const std::string form = kJfk + kFast + " -F response_format=verbose_json";
+    const auto alone = s.post("/v1/audio/transcriptions", form);
+    ASSERT_EQ(alone.first, 200) << alone.second << s.read_log();
+    const json j = json::parse(alone.second);
+    EXPECT_NEAR(j["duration"].get<double>(), 11.0, 1e-9);
+    ASSERT_EQ(j["segments"].size(), 1u);
+    EXPECT_DOUBLE_EQ(j["segments"][0]["end"].get<double>(), 11.0);
+    std::vector<std::future<std::pair<int, std::string>>> together;
+    for (int i = 0; i < 3; ++i)
+        together.push_back(std::async(std::launch::async, [&] { return s.post("/v1/audio/transcriptions", form); }));
+    for (auto& f : together) EXPECT_EQ(f.get(), alone);
+    const auto forced = s.post("/v1/audio/transcriptions", kJfk + kFast + " -F language=fr -F response_format=verbose_json");
+    ASSERT_EQ(forced.first, 200) << forced.second;
+    EXPECT_EQ(json::parse(forced.second)["language"], "fr");
+    auto bad = s.post("/v1/audio/transcriptions", kJfk + kFast + " -F language=xx");
+    EXPECT_EQ(bad.first, 400);
+    EXPECT_NE(bad.second.find("English (en)"), std::string::npos) << bad.second;
+    bad = s.post("/v1/audio/translations", kJfk + kFast);
+    EXPECT_EQ(bad.first, 400);
+    EXPECT_NE(bad.second.find("translate"), std::string::npos) << bad.second;
 }
 
 TEST(Serve, LoadOf32ClientsTimes20RequestsHasNoErrorsAndMemoryStaysFlat) {
