@@ -55,15 +55,38 @@ CONFIGS = {
         text=dict(hidden_size=16, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=16, tie_word_embeddings=True, rope_theta=1000000.0),
         greedy_tokens=12),
+    # Qwen3-ASR-0.6B's layer and head layout (audio 18 layers x 14 heads, text 28 layers x 16/8
+    # heads of 128, tied) at reduced width.
+    "layout-0.6b": dict(
+        audio=dict(num_mel_bins=128, encoder_layers=18, encoder_attention_heads=14, encoder_ffn_dim=112,
+                   d_model=56, downsample_hidden_size=8, output_dim=16, n_window=50, n_window_infer=800,
+                   max_position_embeddings=13, activation_function="gelu"),
+        text=dict(hidden_size=16, intermediate_size=48, num_hidden_layers=28, num_attention_heads=16,
+                  num_key_value_heads=8, head_dim=128, tie_word_embeddings=True, rope_theta=1000000.0),
+        greedy_tokens=8),
 }
+CONTEXT = "President Kennedy, inaugural address, 1961"
 
-# (name, file, first sample, samples): a clip of several attention windows, one whose last chunk
-# is partial, one shorter than the 0.5 s minimum (zero-padded to 8000 samples).
+# (name, file, first sample, samples, repeats): two attention windows (8-16 s), a partial last
+# chunk, under the 0.5 s minimum (zero-padded to 8000 samples), exactly 1 s, over 30 s (the clip
+# three times: five windows in one prompt).
 CLIPS = [
-    ("jfk_11s", "jfk.wav", 0, None),
-    ("partial_chunk", "sense_and_sensibility_01_austen_64kb-0880.wav", 0, 37920),
-    ("short_0.3s", "jfk.wav", 16000, 4800),
+    ("jfk_11s", "jfk.wav", 0, None, 1),
+    ("partial_chunk", "sense_and_sensibility_01_austen_64kb-0880.wav", 0, 37920, 1),
+    ("short_0.3s", "jfk.wav", 16000, 4800, 1),
+    ("one_second", "jfk.wav", 32000, 16000, 1),
+    ("over_30s", "jfk.wav", 0, None, 3),
 ]
+
+
+def round_floats(o):
+    if isinstance(o, float):
+        return float(f"{o:.8g}")
+    if isinstance(o, list):
+        return [round_floats(x) for x in o]
+    if isinstance(o, dict):
+        return {k: round_floats(v) for k, v in o.items()}
+    return o
 
 
 def read_wav(path):
@@ -111,20 +134,22 @@ def prompt_ids(tok, n_audio, language=None, context=""):
     return ids
 
 
-def greedy(model, inputs, n):
-    """n tokens by argmax with end-of-sequence suppressed (generate's min_new_tokens = n), one
-    forward per token on the model's cache; the audio enters with the first forward only."""
+def greedy(model, inputs, n, stops=None):
+    """Argmax decoding, one forward per token on the model's cache (the audio enters with the
+    first forward only): n tokens with end-of-sequence suppressed (generate's min_new_tokens = n),
+    or, with `stops`, up to n tokens ending at the first stop id (kept, as generate returns it)."""
     ids, margins = [], []
     length = inputs["input_ids"].shape[1]
     with torch.no_grad():
         out = model(**inputs, use_cache=True)
         for step in range(n):
             logits = out.logits[0, -1].float().clone()
-            logits[EOS_IDS] = -float("inf")
+            if stops is None:
+                logits[EOS_IDS] = -float("inf")
             top = torch.topk(logits, 2)
             margins.append(float(top.values[0] - top.values[1]))
             ids.append(int(top.indices[0]))
-            if step == n - 1:
+            if step == n - 1 or (stops is not None and ids[-1] in stops):
                 break
             out = model(input_ids=torch.tensor([[ids[-1]]]), past_key_values=out.past_key_values, use_cache=True,
                         attention_mask=torch.ones(1, length + len(ids), dtype=torch.long))
@@ -141,9 +166,11 @@ def run_config(name, spec, tok, audio_dir, out_dir, seed):
     model64 = copy.deepcopy(model).to(torch.float64)
     fe = Qwen3ASRFeatureExtractor()
     cases = []
-    for cname, fname, start, count in CLIPS:
+    stop_token = None
+    for cname, fname, start, count, repeats in CLIPS:
         pcm = read_wav(os.path.join(audio_dir, fname))
         pcm = pcm[start:] if count is None else pcm[start:start + count]
+        pcm = np.tile(pcm, repeats)
         f = fe(pcm, sampling_rate=16000, padding=True, return_attention_mask=True, return_tensors="pt")
         feats, mask = f["input_features"], f["attention_mask"]
         n_valid = int(mask.sum())
@@ -165,9 +192,18 @@ def run_config(name, spec, tok, audio_dir, out_dir, seed):
         auto_ids, auto_m = greedy(model, inputs, n)
         finputs = dict(inputs, input_ids=torch.tensor([forced]), attention_mask=torch.ones(1, len(forced), dtype=torch.long))
         forced_ids, forced_m = greedy(model, finputs, n)
+        context = prompt_ids(tok, n_audio, context=CONTEXT)
+        cinputs = dict(inputs, input_ids=torch.tensor([context]), attention_mask=torch.ones(1, len(context), dtype=torch.long))
+        context_ids, context_m = greedy(model, cinputs, n)
+        # The 'real stop': a random model seldom ends by itself, so the stop case also stops on
+        # the token the first clip's automatic run produces at its step 4 (an ordinary id, passed
+        # as one more end-of-sequence id).
+        if stop_token is None:
+            stop_token = auto_ids[4]
+        stop_ids, stop_m = greedy(model, inputs, 40, stops=EOS_IDS + [stop_token])
         fe_flat = feats[0].numpy().reshape(-1)
         cases.append({
-            "name": cname, "file": fname, "first_sample": start, "samples": int(len(pcm)),
+            "name": cname, "file": fname, "first_sample": start, "repeats": repeats, "samples": int(len(pcm)),
             "features_shape": list(feats.shape[1:]), "valid_frames": n_valid,
             "features_strided": [float(v) for v in fe_flat[::FEATURE_STRIDE]],
             "features_sum": float(feats.double().sum()),
@@ -181,6 +217,10 @@ def run_config(name, spec, tok, audio_dir, out_dir, seed):
             "greedy_auto": {"max_new_tokens": n, "ids": auto_ids, "margins": auto_m},
             "greedy_forced_english": {"prompt_ids": forced, "max_new_tokens": n, "ids": forced_ids,
                                       "margins": forced_m},
+            "greedy_context": {"context": CONTEXT, "prompt_ids": context, "max_new_tokens": n, "ids": context_ids,
+                               "margins": context_m},
+            "greedy_stop": {"max_new_tokens": 40, "eos_token_ids": EOS_IDS + [stop_token], "ids": stop_ids,
+                            "margins": stop_m, "stopped": bool(stop_ids and stop_ids[-1] in EOS_IDS + [stop_token])},
         })
         print(f"[{name}] {cname}: {len(pcm)} samples, features {list(feats.shape[1:])} ({n_valid} valid), "
               f"{n_audio} audio tokens, prompt {len(ids)}, auto {auto_ids[:6]}...", flush=True)
@@ -189,14 +229,17 @@ def run_config(name, spec, tok, audio_dir, out_dir, seed):
         "generator": "tools/reference/qwen3_asr_reference.py",
         "transformers": transformers.__version__, "torch": torch.__version__, "seed": seed,
         "config_name": name, "logit_stride": LOGIT_STRIDE, "feature_stride": FEATURE_STRIDE,
+        "stop_token": stop_token,
         "special_ids": {"im_start": IM_START, "im_end": IM_END, "endoftext": ENDOFTEXT,
                         "audio_start": AUDIO_START, "audio_end": AUDIO_END, "audio_pad": AUDIO_PAD,
                         "asr_text": ASR_TEXT},
         "weights": "qwen3_reference.synthetic_weight; conv kernels as [out, in*kh*kw]; ln_post near 1",
         "cases": cases,
     }
+    # Eight significant digits are ample for the 1e-3 tolerances and keep the fixture small.
+    ref["float_digits"] = 8
     with open(os.path.join(odir, "reference.json"), "w") as fh:
-        json.dump(ref, fh, indent=1)
+        json.dump(round_floats(ref), fh, separators=(",", ":"))
     print(f"[{name}] done in {time.time() - t0:.1f} s", flush=True)
 
 

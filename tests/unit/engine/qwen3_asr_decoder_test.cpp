@@ -24,8 +24,11 @@ using nlohmann::json;
 
 std::vector<float> clip_samples(const json& c) {
     std::vector<float> pcm = read_wav_file(fixtures_dir() / "audio" / c["file"].get<std::string>()).samples;
-    const size_t first = c["first_sample"].get<size_t>(), n = c["samples"].get<size_t>();
-    return std::vector<float>(pcm.begin() + first, pcm.begin() + first + n);
+    const size_t first = c["first_sample"].get<size_t>(), repeats = c.value("repeats", 1);
+    const size_t n = c["samples"].get<size_t>() / repeats;
+    std::vector<float> out;
+    for (size_t r = 0; r < repeats; ++r) out.insert(out.end(), pcm.begin() + first, pcm.begin() + first + n);
+    return out;
 }
 
 uint64_t key_of(const std::vector<float>& v) {  // what the prompt is conditioned on: the audio
@@ -35,11 +38,13 @@ uint64_t key_of(const std::vector<float>& v) {  // what the prompt is conditione
     return h;
 }
 
-TEST(Qwen3Asr, LogitsAndGreedyIdsMatchTransformers) {
+class Qwen3AsrParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Qwen3AsrParity, LogitsAndGreedyIdsMatchTransformers) {
     TempDir dir;
     Backend backend(BackendOptions{"cpu", 2, true, false});
-    auto m = qwen3_asr::Qwen3AsrModel::load(write_qwen3_asr("tiny", dir.path()), backend);
-    const json ref = qwen3_asr_reference("tiny");
+    auto m = qwen3_asr::Qwen3AsrModel::load(write_qwen3_asr(GetParam(), dir.path()), backend);
+    const json ref = qwen3_asr_reference(GetParam());
     const int stride = ref["logit_stride"];
     for (const json& c : ref["cases"]) {
         SCOPED_TRACE(c["name"].get<std::string>());
@@ -53,24 +58,46 @@ TEST(Qwen3Asr, LogitsAndGreedyIdsMatchTransformers) {
         const std::vector<int32_t> forced_prompt = m->prompt(n_audio, "", "en", nullptr);
         EXPECT_EQ(forced_prompt, c["greedy_forced_english"]["prompt_ids"].get<std::vector<int32_t>>());
 
-        for (const char* which : {"greedy_auto", "greedy_forced_english"}) {
-            const bool forced = std::string(which) == "greedy_forced_english";
+        int context_at = -1;
+        const std::vector<int32_t> context_prompt =
+            m->prompt(n_audio, c["greedy_context"]["context"].get<std::string>(), "", &context_at);
+        EXPECT_EQ(context_prompt, c["greedy_context"]["prompt_ids"].get<std::vector<int32_t>>());
+
+        // A divergence is accepted only where the reference's top-2 margin is within twice the
+        // measured logit error (a near-tie: either token is right at this precision). The
+        // error comes from the features: transformers computes them with torch's float32 STFT,
+        // ours round as numpy's does (up to 3e-5 apart), and 18 random layers amplify that.
+        double tie = 0.0;
+        for (const char* which : {"greedy_auto", "greedy_forced_english", "greedy_context", "greedy_stop"}) {
+            const std::string w = which;
+            const bool forced = w == "greedy_forced_english";
             GenerationEngine e(m->decoder(), backend, {});
             GenerationRequest r;
-            r.prompt = forced ? forced_prompt : auto_prompt;
-            r.spans.push_back({at, n_audio, emb});
+            r.prompt = forced ? forced_prompt : w == "greedy_context" ? context_prompt : auto_prompt;
+            r.spans.push_back({w == "greedy_context" ? context_at : at, n_audio, emb});
             r.cache_key = key_of(emb);
             r.sampling.max_tokens = c[which]["max_new_tokens"];
-            r.sampling.min_tokens = r.sampling.max_tokens;
-            r.sampling.stop_ids = m->decoder().stop_ids();
+            r.sampling.min_tokens = w == "greedy_stop" ? 0 : r.sampling.max_tokens;
+            r.sampling.stop_ids =
+                w == "greedy_stop" ? c[which]["eos_token_ids"].get<std::vector<int32_t>>() : m->decoder().stop_ids();
             std::vector<float> first;
             r.on_logits = [&](std::span<const float> l) {
                 if (first.empty()) first.assign(l.begin(), l.end());
             };
             e.submit(std::move(r));
             const GenerationResult out = e.run_to_completion().at(0);
-            EXPECT_EQ(out.tokens, c[which]["ids"].get<std::vector<int32_t>>()) << which;
-            if (forced) continue;
+            const auto want = c[which]["ids"].get<std::vector<int32_t>>();
+            const auto margins = c[which]["margins"].get<std::vector<double>>();
+            if (w != "greedy_auto") {
+                size_t k = 0;
+                while (k < out.tokens.size() && k < want.size() && out.tokens[k] == want[k]) ++k;
+                if (out.tokens != want) {
+                    ASSERT_LT(k, margins.size()) << which;
+                    EXPECT_LT(margins[k], tie) << which << ": diverged at step " << k << " where the margin is "
+                                               << margins[k] << " (near-tie bound " << tie << ")";
+                }
+                continue;
+            }
             const auto strided = c["logits_strided_f64"].get<std::vector<double>>();
             double diff = 0, scale = 0;
             for (size_t i = 0; i < strided.size(); ++i) {
@@ -82,9 +109,21 @@ TEST(Qwen3Asr, LogitsAndGreedyIdsMatchTransformers) {
             for (size_t i = 0; i < top.size(); ++i) diff = std::max(diff, std::abs(first[top[i]] - top_v[i]));
             EXPECT_LT(diff / scale, 1e-3) << "logits";
             if (std::getenv("PARLANCE_DEBUG_LOGITS")) std::fprintf(stderr, "logits rel %.3g\n", diff / scale);
+            tie = 2.0 * diff;
+            if (out.tokens != want) {
+                size_t k = 0;
+                while (k < out.tokens.size() && k < want.size() && out.tokens[k] == want[k]) ++k;
+                ASSERT_LT(k, margins.size());
+                EXPECT_LT(margins[k], tie)
+                    << "greedy_auto diverged at step " << k << " where the margin is " << margins[k];
+            }
         }
     }
 }
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Qwen3AsrParity, ::testing::Values("tiny", "layout-0.6b"), [](const auto& info) {
+    return info.param == "tiny" ? std::string("tiny") : std::string("layout_06b");
+});
 
 }  // namespace
 }  // namespace parlance::testing
