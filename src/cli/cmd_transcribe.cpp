@@ -141,7 +141,11 @@ void register_transcribe(CLI::App& app, GlobalOptions&) {
     cmd->add_flag_callback(
         "--no-condition-on-previous-text", [a] { a->options.condition_on_previous_text = false; },
         "Decode each window without the text before it");
-    cmd->add_option("--max-new-tokens", a->options.max_new_tokens, "Tokens per 30 s window")->default_val(224);
+    cmd->add_option("--max-new-tokens", a->options.max_new_tokens, "Tokens per 30 s window (Qwen3-ASR: per piece)")
+        ->default_val(224);
+    cmd->add_option("--min-new-tokens", a->options.min_new_tokens,
+                    "End-of-text suppressed until this many tokens per window or piece (as transformers' min_new_tokens)")
+        ->default_val(0);
     // OpenAI whisper's gate and fallback thresholds (its CLI's names, hyphenated).
     cmd->add_option("--no-speech-threshold", a->options.no_speech_threshold,
                     "A window is silent (no text) when the probability of <|nospeech|> exceeds "

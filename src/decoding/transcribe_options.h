@@ -28,6 +28,8 @@ struct TranscribeOptions {
     // (SpecialTokens::condition_on_previous_text).
     std::optional<bool> condition_on_previous_text;
     int max_new_tokens = 224;    // per window (half the decoder context, as OpenAI)
+    // End-of-text suppressed until this many tokens per window (transformers' min_new_tokens).
+    int min_new_tokens = 0;
     bool suppress_blank = true;  // no space or eot as the first token
     int repetition_cut = 4;      // cut a window's output looping >= N times (0 = keep all)
     uint64_t seed = 0;

@@ -32,6 +32,8 @@ std::string check_options(const AudioLanguageModel& m, const TranscribeOptions& 
     if (o.word_timestamps)
         throw Error(ErrorKind::InvalidArgument, "word timestamps are not available for this model (segments only)");
     if (o.max_new_tokens < 1) throw Error(ErrorKind::InvalidArgument, "max_new_tokens must be >= 1");
+    if (o.min_new_tokens < 0 || o.min_new_tokens > o.max_new_tokens)
+        throw Error(ErrorKind::InvalidArgument, "min_new_tokens must be between 0 and max_new_tokens");
     return o.language.empty() ? std::string() : m.language_code(o.language);
 }
 
@@ -65,6 +67,7 @@ std::vector<Piece> prepare(AudioLanguageModel& m, std::span<const float> pcm, co
         r.cache_key = hash_of(emb);
         r.spans.push_back({at, n, std::move(emb)});
         r.sampling.max_tokens = o.max_new_tokens;
+        r.sampling.min_tokens = std::min(o.min_new_tokens, o.max_new_tokens);
         r.sampling.temperature = o.temperatures.empty() ? 0.0f : o.temperatures.front();
         r.sampling.seed = o.seed;
         r.sampling.stop_ids = m.decoder().stop_ids();

@@ -164,7 +164,7 @@ void Session::start_attempt() {
     so.num_beams = so.temperature > 0.0f ? 1 : *o_.beam_size;
     so.length_penalty = o_.length_penalty;
     so.seed = o_.seed + attempt_;
-    so.processors = whisper_processors(model_, static_cast<int>(prompt_.size()), o_.timestamps, 0,
+    so.processors = whisper_processors(model_, static_cast<int>(prompt_.size()), o_.timestamps, o_.min_new_tokens,
                                        o_.suppress_blank);
     if (o_.timestamps)
         so.processors.push_back(std::make_shared<EndAtAudioEnd>(

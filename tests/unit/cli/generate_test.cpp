@@ -6,6 +6,7 @@
 
 #include "qwen3_fixture.h"
 #include "test_support.h"
+#include "text/tokenizer.h"
 
 namespace parlance::testing {
 namespace {
@@ -87,6 +88,18 @@ TEST(Generate, TranscribeRunsAQwen3AsrCheckpoint) {
     out = run_and_capture(base + " --beam-size 3 2>&1", &rc);
     EXPECT_NE(rc, 0);
     EXPECT_NE(out.find("greedily"), std::string::npos) << out;
+    // --min-new-tokens/--max-new-tokens as transformers' fixed-length greedy: the reference's ids.
+    const json c = qwen3_asr_reference("tiny")["cases"][0];
+    const int n = c["greedy_auto"]["max_new_tokens"];
+    out = run_and_capture(base + " --format json --max-new-tokens " + std::to_string(n) + " --min-new-tokens " +
+                              std::to_string(n) + " -o " + quoted((d / "fixed.json").string()),
+                          &rc);
+    ASSERT_EQ(rc, 0) << out;
+    const Tokenizer tok = Tokenizer::from_json_file(model / "tokenizer.json");
+    std::string text = tok.decode(c["greedy_auto"]["ids"].get<std::vector<int32_t>>(), /*skip_special=*/true);
+    text.erase(0, text.find_first_not_of(" \n"));
+    text.erase(text.find_last_not_of(" \n") + 1);
+    EXPECT_EQ(json::parse(read_file(d / "fixed.json"))["text"], text);
 }
 
 TEST(Generate, PromptFileAndSeededSamplingAsTheIssueSpellsThem) {

@@ -375,6 +375,20 @@ TEST(Serve, Qwen3AsrCheckpointServesTheSameApi) {
     for (int i = 0; i < 3; ++i)
         together.push_back(std::async(std::launch::async, [&] { return s.post("/v1/audio/transcriptions", form); }));
     for (auto& f : together) EXPECT_EQ(f.get(), alone);
+    // Streamed: the pieces' text as deltas, then the whole text.
+    const auto streamed = s.post("/v1/audio/transcriptions", kJfk + kFast + " -F stream=true");
+    ASSERT_EQ(streamed.first, 200) << streamed.second;
+    std::string deltas, done;
+    std::istringstream in(streamed.second);
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("data: ", 0) != 0) continue;
+        const json ev = json::parse(line.substr(6), nullptr, false);
+        if (ev.is_discarded()) continue;
+        if (ev["type"] == "transcript.text.delta") deltas += ev["delta"].get<std::string>();
+        if (ev["type"] == "transcript.text.done") done = ev["text"];
+    }
+    EXPECT_EQ(done, j["text"]);
+    EXPECT_NE(deltas.find(j["segments"][0]["text"].get<std::string>()), std::string::npos) << deltas;
     const auto forced = s.post("/v1/audio/transcriptions", kJfk + kFast + " -F language=fr -F response_format=verbose_json");
     ASSERT_EQ(forced.first, 200) << forced.second;
     EXPECT_EQ(json::parse(forced.second)["language"], "fr");
