@@ -40,14 +40,16 @@ std::vector<float> clip_samples(const json& c) {
     return out;
 }
 
-// max |a - b| / max |b|
-double rel_error(const std::vector<float>& a, const std::vector<double>& b) {
+// Relative L2 error ||a - b|| / ||b|| over the reference's elements (every stride-th of a): the
+// encoder metric of every architecture's parity (parlance parity's "encoder" row).
+double rel_error(const std::vector<float>& a, const std::vector<double>& b, size_t stride = 1) {
+    EXPECT_EQ((a.size() + stride - 1) / stride, b.size());
     double d = 0, m = 0;
-    for (size_t i = 0; i < b.size(); ++i) {
-        d = std::max(d, std::abs(a[i] - b[i]));
-        m = std::max(m, std::abs(b[i]));
+    for (size_t i = 0; i < b.size() && i * stride < a.size(); ++i) {
+        d += (a[i * stride] - b[i]) * (a[i * stride] - b[i]);
+        m += b[i] * b[i];
     }
-    return d / m;
+    return std::sqrt(d / m);
 }
 
 TEST(Qwen3AsrConfig, TokenCountsFollowTheConvolutions) {
@@ -95,6 +97,7 @@ TEST_P(Qwen3AsrAudio, FeaturesEncoderAndEmbeddingsMatchTransformers) {
     const LogMel mel(cfg.audio.num_mel_bins);
     const json ref = qwen3_asr_reference(GetParam());
     const int stride = ref["feature_stride"];
+    const size_t every = ref["array_stride"];
     for (const json& c : ref["cases"]) {
         SCOPED_TRACE(c["name"].get<std::string>());
         const qwen3_asr::Features f = qwen3_asr::compute_features(mel, clip_samples(c), cfg.audio.chunk_frames());
@@ -107,17 +110,19 @@ TEST_P(Qwen3AsrAudio, FeaturesEncoderAndEmbeddingsMatchTransformers) {
         EXPECT_LT(worst, 1e-4) << "features";
         if (std::getenv("PARLANCE_DEBUG_LOGITS")) std::fprintf(stderr, "features: max abs diff %.3g\n", worst);
 
-        // The encoder on transformers' own features would isolate it; ours are within 2e-4, and
-        // the comparison below is end to end (our features through our encoder).
+        // End to end: our features through our encoder. The random-weight encoder amplifies its
+        // input's noise (1e-5 of noise on these features moves its output by 2e-4 (tiny) to 6e-4
+        // (layout-0.6b) in relative L2, measured), so the residual below is the features'
+        // float32 noise, not the encoder's: transformers' own float32 run is 1e-6 from float64.
         std::vector<float> hidden;
         const std::vector<float> emb = enc.encode(f, &hidden);
         ASSERT_EQ(static_cast<int>(hidden.size()), c["audio_tokens"].get<int>() * cfg.audio.d_model);
-        EXPECT_LT(rel_error(hidden, c["encoder_f64"].get<std::vector<double>>()), 1e-3) << "encoder";
-        EXPECT_LT(rel_error(emb, c["audio_embeddings_f64"].get<std::vector<double>>()), 1e-3) << "embeddings";
+        EXPECT_LT(rel_error(hidden, c["encoder_f64"].get<std::vector<double>>(), every), 1e-3) << "encoder";
+        EXPECT_LT(rel_error(emb, c["audio_embeddings_f64"].get<std::vector<double>>(), every), 1e-3) << "embeddings";
         if (std::getenv("PARLANCE_DEBUG_LOGITS"))
             std::fprintf(stderr, "%s: encoder %.3g, embeddings %.3g\n", c["name"].get<std::string>().c_str(),
-                         rel_error(hidden, c["encoder_f64"].get<std::vector<double>>()),
-                         rel_error(emb, c["audio_embeddings_f64"].get<std::vector<double>>()));
+                         rel_error(hidden, c["encoder_f64"].get<std::vector<double>>(), every),
+                         rel_error(emb, c["audio_embeddings_f64"].get<std::vector<double>>(), every));
     }
 }
 
