@@ -62,7 +62,8 @@ TEST(Qwen3AsrConfig, TokenCountsFollowTheConvolutions) {
     EXPECT_EQ(c.audio.clip_tokens(1100), 143);  // 11 full chunks
     EXPECT_EQ(c.audio.clip_tokens(237), 31);    // 2 full + 37 frames
     EXPECT_EQ(c.audio.conv_freq(), 16);
-    for (const json& cs : qwen3_asr_reference("tiny")["cases"])
+    const json ref = qwen3_asr_reference("tiny");  // a named copy: the loop must not outlive it
+    for (const json& cs : ref["cases"])
         EXPECT_EQ(c.audio.clip_tokens(cs["valid_frames"]), cs["audio_tokens"]) << cs["name"];
 }
 
