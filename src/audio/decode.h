@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -14,6 +15,14 @@ struct DecodeOptions {
     // Longest accepted duration in seconds. Decoding stops with Error(TooLarge) as soon as the decoded
     // audio passes this, so a huge file costs at most this much work and memory.
     double max_seconds = 3.0 * 3600.0;
+    // Called once the container is read and before any audio is decoded, with the duration the
+    // file declares in seconds, or -1 when it declares none that can be trusted (none at all, or
+    // one FFmpeg estimated from the bit rate). A declared duration over max_seconds is refused
+    // before this, without decoding. May throw to refuse the file (a caller's memory budget).
+    std::function<void(double declared_seconds)> on_start;
+    // Called as the output grows (about every second of audio) with the samples decoded so far;
+    // may throw to stop decoding (a cancelled request, a memory budget).
+    std::function<void(size_t samples)> on_progress;
 };
 
 // Decodes a complete audio file held in memory: wav, flac, mp3/mpga, mp4/m4a (AAC), ogg (vorbis,
@@ -22,7 +31,10 @@ struct DecodeOptions {
 // to [-1, 1]; non-finite samples (possible in float sources) become 0.
 // Throws Error(InvalidAudio) for empty input, unrecognised bytes, no audio stream, sample rates
 // outside [1000, 768000] Hz, channel counts outside [1, 64], or input that decodes to no samples.
-// Throws Error(TooLarge) when the audio is longer than opts.max_seconds.
+// Throws Error(TooLarge) when the audio is longer than opts.max_seconds: before decoding when the
+// container declares such a duration, else the moment the decoded audio passes the limit.
+// Memory: the output is reserved once (the declared duration, else the limit) and filled in place,
+// so the peak is the decoded PCM itself plus FFmpeg's bounded state, never a second copy.
 // A truncated or partly corrupt file that still yields audio returns what decoded (packets that fail
 // to decode are skipped; reading stops at the first demuxer error). Only the given bytes are read:
 // demuxers that would open other files or URLs (playlists, concat) are not allowed.

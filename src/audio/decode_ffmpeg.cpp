@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 extern "C" {
 #include <libavcodec/avcodec.h>
@@ -72,9 +73,12 @@ int64_t seek(void* opaque, int64_t offset, int whence) {
     whence &= ~AVSEEK_FORCE;
     if (whence == AVSEEK_SIZE) return r->size;
     int64_t base = 0;
-    if (whence == SEEK_CUR) base = r->pos;
-    else if (whence == SEEK_END) base = r->size;
-    else if (whence != SEEK_SET) return AVERROR(EINVAL);
+    if (whence == SEEK_CUR)
+        base = r->pos;
+    else if (whence == SEEK_END)
+        base = r->size;
+    else if (whence != SEEK_SET)
+        return AVERROR(EINVAL);
     const int64_t target = base + offset;
     if (target < 0 || target > r->size) return AVERROR(EINVAL);
     r->pos = target;
@@ -82,7 +86,9 @@ int64_t seek(void* opaque, int64_t offset, int whence) {
 }
 
 // Refuses every attempt of a demuxer to open another resource (nested files, URLs).
-int refuse_io_open(AVFormatContext*, AVIOContext**, const char*, int, AVDictionary**) { return AVERROR(EPERM); }
+int refuse_io_open(AVFormatContext*, AVIOContext**, const char*, int, AVDictionary**) {
+    return AVERROR(EPERM);
+}
 
 struct IoDeleter {
     void operator()(AVIOContext* io) const {
@@ -125,8 +131,14 @@ SwrPtr make_swr(const AVChannelLayout& in_layout, AVSampleFormat in_fmt, int in_
     av_channel_layout_uninit(&in);
     SwrPtr swr(raw);
     if (rc < 0 || !swr) throw Error(ErrorKind::InvalidAudio, "cannot set up resampling: " + av_error_text(rc));
-    // Normalise the downmix matrix so each output is a weighted average (stereo -> (L + R) / 2).
-    av_opt_set_double(swr.get(), "rematrix_maxval", 1.0, 0);
+    // The downmix is the plain channel average, set as the matrix itself: swresample's own
+    // matrices need a known layout, and files with 9..64 unnamed channels have none.
+    const int channels = in_layout.nb_channels;
+    if (channels > 1) {
+        std::vector<double> average(static_cast<size_t>(channels), 1.0 / channels);
+        rc = swr_set_matrix(swr.get(), average.data(), channels);
+        if (rc < 0) throw Error(ErrorKind::InvalidAudio, "cannot set up the downmix: " + av_error_text(rc));
+    }
     rc = swr_init(swr.get());
     if (rc < 0) throw Error(ErrorKind::InvalidAudio, "cannot set up resampling: " + av_error_text(rc));
     return swr;
@@ -151,12 +163,22 @@ void convert_append(SwrContext* swr, const uint8_t** in, int in_samples, std::ve
     }
 }
 
-bool same_layout(const AVChannelLayout& a, const AVChannelLayout& b) { return av_channel_layout_compare(&a, &b) == 0; }
+bool same_layout(const AVChannelLayout& a, const AVChannelLayout& b) {
+    return av_channel_layout_compare(&a, &b) == 0;
+}
 
 // Decoded frames -> mono float at the output rate, enforcing the duration limit as frames arrive.
 class FrameSink {
 public:
-    FrameSink(const DecodeOptions& opts) : opts_(opts) {}
+    // expected_samples: what the output will hold (from the declared duration or the limit); the
+    // buffer is reserved once at that size. Untouched capacity costs address space, not memory.
+    FrameSink(const DecodeOptions& opts, size_t expected_samples) : opts_(opts) {
+        try {
+            pcm_.reserve(expected_samples);
+        } catch (const std::bad_alloc&) {
+            // No room for the address range: grow as we go.
+        }
+    }
     ~FrameSink() { av_channel_layout_uninit(&layout_); }
 
     void add(const AVFrame* frame) {
@@ -169,7 +191,9 @@ public:
         if (frame->nb_samples <= 0) return;
         seconds_ += static_cast<double>(frame->nb_samples) / frame->sample_rate;
         if (seconds_ > opts_.max_seconds) {
-            throw Error(ErrorKind::TooLarge, "audio is longer than the limit of " + std::to_string(opts_.max_seconds) + " s");
+            throw Error(ErrorKind::TooLarge, "the audio is longer than the limit of " +
+                                                 std::to_string(static_cast<long long>(opts_.max_seconds)) +
+                                                 " s (decoding stopped there)");
         }
         const auto fmt = static_cast<AVSampleFormat>(frame->format);
         if (!swr_ || fmt != fmt_ || frame->sample_rate != rate_ || !same_layout(frame->ch_layout, layout_)) {
@@ -185,6 +209,10 @@ public:
         }
         auto** in = const_cast<const uint8_t**>(frame->extended_data);
         convert_append(swr_.get(), in, frame->nb_samples, &pcm_);
+        if (opts_.on_progress && pcm_.size() >= reported_ + static_cast<size_t>(opts_.sample_rate)) {
+            reported_ = pcm_.size();
+            opts_.on_progress(pcm_.size());
+        }
     }
 
     void finish() {
@@ -201,8 +229,20 @@ private:
     int rate_ = 0;
     AVChannelLayout layout_ = {};
     double seconds_ = 0.0;
+    size_t reported_ = 0;
     std::vector<float> pcm_;
 };
+
+// The duration the container declares for the stream in seconds, or -1 when it declares none or
+// only one FFmpeg estimated from the bit rate (wrong for VBR files; such files are bounded while
+// they decode instead).
+double declared_seconds(const AVFormatContext& fmt, const AVStream& stream) {
+    if (fmt.duration_estimation_method == AVFMT_DURATION_FROM_BITRATE) return -1.0;
+    if (stream.duration != AV_NOPTS_VALUE && stream.duration > 0 && stream.time_base.den > 0)
+        return static_cast<double>(stream.duration) * av_q2d(stream.time_base);
+    if (fmt.duration != AV_NOPTS_VALUE && fmt.duration > 0) return static_cast<double>(fmt.duration) / AV_TIME_BASE;
+    return -1.0;
+}
 
 }  // namespace
 
@@ -255,6 +295,21 @@ std::vector<float> decode_audio(std::span<const uint8_t> bytes, const DecodeOpti
                                                  std::to_string(kMaxChannels) + ")");
     }
     check_rate(par->sample_rate, "audio sample rate", ErrorKind::InvalidAudio);
+    // A declared duration over the limit is refused here, before a single packet is decoded (a
+    // 3 MB FLAC of hours of silence used to be decoded up to the limit first). Half a second of
+    // tolerance for containers that round their duration up.
+    const double declared = declared_seconds(*fmt, *fmt->streams[stream_index]);
+    if (declared > opts.max_seconds + 0.5) {
+        throw Error(ErrorKind::TooLarge, "the file declares " + std::to_string(static_cast<long long>(declared)) +
+                                             " s of audio, longer than the limit of " +
+                                             std::to_string(static_cast<long long>(opts.max_seconds)) + " s");
+    }
+    if (opts.on_start) opts.on_start(declared);
+    const double limit_samples = opts.max_seconds * opts.sample_rate;
+    const double expected =
+        declared > 0 ? std::min(limit_samples, declared * 1.02 * opts.sample_rate + opts.sample_rate) : limit_samples;
+    // The limit plus the resampler's last output, so the buffer never moves while within the limit.
+    const size_t reserve = static_cast<size_t>(std::min(expected, 4.0e9)) + 4096;
 
     std::unique_ptr<AVCodecContext, CodecDeleter> dec(avcodec_alloc_context3(codec));
     if (!dec) throw Error(ErrorKind::Internal, "out of memory (codec context)");
@@ -267,7 +322,7 @@ std::vector<float> decode_audio(std::span<const uint8_t> bytes, const DecodeOpti
     std::unique_ptr<AVPacket, PacketDeleter> packet(av_packet_alloc());
     std::unique_ptr<AVFrame, FrameDeleter> frame(av_frame_alloc());
     if (!packet || !frame) throw Error(ErrorKind::Internal, "out of memory (packet/frame)");
-    FrameSink sink(opts);
+    FrameSink sink(opts, reserve);
     auto drain = [&] {
         for (;;) {
             const int r = avcodec_receive_frame(dec.get(), frame.get());
@@ -288,7 +343,8 @@ std::vector<float> decode_audio(std::span<const uint8_t> bytes, const DecodeOpti
     std::vector<float>& pcm = sink.pcm();
     if (pcm.empty()) throw Error(ErrorKind::InvalidAudio, "no audio samples could be decoded");
     if (static_cast<double>(pcm.size()) > opts.max_seconds * opts.sample_rate + 1.0) {
-        throw Error(ErrorKind::TooLarge, "audio is longer than the limit of " + std::to_string(opts.max_seconds) + " s");
+        throw Error(ErrorKind::TooLarge, "the audio is longer than the limit of " +
+                                             std::to_string(static_cast<long long>(opts.max_seconds)) + " s");
     }
     // Float sources (float WAV, some decoders) can carry NaN/Inf or overshoot: keep the contract.
     for (float& v : pcm) v = std::isfinite(v) ? std::clamp(v, -1.0f, 1.0f) : 0.0f;
@@ -315,7 +371,9 @@ void Resampler::push(std::span<const float> pcm, std::vector<float>* out) {
     convert_append(impl_->swr.get(), &src, static_cast<int>(pcm.size()), out);
 }
 
-void Resampler::flush(std::vector<float>* out) { convert_append(impl_->swr.get(), nullptr, 0, out); }
+void Resampler::flush(std::vector<float>* out) {
+    convert_append(impl_->swr.get(), nullptr, 0, out);
+}
 
 std::vector<float> resample(std::span<const float> pcm, int from_rate, int to_rate) {
     check_rate(from_rate, "resampler input rate", ErrorKind::InvalidArgument);

@@ -21,14 +21,19 @@ using audio_detail::check_rate;
 
 constexpr const char* kNoFfmpeg = "this build has no FFmpeg (PARLANCE_FFMPEG=OFF)";
 
-uint32_t le32(const uint8_t* p) { return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24); }
-uint16_t le16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+uint32_t le32(const uint8_t* p) {
+    return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+uint16_t le16(const uint8_t* p) {
+    return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
 
 // Throws Error(Unsupported) for input this build cannot decode but an FFmpeg build could: anything
 // that is not RIFF/WAVE, and WAVs whose fmt chunk names another sample format than 16-bit integer.
 // Malformed WAVs are left to read_wav, which reports them as InvalidAudio.
 void require_pcm16_wav(std::span<const uint8_t> bytes) {
-    if (bytes.size() < 12 || std::memcmp(bytes.data(), "RIFF", 4) != 0 || std::memcmp(bytes.data() + 8, "WAVE", 4) != 0) {
+    if (bytes.size() < 12 || std::memcmp(bytes.data(), "RIFF", 4) != 0 ||
+        std::memcmp(bytes.data() + 8, "WAVE", 4) != 0) {
         throw Error(ErrorKind::Unsupported, std::string(kNoFfmpeg) + ": only 16-bit PCM WAV audio is accepted");
     }
     size_t pos = 12;
@@ -43,7 +48,8 @@ void require_pcm16_wav(std::span<const uint8_t> bytes) {
             if (tag == 0xFFFE && size >= 40 && bytes.size() - body >= 40) tag = le16(f + 24);
             const int bits = le16(f + 14);
             if (tag != 1 || bits != 16) {
-                throw Error(ErrorKind::Unsupported, std::string(kNoFfmpeg) + ": only 16-bit PCM WAV is accepted (format tag " +
+                throw Error(ErrorKind::Unsupported, std::string(kNoFfmpeg) +
+                                                        ": only 16-bit PCM WAV is accepted (format tag " +
                                                         std::to_string(tag) + ", " + std::to_string(bits) + " bits)");
             }
             return;
@@ -65,16 +71,20 @@ std::vector<float> decode_audio(std::span<const uint8_t> bytes, const DecodeOpti
     const size_t frames = wav.samples.size() / channels;
     if (frames == 0) throw Error(ErrorKind::InvalidAudio, "no audio samples could be decoded");
     if (static_cast<double>(frames) / wav.sample_rate > opts.max_seconds) {
-        throw Error(ErrorKind::TooLarge, "audio is longer than the limit of " + std::to_string(opts.max_seconds) + " s");
+        throw Error(ErrorKind::TooLarge, "the audio is longer than the limit of " +
+                                             std::to_string(static_cast<long long>(opts.max_seconds)) + " s");
     }
+    if (opts.on_start) opts.on_start(static_cast<double>(frames) / wav.sample_rate);
     std::vector<float> mono(frames);
     for (size_t i = 0; i < frames; ++i) {
         float sum = 0.0f;
         for (size_t c = 0; c < channels; ++c) sum += wav.samples[i * channels + c];
         mono[i] = std::clamp(sum / static_cast<float>(channels), -1.0f, 1.0f);
     }
-    if (wav.sample_rate == opts.sample_rate) return mono;
-    return resample(mono, wav.sample_rate, opts.sample_rate);
+    std::vector<float> out =
+        wav.sample_rate == opts.sample_rate ? std::move(mono) : resample(mono, wav.sample_rate, opts.sample_rate);
+    if (opts.on_progress) opts.on_progress(out.size());
+    return out;
 }
 
 struct Resampler::Impl {};
@@ -90,7 +100,9 @@ Resampler::Resampler(int from_rate, int to_rate) {
 
 Resampler::~Resampler() = default;
 
-void Resampler::push(std::span<const float> pcm, std::vector<float>* out) { out->insert(out->end(), pcm.begin(), pcm.end()); }
+void Resampler::push(std::span<const float> pcm, std::vector<float>* out) {
+    out->insert(out->end(), pcm.begin(), pcm.end());
+}
 
 void Resampler::flush(std::vector<float>*) {}
 

@@ -24,8 +24,9 @@ struct ServeArgs {
     std::string quantize;
     double max_upload_mb = 25;
     int max_new_tokens = 224;
-    int cache_slots = 0;  // 0: from the model's default beam size (run)
+    int cache_slots = 0;     // 0: from the model's default beam size (run)
     double kv_cache_mb = 0;  // 0: what the slots can hold
+    double audio_memory_mb = 2048;
 };
 
 void run(ServeArgs& a, GlobalOptions& globals) {
@@ -34,6 +35,13 @@ void run(ServeArgs& a, GlobalOptions& globals) {
     if (a.server.api_key.empty())
         if (const char* k = std::getenv("PARLANCE_API_KEY")) a.server.api_key = k;
     a.server.max_upload_bytes = static_cast<size_t>(a.max_upload_mb * 1024 * 1024);
+    if (!(a.audio_memory_mb > 0)) throw Error(ErrorKind::InvalidArgument, "--audio-memory-mb must be > 0");
+    a.server.audio_memory_bytes = static_cast<size_t>(a.audio_memory_mb * 1024 * 1024);
+    for (auto [name, v] : {std::pair{"--header-timeout", a.server.header_timeout_seconds},
+                           std::pair{"--body-timeout", a.server.body_timeout_seconds}})
+        if (!(v > 0)) throw Error(ErrorKind::InvalidArgument, std::string(name) + " must be > 0 seconds");
+    if (!(a.server.shutdown_grace_seconds >= 0))
+        throw Error(ErrorKind::InvalidArgument, "--shutdown-grace must be >= 0 seconds");
     // Signals are taken by wait_for_signal; block them in every thread we start.
     sigset_t set;
     sigemptyset(&set);
@@ -71,10 +79,9 @@ void run(ServeArgs& a, GlobalOptions& globals) {
                         " needs " + std::to_string(beams));
     const std::string description = model->description();
     http.set_engine(engine.get(), description);
-    log.info("ready: ", description, " loaded in ", seconds(model->load_seconds()), " on ",
-             backend.device_name(), ", ", backend.threads(), " threads; model id '",
-             a.server.model_id, "'; beam size ", beams, ", ", a.engine.cache_slots, " cache slots, ",
-             engine->stats().kv_capacity_bytes >> 20, " MiB KV cache");
+    log.info("ready: ", description, " loaded in ", seconds(model->load_seconds()), " on ", backend.device_name(), ", ",
+             backend.threads(), " threads; model id '", a.server.model_id, "'; beam size ", beams, ", ",
+             a.engine.cache_slots, " cache slots, ", engine->stats().kv_capacity_bytes >> 20, " MiB KV cache");
     http.wait_for_signal();
     engine->shutdown(true);
     log.info("stopped");
@@ -85,15 +92,38 @@ void run(ServeArgs& a, GlobalOptions& globals) {
 void register_serve(CLI::App& app, GlobalOptions& globals) {
     auto a = std::make_shared<ServeArgs>();
     auto* cmd = app.add_subcommand("serve", "Serve the OpenAI-compatible API (transcriptions, translations)");
-    cmd->add_option("-m,--model", a->model, "Whisper model: HF snapshot directory or whisper.cpp .bin (default: $PARLANCE_MODEL, "
+    cmd->add_option("-m,--model", a->model,
+                    "Whisper model: HF snapshot directory or whisper.cpp .bin (default: $PARLANCE_MODEL, "
                     "else the bundled default models/parlance-synth-en when it is there)");
     cmd->add_option("--host", a->server.host, "Address to listen on")->default_val("127.0.0.1");
     cmd->add_option("--port", a->server.port, "Port (0 = any free port)")->default_val(8000);
-    cmd->add_option("--api-key", a->server.api_key, "Require 'Authorization: Bearer KEY' (or PARLANCE_API_KEY)");
+    cmd->add_option("--api-key", a->server.api_key,
+                    "Require 'Authorization: Bearer KEY' (or PARLANCE_API_KEY) on /v1/* and /metrics; / (the web "
+                    "page, which asks for the key) and /health stay open");
+    cmd->add_flag("--metrics-public", a->server.metrics_public,
+                  "Serve /metrics without the key (for a Prometheus on a trusted network)");
     cmd->add_option("--model-id", a->server.model_id, "The model name clients send (whisper-1 is also accepted)")
         ->default_val("whisper");
     cmd->add_option("--max-upload-mb", a->max_upload_mb, "Largest upload")->default_val(25);
-    cmd->add_option("--max-audio-seconds", a->server.max_audio_seconds, "Longest audio accepted")->default_val(10800);
+    cmd->add_option("--max-audio-seconds", a->server.max_audio_seconds,
+                    "Longest audio accepted: a file that declares more is refused before decoding, one that "
+                    "does not is stopped when it passes the limit")
+        ->default_val(10800);
+    cmd->add_option("--audio-memory-mb", a->audio_memory_mb,
+                    "Decoded audio all requests hold at once (16 kHz float, 3.7 MiB a minute); a request waits "
+                    "for room. Must hold one request at --max-audio-seconds")
+        ->default_val(2048);
+    cmd->add_option("--header-timeout", a->server.header_timeout_seconds,
+                    "Seconds for a request's line and headers, and for an idle keep-alive connection (then 408 "
+                    "or close)")
+        ->default_val(15);
+    cmd->add_option("--body-timeout", a->server.body_timeout_seconds,
+                    "Seconds for a request's body once its headers are in (then 408)")
+        ->default_val(120);
+    cmd->add_option("--shutdown-grace", a->server.shutdown_grace_seconds,
+                    "On SIGTERM/SIGINT, seconds in-flight requests may finish; then they are cancelled (503 "
+                    "shutting_down) and the server exits. A second signal exits at once")
+        ->default_val(30);
     cmd->add_option("--max-queue", a->engine.max_queue, "Requests waiting beyond the active ones (then 429)")
         ->default_val(32);
     cmd->add_option("--cache-slots", a->cache_slots,
@@ -103,10 +133,8 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "Byte cap of the decoder's paged KV cache in MiB; a request waits until its beams' worst "
                     "case (a full context each) fits. Default or 0: what the cache slots can use at once. "
                     "Occupancy, prefix hits and evictions are in /metrics (parlance_kv_cache_*)");
-    cmd->add_option("--max-new-tokens", a->max_new_tokens, "Decoded tokens per 30 s window (cap)")
-        ->default_val(224);
-    cmd->add_option("--encode-batch", a->engine.max_encode_batch, "30 s windows encoded in one graph")
-        ->default_val(4);
+    cmd->add_option("--max-new-tokens", a->max_new_tokens, "Decoded tokens per 30 s window (cap)")->default_val(224);
+    cmd->add_option("--encode-batch", a->engine.max_encode_batch, "30 s windows encoded in one graph")->default_val(4);
     cmd->add_option("--timeout", a->engine.request_timeout_seconds, "Per-request time limit in seconds (0 = none)")
         ->default_val(600);
     cmd->add_option("-t,--threads", a->threads, "CPU threads for compute (0 = all, up to 8)");

@@ -156,6 +156,9 @@ public:
         return stats_;
     }
     int max_beams() const override { return 1; }
+    void check_language(const std::string& language) const override {
+        if (!language.empty()) model_.language_code(language);
+    }
 
     void shutdown(bool drain) override {
         {

@@ -75,6 +75,10 @@ public:
     virtual EngineStats stats() const = 0;
     // The largest beam size a request can have.
     virtual int max_beams() const = 0;
+    // Throws Error(InvalidArgument) when the model cannot transcribe this language (a code or a
+    // name, as requests give it; "" = detect is always accepted). Servers call it before queueing
+    // a request, so the client's 400 names the field.
+    virtual void check_language(const std::string& language) const = 0;
     // Stops accepting; with drain, finishes queued and active requests first; then joins.
     virtual void shutdown(bool drain) = 0;
 };

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -12,16 +13,23 @@ namespace parlance::server {
 
 class ApiError : public std::runtime_error {
 public:
-    ApiError(int status, std::string message, std::string param = "", std::string code = "",
-             std::string type = "")
-        : std::runtime_error(message), status(status), param(std::move(param)), code(std::move(code)),
+    ApiError(int status, std::string message, std::string param = "", std::string code = "", std::string type = "")
+        : std::runtime_error(message),
+          status(status),
+          param(std::move(param)),
+          code(std::move(code)),
           type(type.empty() ? default_type(status) : std::move(type)) {}
     int status;
     std::string param;
     std::string code;
     std::string type;
 
-    std::string body() const;  // the JSON error object
+    // The JSON error object. The message is cut at 1,000 bytes and the param at 100: whatever a
+    // handler put in, an error never echoes a client's input at length.
+    std::string body() const;
+    // A client-supplied value for an error message: single-quoted, at most 100 bytes of it (cut
+    // at a UTF-8 character boundary), with its length when it was cut.
+    static std::string quote(std::string_view value);
     static std::string default_type(int status);
     // Maps an internal error (invalid audio -> 400, too large -> 413, overloaded -> 429, ...).
     static ApiError from(const Error& e, const std::string& param = "");

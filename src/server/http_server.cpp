@@ -2,11 +2,14 @@
 #include "server/http_server.h"
 
 #include <array>
-#include <condition_variable>
-#include <cstring>
+#include <cmath>
 #include <csignal>
+#include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
+#include <set>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -17,7 +20,10 @@
 
 #include "audio/decode.h"
 #include "server/api_error.h"
+#include "server/audio_budget.h"
+#include "server/auth.h"
 #include "server/multipart.h"
+#include "server/routes.h"
 #include "server/transcription_form.h"
 #include "server/web_page.h"
 
@@ -29,6 +35,16 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
+namespace {
+std::chrono::milliseconds millis(double seconds) {
+    return std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, seconds) * 1000.0));
+}
+// Bytes of decoded audio (16 kHz mono float) for a duration.
+size_t pcm_bytes(double seconds) {
+    return static_cast<size_t>(std::ceil(seconds * 16000.0)) * sizeof(float);
+}
+}  // namespace
+
 struct HttpServer::Impl {
     ServerOptions options;
     Logger& log;
@@ -37,14 +53,36 @@ struct HttpServer::Impl {
     std::vector<std::thread> io_threads;
     asio::thread_pool workers;
     Metrics metrics;
+    AudioBudget audio_budget;
     std::atomic<SpeechEngine*> engine{nullptr};
     std::string model_description;
     Clock::time_point started = Clock::now();
     std::atomic<int> in_flight{0};
     std::atomic<bool> stopping{false};
+    // Set when the shutdown grace ran out: cancelled requests then say so to their clients.
+    std::atomic<bool> grace_over{false};
+    // The cancellation flags of the requests in flight, for the end of the grace period.
+    std::mutex active_mutex;
+    std::set<std::shared_ptr<std::atomic<bool>>> active;
 
-    Impl(const ServerOptions& o, Logger& l) : options(o), log(l), workers(std::max(1, o.worker_threads)) {}
+    Impl(const ServerOptions& o, Logger& l)
+        : options(o), log(l), workers(std::max(1, o.worker_threads)), audio_budget(o.audio_memory_bytes) {}
     void accept();
+
+    void track(const std::shared_ptr<std::atomic<bool>>& flag) {
+        std::lock_guard<std::mutex> lock(active_mutex);
+        active.insert(flag);
+        if (grace_over.load()) flag->store(true);
+    }
+    void untrack(const std::shared_ptr<std::atomic<bool>>& flag) {
+        std::lock_guard<std::mutex> lock(active_mutex);
+        active.erase(flag);
+    }
+    void cancel_all() {
+        std::lock_guard<std::mutex> lock(active_mutex);
+        grace_over.store(true);
+        for (const auto& f : active) f->store(true);
+    }
 };
 
 namespace {
@@ -52,55 +90,72 @@ namespace {
 class Connection : public std::enable_shared_from_this<Connection> {
 public:
     Connection(tcp::socket socket, HttpServer::Impl& server)
-        : stream_(std::move(socket)), server_(server) {}
+        : stream_(std::move(socket)),
+          server_(server),
+          read_timer_(stream_.get_executor()),
+          probe_timer_(stream_.get_executor()) {}
 
     void start() { read_request(); }
 
 private:
     using Response = http::response<http::string_body>;
+    // One queued write; `then` runs on the strand once it is on the wire.
+    struct Write {
+        std::string bytes;
+        std::function<void()> then;
+    };
 
+    // --- Reading a request: the head within the header timeout, the body within the body timeout.
     void read_request() {
         parser_.emplace();
         parser_->body_limit(server_.options.max_upload_bytes + (1u << 20));
-        parser_->header_limit(64 * 1024);
-        stream_.expires_after(std::chrono::seconds(120));
-        http::async_read_header(stream_, buffer_, *parser_,
+        parser_->header_limit(kMaxHeaderBytes);
+        arm_read_deadline(server_.options.header_timeout_seconds);
+        http::async_read_header(stream_.socket(), buffer_, *parser_,
                                 beast::bind_front_handler(&Connection::on_header, shared_from_this()));
     }
 
-    // Answers "Expect: 100-continue" (curl sends it for uploads and would otherwise wait a
-    // second), then reads the body.
+    // Our own timer rather than the stream's: when it fires the socket stays open, so a client
+    // that was sending gets its 408 before the connection closes.
+    void arm_read_deadline(double seconds) {
+        timed_out_ = false;
+        read_timer_.expires_after(millis(seconds));
+        read_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+            if (ec) return;  // cancelled: the read finished in time
+            self->timed_out_ = true;
+            beast::error_code ignored;
+            self->stream_.socket().cancel(ignored);
+        });
+    }
+
     void on_header(beast::error_code ec, size_t) {
-        if (ec) return on_read(ec, 0);
+        if (ec) return on_read_error(ec);
+        auto& req = parser_->get();
+        // What Beast accepts but HTTP/1.1 does not (or we bound tighter).
+        if (req.target().size() > kMaxTargetBytes)
+            return protocol_error(
+                414, "the request target is longer than " + std::to_string(kMaxTargetBytes) + " bytes", "uri_too_long");
+        if (std::distance(req.begin(), req.end()) > kMaxHeaderFields)
+            return protocol_error(431, "more than " + std::to_string(kMaxHeaderFields) + " header fields",
+                                  "header_fields_too_large");
+        if (req.version() >= 11 && req.find(http::field::host) == req.end())
+            return protocol_error(400, "an HTTP/1.1 request needs a Host header", "bad_request");
+        arm_read_deadline(server_.options.body_timeout_seconds);
         auto read_body = [self = shared_from_this()] {
-            http::async_read(self->stream_, self->buffer_, *self->parser_,
+            http::async_read(self->stream_.socket(), self->buffer_, *self->parser_,
                              beast::bind_front_handler(&Connection::on_read, self));
         };
-        if (parser_->get()[http::field::expect] == "100-continue" && !parser_->is_done()) {
-            auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
-            http::async_write(stream_, *cont, [self = shared_from_this(), cont, read_body](beast::error_code e, size_t) {
-                if (e) return self->close();
-                read_body();
-            });
-            return;
-        }
+        // "Expect: 100-continue" (curl sends it for uploads and would otherwise wait a second).
+        if (req[http::field::expect] == "100-continue" && !parser_->is_done())
+            return push_write({"HTTP/1.1 100 Continue\r\n\r\n", read_body});
         read_body();
     }
 
     void on_read(beast::error_code ec, size_t) {
-        if (ec == http::error::end_of_stream || ec == asio::error::eof) return close();
-        if (ec == http::error::body_limit) {
-            started_ = Clock::now();
-            route_ = "upload";
-            return send_error(ApiError(413, "the upload is larger than " +
-                                                std::to_string(server_.options.max_upload_bytes >> 20) + " MB",
-                                       "file", "too_large"),
-                              false);
-        }
-        if (ec) return close();
+        if (ec) return on_read_error(ec);
+        read_timer_.cancel();
         request_ = parser_->release();
         started_ = Clock::now();
-        stream_.expires_never();
         try {
             dispatch();
         } catch (const ApiError& e) {
@@ -112,132 +167,197 @@ private:
         }
     }
 
+    // A request that could not be read: a timeout, a limit, a malformed head or body, or a
+    // client that went away. Whatever can be answered is answered, then the connection closes.
+    void on_read_error(beast::error_code ec) {
+        read_timer_.cancel();
+        const bool partial = parser_ && parser_->got_some();
+        if (timed_out_) {
+            if (!partial) return close();  // an idle keep-alive connection: nothing to answer
+            return protocol_error(408, "the request was not received in time (--header-timeout, --body-timeout)",
+                                  "request_timeout");
+        }
+        if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == http::error::partial_message ||
+            ec == asio::error::operation_aborted)
+            return close();
+        if (ec == http::error::body_limit)
+            return protocol_error(
+                413, "the upload is larger than " + std::to_string(server_.options.max_upload_bytes >> 20) + " MB",
+                "too_large", "file");
+        if (ec == http::error::header_limit) {
+            // Too long before the end of the request line (Beast has not parsed a target yet), or
+            // in the fields after it.
+            if (parser_->get().target().empty())
+                return protocol_error(414,
+                                      "the request line is longer than " + std::to_string(kMaxTargetBytes) + " bytes",
+                                      "uri_too_long");
+            return protocol_error(
+                431, "the request's header fields are larger than " + std::to_string(kMaxHeaderBytes >> 10) + " KiB",
+                "header_fields_too_large");
+        }
+        if (ec.category() == http::make_error_code(http::error::bad_method).category())
+            return protocol_error(400, "malformed HTTP request: " + ec.message(), "bad_request");
+        close();  // reset or other socket errors: nobody to answer
+    }
+
+    void protocol_error(int status, const std::string& message, const std::string& code,
+                        const std::string& param = "") {
+        read_timer_.cancel();
+        request_ = {};
+        request_.version(11);
+        request_.keep_alive(false);
+        started_ = Clock::now();
+        route_ = {RouteId::Unknown, "other", false};
+        send_error(ApiError(status, message, param, code), false);
+    }
+
     void dispatch() {
-        std::string target(request_.target());
-        std::string path = target.substr(0, target.find('?'));
+        const std::string target(request_.target());
+        const std::string path = target.substr(0, target.find('?'));
         const auto method = request_.method();
+        route_ = find_route(path, server_.options.metrics_public);
         auto only = [&](http::verb v) {
             if (method != v)
-                throw ApiError(405, "method " + std::string(request_.method_string()) + " is not allowed on " + path,
+                throw ApiError(405,
+                               "method " + ApiError::quote(request_.method_string()) + " is not allowed on " +
+                                   std::string(route_.label),
                                "", "method_not_allowed");
         };
-        route_ = path;
-        if (path == "/health") {
-            only(http::verb::get);
-            if (!server_.engine.load()) return send_json(503, {{"status", "loading"}});
-            return send_json(200, {{"status", "ok"}});
-        }
-        if (path == "/" || path == "/index.html") {
-            only(http::verb::get);
-            return send(200, "text/html; charset=utf-8", web_page_html());
-        }
-        if (path == "/metrics") {
-            only(http::verb::get);
-            SpeechEngine* e = server_.engine.load();
-            EngineStats s;
-            if (e) s = e->stats();
-            return send(200, "text/plain; version=0.0.4",
-                        server_.metrics.render(e ? &s : nullptr, uptime()));
-        }
-        // Everything under /v1 needs the API key when one is set.
-        if (path.rfind("/v1/", 0) == 0 && !server_.options.api_key.empty()) {
-            auto auth = request_[http::field::authorization];
-            if (auth != "Bearer " + server_.options.api_key)
+        if (route_.needs_key && !server_.options.api_key.empty()) {
+            const auto auth = request_[http::field::authorization];
+            if (!bearer_matches(auth, server_.options.api_key))
                 throw ApiError(401, auth.empty() ? "missing API key (Authorization: Bearer ...)" : "invalid API key",
                                "", "invalid_api_key");
         }
-        if (path == "/v1/models") {
-            only(http::verb::get);
-            return send_json(200, {{"object", "list"}, {"data", nlohmann::json::array({model_object()})}});
-        }
-        if (path.rfind("/v1/models/", 0) == 0) {
-            only(http::verb::get);
-            std::string id = path.substr(11);
-            if (id != server_.options.model_id)
-                throw ApiError(404, "the model '" + id + "' does not exist", "model", "model_not_found");
-            return send_json(200, model_object());
-        }
-        if (path == "/v1/status") {
-            only(http::verb::get);
-            SpeechEngine* e = server_.engine.load();
-            nlohmann::json j{{"model", server_.options.model_id},
-                             {"description", server_.model_description},
-                             {"device", server_.options.device},
-                             {"ready", e != nullptr},
-                             {"uptime_seconds", uptime()},
-                             {"in_flight_requests", server_.in_flight.load()},
-                             {"resident_memory_bytes", resident_bytes()}};
-            if (e) {
-                EngineStats s = e->stats();
-                j["queue"] = s.queued;
-                j["active_requests"] = s.active;
-                j["free_cache_slots"] = s.free_slots;
-                j["completed"] = s.completed;
-                j["cancelled"] = s.cancelled;
-                j["failed"] = s.failed;
-                j["decode_tokens"] = s.decode_tokens;
-                j["audio_seconds"] = s.audio_seconds;
-                j["kv_cache"] = {{"capacity_bytes", s.kv_capacity_bytes},
-                                 {"block_bytes", s.kv_block_bytes},
-                                 {"total_blocks", s.kv.total_blocks},
-                                 {"used_blocks", s.kv.used_blocks},
-                                 {"cached_blocks", s.kv.cached_blocks},
-                                 {"reserved_blocks", s.kv_reserved_blocks},
-                                 {"hypothesis_blocks", s.kv_hypothesis_blocks},
-                                 {"prefix_hit_tokens", s.kv.prefix_hits},
-                                 {"evictions", s.kv.evictions}};
+        switch (route_.id) {
+            case RouteId::Page:
+                only(http::verb::get);
+                return send(200, "text/html; charset=utf-8", web_page_html());
+            case RouteId::Health:
+                only(http::verb::get);
+                if (!server_.engine.load()) return send_json(503, {{"status", "loading"}});
+                return send_json(200, {{"status", "ok"}});
+            case RouteId::Metrics: {
+                only(http::verb::get);
+                SpeechEngine* e = server_.engine.load();
+                EngineStats s;
+                if (e) s = e->stats();
+                return send(200, "text/plain; version=0.0.4", server_.metrics.render(e ? &s : nullptr, uptime()));
             }
-            return send_json(200, j);
+            case RouteId::Models:
+                only(http::verb::get);
+                return send_json(200, {{"object", "list"}, {"data", nlohmann::json::array({model_object()})}});
+            case RouteId::Model: {
+                only(http::verb::get);
+                const std::string id = path.substr(11);
+                if (id != server_.options.model_id)
+                    throw ApiError(404, "the model " + ApiError::quote(id) + " does not exist", "model",
+                                   "model_not_found");
+                return send_json(200, model_object());
+            }
+            case RouteId::Status:
+                only(http::verb::get);
+                return send_json(200, status_object());
+            case RouteId::Transcriptions:
+            case RouteId::Translations:
+                only(http::verb::post);
+                return transcribe(route_.id == RouteId::Translations);
+            case RouteId::Unknown:
+                break;
         }
-        if (path == "/v1/audio/transcriptions" || path == "/v1/audio/translations") {
-            only(http::verb::post);
-            return transcribe(path == "/v1/audio/translations");
-        }
-        throw ApiError(404, "no route " + path, "", "not_found");
+        throw ApiError(404, "no route " + ApiError::quote(path), "", "not_found");
     }
 
     nlohmann::json model_object() const {
         return {{"id", server_.options.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "parlance"}};
     }
 
+    nlohmann::json status_object() const {
+        SpeechEngine* e = server_.engine.load();
+        nlohmann::json j{{"model", server_.options.model_id},
+                         {"description", server_.model_description},
+                         {"device", server_.options.device},
+                         {"ready", e != nullptr},
+                         {"uptime_seconds", uptime()},
+                         {"in_flight_requests", server_.in_flight.load()},
+                         {"resident_memory_bytes", resident_bytes()},
+                         {"audio_memory",
+                          {{"capacity_bytes", server_.audio_budget.capacity()},
+                           {"used_bytes", server_.audio_budget.used()},
+                           {"waiting_requests", server_.audio_budget.waiting()}}}};
+        if (e) {
+            EngineStats s = e->stats();
+            j["queue"] = s.queued;
+            j["active_requests"] = s.active;
+            j["free_cache_slots"] = s.free_slots;
+            j["completed"] = s.completed;
+            j["cancelled"] = s.cancelled;
+            j["failed"] = s.failed;
+            j["decode_tokens"] = s.decode_tokens;
+            j["audio_seconds"] = s.audio_seconds;
+            j["kv_cache"] = {{"capacity_bytes", s.kv_capacity_bytes},
+                             {"block_bytes", s.kv_block_bytes},
+                             {"total_blocks", s.kv.total_blocks},
+                             {"used_blocks", s.kv.used_blocks},
+                             {"cached_blocks", s.kv.cached_blocks},
+                             {"reserved_blocks", s.kv_reserved_blocks},
+                             {"hypothesis_blocks", s.kv_hypothesis_blocks},
+                             {"prefix_hit_tokens", s.kv.prefix_hits},
+                             {"evictions", s.kv.evictions}};
+        }
+        return j;
+    }
+
+    // --- Transcription: validated here, decoded and waited for on the worker pool.
     void transcribe(bool translation) {
         SpeechEngine* engine = server_.engine.load();
         if (!engine) throw ApiError(503, "the model is still loading", "", "loading");
+        if (server_.stopping.load()) throw ApiError(503, "the server is shutting down", "", "shutting_down");
         auto boundary = multipart_boundary(request_[http::field::content_type]);
         if (!boundary) throw ApiError(400, "Content-Type must be multipart/form-data with a boundary", "file");
         parts_ = parse_multipart(request_.body(), *boundary);
         form_ = parse_transcription_form(parts_, translation);
         if (form_.model != server_.options.model_id && form_.model != "whisper-1")
-            throw ApiError(404, "the model '" + form_.model + "' does not exist (this server serves '" +
-                                    server_.options.model_id + "')",
+            throw ApiError(404,
+                           "the model " + ApiError::quote(form_.model) + " does not exist (this server serves '" +
+                               server_.options.model_id + "')",
                            "model", "model_not_found");
+        try {
+            engine->check_language(form_.language);
+        } catch (const Error& e) {
+            throw ApiError(400, e.what(), "language", "unsupported_language");
+        }
         // Bounded: requests decoding or waiting for the engine never exceed the worker pool plus
         // the engine's queue; beyond that the client is told to come back (nothing is buffered).
         if (server_.in_flight.load() >= server_.options.worker_threads + server_.options.max_pending)
             throw ApiError(429, "too many requests in flight; retry shortly", "", "overloaded");
         cancelled_ = std::make_shared<std::atomic<bool>>(false);
+        server_.track(cancelled_);
         watch_disconnect();
         ++server_.in_flight;
         // Decoding and waiting for the engine happen on the worker pool, never on I/O threads.
-        asio::post(server_.workers, [self = shared_from_this(), engine, translation] {
-            self->run_transcription(engine, translation);
-        });
+        asio::post(server_.workers,
+                   [self = shared_from_this(), engine, translation] { self->run_transcription(engine, translation); });
     }
 
-    // A readable socket while we work means the client closed (or pipelined): either way,
-    // EOF with nothing available cancels the request.
+    // While a request works, a read on the socket tells whether the client is still there. Data
+    // is the start of its next request (kept for the parser). EOF is ambiguous: the client closed
+    // the connection, or only its sending side (shutdown(SHUT_WR), which proxies and tools do and
+    // HTTP/1.1 allows) and still reads. Only a write can tell: see probe_peer().
     void watch_disconnect() {
         probe_pending_ = true;
         stream_.socket().async_read_some(
             asio::buffer(probe_), [self = shared_from_this()](beast::error_code ec, size_t n) {
                 self->probe_pending_ = false;
                 if (n > 0) {
-                    // The start of the client's next request: keep it for the parser.
                     auto dst = self->buffer_.prepare(n);
                     std::memcpy(dst.data(), self->probe_.data(), n);
                     self->buffer_.commit(n);
-                } else if (ec && ec != asio::error::operation_aborted && !self->responded_) {
-                    self->cancelled_->store(true);  // EOF or reset: the client hung up
+                } else if (ec == asio::error::eof) {
+                    self->read_closed_ = true;
+                    self->probe_peer();
+                } else if (ec && ec != asio::error::operation_aborted && !self->final_queued_) {
+                    self->cancelled_->store(true);  // reset: the client is gone
                 }
                 if (self->resume_after_probe_) {
                     self->resume_after_probe_ = false;
@@ -246,20 +366,55 @@ private:
             });
     }
 
+    // Writes something every client ignores (an interim "100 Continue" before the response, an
+    // SSE comment in a stream), twice, 250 ms apart: to a closed socket the first write draws a
+    // reset and the second fails, which cancels the request; a half-closed client reads on.
+    // HTTP/1.0 clients may not receive 1xx responses: their requests just run to the end.
+    void probe_peer() {
+        if (final_queued_ || (request_.version() < 11 && !sse_started_)) return;
+        auto probe = [this] { push_write({sse_started_ ? ": ping\n\n" : "HTTP/1.1 100 Continue\r\n\r\n", {}}); };
+        probe();
+        probe_timer_.expires_after(std::chrono::milliseconds(250));
+        probe_timer_.async_wait([self = shared_from_this(), probe](beast::error_code ec) {
+            if (!ec && !self->final_queued_) probe();
+        });
+    }
+
     void run_transcription(SpeechEngine* engine, bool translation) {
         double audio_seconds = 0.0;
         try {
+            const double limit = server_.options.max_audio_seconds;
+            AudioBudget::Lease lease;
             DecodeOptions d;
-            d.max_seconds = server_.options.max_audio_seconds;
+            d.max_seconds = limit;
+            // The lease covers what the file declares (else the limit's worst case) before a sample
+            // is decoded; audio beyond a declaration grows it, waiting a little for room.
+            d.on_start = [&](double declared) {
+                const double expected = declared > 0 ? std::min(limit, declared * 1.02 + 1.0) : limit;
+                lease = server_.audio_budget.acquire(pcm_bytes(expected), cancelled_.get());
+            };
+            d.on_progress = [&](size_t samples) {
+                if (cancelled_->load()) throw Error(ErrorKind::Cancelled, "the client went away");
+                const size_t need = samples * sizeof(float);
+                if (need <= lease.bytes()) return;
+                const size_t want = std::min(pcm_bytes(limit), std::max(need + (size_t(16) << 20), lease.bytes() * 2));
+                if (!lease.resize(want, cancelled_.get(), std::chrono::seconds(10)))
+                    throw Error(ErrorKind::Overloaded,
+                                "the audio is longer than its file declares and the server's audio memory is "
+                                "full; retry shortly");
+            };
             std::vector<float> pcm;
             try {
-                pcm = decode_audio(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(form_.file.data()),
-                                                            form_.file.size()),
-                                   d);
+                pcm = decode_audio(
+                    std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(form_.file.data()), form_.file.size()),
+                    d);
             } catch (const Error& e) {
+                if (e.kind() == ErrorKind::Cancelled || e.kind() == ErrorKind::Overloaded) throw;
                 throw ApiError::from(e, "file");
             }
-            if (pcm.size() < 160) throw ApiError(400, "the audio is empty or shorter than 10 ms", "file", "invalid_audio");
+            lease.resize(pcm.size() * sizeof(float), nullptr, std::chrono::milliseconds(0));
+            if (pcm.size() < 160)
+                throw ApiError(400, "the audio is empty or shorter than 10 ms", "file", "invalid_audio");
             audio_seconds = pcm.size() / 16000.0;
             TranscriptionRequest req;
             req.pcm = std::move(pcm);
@@ -274,7 +429,7 @@ private:
                 start_sse();
                 req.on_segment = [self = shared_from_this()](const Segment& s) {
                     nlohmann::json ev{{"type", "transcript.text.delta"}, {"delta", s.text}};
-                    self->queue_write("data: " + ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n");
+                    self->queue_event(ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), false);
                 };
             }
             std::future<Transcript> future;
@@ -290,10 +445,18 @@ private:
         } catch (const ApiError& e) {
             fail_transcription(e, audio_seconds);
         } catch (const Error& e) {
-            fail_transcription(ApiError::from(e), audio_seconds);
+            if (e.kind() == ErrorKind::Cancelled && server_.grace_over.load())
+                fail_transcription(ApiError(503,
+                                            "the server is shutting down; the request was cancelled at the end of "
+                                            "the shutdown grace period",
+                                            "", "shutting_down"),
+                                   audio_seconds);
+            else
+                fail_transcription(ApiError::from(e), audio_seconds);
         } catch (const std::exception& e) {
             fail_transcription(ApiError(500, std::string("internal error: ") + e.what()), audio_seconds);
         }
+        server_.untrack(cancelled_);
         --server_.in_flight;
     }
 
@@ -302,7 +465,7 @@ private:
             nlohmann::json ev{{"type", "transcript.text.done"},
                               {"text", t.text},
                               {"usage", {{"type", "duration"}, {"seconds", std::ceil(t.duration)}}}};
-            queue_write("data: " + ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n", true);
+            queue_event(ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), true);
             record(200, audio_seconds);
             return;
         }
@@ -313,49 +476,63 @@ private:
     }
 
     void fail_transcription(const ApiError& e, double audio_seconds) {
-        if (sse_started_) {
-            nlohmann::json ev{{"type", "error"}, {"error", nlohmann::json::parse(e.body())["error"]}};
-            queue_write("data: " + ev.dump() + "\n\n", true);
-            record(e.status, audio_seconds);
-            return;
-        }
-        asio::post(stream_.get_executor(), [self = shared_from_this(), e] {
+        asio::post(stream_.get_executor(), [self = shared_from_this(), e, audio_seconds] {
+            if (self->sse_started_) {
+                nlohmann::json ev{{"type", "error"}, {"error", nlohmann::json::parse(e.body())["error"]}};
+                self->final_queued_ = true;
+                self->push_write({"data: " + ev.dump() + "\n\n", [self] { self->close(); }});
+                self->record(e.status, audio_seconds);
+                return;
+            }
             self->send_error(e, self->request_.keep_alive() && e.status < 500);
         });
     }
 
-    // --- SSE: raw bytes on the socket, written in order from a queue on the connection's strand.
+    // --- SSE: events written in order from the connection's queue.
     void start_sse() {
-        sse_started_ = true;
-        queue_write(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-            "Connection: close\r\n\r\n");
-    }
-
-    void queue_write(std::string data, bool last = false) {
-        asio::post(stream_.get_executor(), [self = shared_from_this(), data = std::move(data), last] {
-            self->writes_.push_back(std::move(data));
-            if (last) self->close_after_writes_ = true;
-            if (self->writes_.size() == 1) self->write_next();
+        asio::post(stream_.get_executor(), [self = shared_from_this()] {
+            self->sse_started_ = true;
+            self->push_write(
+                {"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                 "Connection: close\r\n\r\n",
+                 {}});
         });
     }
 
+    void queue_event(std::string json, bool last) {
+        asio::post(stream_.get_executor(), [self = shared_from_this(), json = std::move(json), last] {
+            if (self->final_queued_) return;
+            if (last) self->final_queued_ = true;
+            self->push_write({"data: " + json + "\n\n",
+                              last ? std::function<void()>([self] { self->close(); }) : std::function<void()>()});
+        });
+    }
+
+    // --- The write queue (strand only): one write on the wire at a time, each within the write
+    // timeout; a failed write means the client is gone, which cancels its request.
+    void push_write(Write w) {
+        writes_.push_back(std::move(w));
+        if (writes_.size() == 1) write_next();
+    }
+
     void write_next() {
-        responded_ = true;
-        asio::async_write(stream_.socket(), asio::buffer(writes_.front()),
+        stream_.expires_after(millis(server_.options.write_timeout_seconds));
+        asio::async_write(stream_, asio::buffer(writes_.front().bytes),
                           [self = shared_from_this()](beast::error_code ec, size_t) {
+                              self->stream_.expires_never();
                               if (ec) {
-                                  self->cancelled_->store(true);  // the client went away mid-stream
+                                  self->cancelled_->store(true);
                                   self->writes_.clear();
                                   return self->close();
                               }
+                              auto then = std::move(self->writes_.front().then);
                               self->writes_.pop_front();
-                              if (!self->writes_.empty()) return self->write_next();
-                              if (self->close_after_writes_) self->close();
+                              if (!self->writes_.empty()) self->write_next();
+                              if (then) then();
                           });
     }
 
-    // --- Plain responses.
+    // --- Plain responses (strand only).
     void send_json(int status, const nlohmann::json& j) { send(status, "application/json", j.dump() + "\n"); }
 
     void send_error(const ApiError& e, bool keep_alive) {
@@ -367,64 +544,106 @@ private:
     }
 
     template <typename Extra = void (*)(Response&)>
-    void send(int status, const std::string& content_type, std::string body, double audio_seconds = 0.0,
-              bool keep_alive = true, Extra extra = [](Response&) {}) {
-        responded_ = true;
-        auto res = std::make_shared<Response>(static_cast<http::status>(status), request_.version());
-        res->set(http::field::server, "parlance/" PARLANCE_VERSION);
-        res->set(http::field::content_type, content_type);
-        extra(*res);
-        res->keep_alive(keep_alive && request_.keep_alive());
-        res->body() = std::move(body);
-        res->prepare_payload();
+    void send(
+        int status, const std::string& content_type, std::string body, double audio_seconds = 0.0,
+        bool keep_alive = true, Extra extra = [](Response&) {}) {
+        final_queued_ = true;
+        Response res(static_cast<http::status>(status), request_.version());
+        res.set(http::field::server, "parlance/" PARLANCE_VERSION);
+        res.set(http::field::content_type, content_type);
+        extra(res);
+        // A client that closed its sending side cannot send another request.
+        res.keep_alive(keep_alive && request_.keep_alive() && !read_closed_);
+        res.body() = std::move(body);
+        res.prepare_payload();
         record(status, audio_seconds);
-        http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
-            if (ec || !res->keep_alive()) return self->close();
-            self->responded_ = false;
-            if (self->probe_pending_) {
-                // Stop watching for a hang-up; the probe's handler then reads the next request.
-                self->resume_after_probe_ = true;
-                beast::error_code ignored;
-                self->stream_.socket().cancel(ignored);
-                return;
-            }
-            self->read_request();
-        });
+        std::ostringstream wire;
+        wire << res;
+        const bool again = res.keep_alive();
+        push_write({wire.str(), [self = shared_from_this(), again] {
+                        if (!again) return self->close();
+                        self->next_request();
+                    }});
+    }
+
+    void next_request() {
+        final_queued_ = false;
+        sse_started_ = false;
+        probe_timer_.cancel();
+        if (probe_pending_) {
+            // Stop watching for a hang-up; the probe's handler then reads the next request.
+            resume_after_probe_ = true;
+            beast::error_code ignored;
+            stream_.socket().cancel(ignored);
+            return;
+        }
+        read_request();
     }
 
     void record(int status, double audio_seconds) {
-        double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
-        std::string route = route_.rfind("/v1/models/", 0) == 0 ? "/v1/models/{id}" : route_;
-        if (status == 404 && route.rfind("/v1/", 0) != 0 && route != "/") route = "other";
-        server_.metrics.observe(route, status, seconds, audio_seconds);
-        server_.log.info(std::string(request_.method_string()), " ", route, " ", status, " audio=", audio_seconds,
-                         "s time=", seconds, "s");
+        const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
+        server_.metrics.observe(std::string(route_.label), status, seconds, audio_seconds);
+        server_.log.info(std::string(request_.method_string()), " ", route_.label, " ", status,
+                         " audio=", audio_seconds, "s time=", seconds, "s");
     }
 
     double uptime() const { return std::chrono::duration<double>(Clock::now() - server_.started).count(); }
 
+    // Closes after what was written: the sending side first, then whatever the client still sends
+    // is read and dropped for up to a second, so a response to a request whose body was not read
+    // (413, 408, a malformed request) is not destroyed by a reset.
     void close() {
+        if (closing_) return;
+        closing_ = true;
+        read_timer_.cancel();
+        probe_timer_.cancel();
         beast::error_code ec;
-        stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+        stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+        // A pending hang-up watch is already reading (two reads at once are not allowed); the
+        // request's body was read in full then, so there is nothing to drain.
+        if (ec || probe_pending_) return hard_close();
+        read_timer_.expires_after(std::chrono::seconds(1));
+        read_timer_.async_wait([self = shared_from_this()](beast::error_code e) {
+            if (!e) self->hard_close();
+        });
+        drain();
+    }
+
+    void drain() {
+        stream_.socket().async_read_some(asio::buffer(discard_),
+                                         [self = shared_from_this()](beast::error_code ec, size_t) {
+                                             if (ec) return self->hard_close();
+                                             self->drain();
+                                         });
+    }
+
+    void hard_close() {
+        read_timer_.cancel();
+        beast::error_code ec;
         stream_.socket().close(ec);
     }
 
     beast::tcp_stream stream_;
     HttpServer::Impl& server_;
+    asio::steady_timer read_timer_;
+    asio::steady_timer probe_timer_;
+    bool timed_out_ = false;
     beast::flat_buffer buffer_;
     std::optional<http::request_parser<http::string_body>> parser_;
     http::request<http::string_body> request_;
     std::vector<FormPart> parts_;
     TranscriptionForm form_;
     std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
-    std::deque<std::string> writes_;
-    bool close_after_writes_ = false;
+    std::deque<Write> writes_;
+    bool final_queued_ = false;  // the response (or the stream's last event) is queued
     bool sse_started_ = false;
-    std::atomic<bool> responded_{false};
+    bool read_closed_ = false;  // the client closed its sending side
+    bool closing_ = false;
     std::array<char, 1> probe_{};
+    std::array<char, 4096> discard_{};
     bool probe_pending_ = false;
     bool resume_after_probe_ = false;
-    std::string route_;
+    Route route_{RouteId::Unknown, "other", false};
     Clock::time_point started_ = Clock::now();
 };
 
@@ -438,13 +657,21 @@ void HttpServer::Impl::accept() {
     });
 }
 
-HttpServer::HttpServer(const ServerOptions& options, Logger& logger)
-    : impl_(std::make_unique<Impl>(options, logger)) {}
+HttpServer::HttpServer(const ServerOptions& options, Logger& logger) : impl_(std::make_unique<Impl>(options, logger)) {}
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+    stop();
+}
 
 void HttpServer::start() {
     auto& d = *impl_;
+    if (d.options.audio_memory_bytes < pcm_bytes(d.options.max_audio_seconds))
+        throw Error(ErrorKind::InvalidArgument,
+                    "--audio-memory-mb " + std::to_string(d.options.audio_memory_bytes >> 20) +
+                        " cannot hold one request at --max-audio-seconds " +
+                        std::to_string(static_cast<long long>(d.options.max_audio_seconds)) + " (" +
+                        std::to_string((pcm_bytes(d.options.max_audio_seconds) + (1u << 20) - 1) >> 20) +
+                        " MiB of 16 kHz float audio)");
     beast::error_code ec;
     auto address = asio::ip::make_address(d.options.host, ec);
     if (ec) throw Error(ErrorKind::InvalidArgument, "--host '" + d.options.host + "' is not an IP address");
@@ -454,8 +681,8 @@ void HttpServer::start() {
     if (!ec) d.acceptor.bind(ep, ec);
     if (!ec) d.acceptor.listen(asio::socket_base::max_listen_connections, ec);
     if (ec)
-        throw Error(ErrorKind::Io, "cannot listen on " + d.options.host + ":" + std::to_string(d.options.port) +
-                                       ": " + ec.message());
+        throw Error(ErrorKind::Io,
+                    "cannot listen on " + d.options.host + ":" + std::to_string(d.options.port) + ": " + ec.message());
     bound_port_ = d.acceptor.local_endpoint().port();
     d.accept();
     for (int i = 0; i < std::max(1, d.options.io_threads); ++i) d.io_threads.emplace_back([&d] { d.io.run(); });
@@ -473,9 +700,25 @@ void HttpServer::stop() {
         beast::error_code ec;
         d.acceptor.close(ec);
     });
-    // Drain: in-flight requests finish and their responses are written.
-    for (int i = 0; i < 6000 && d.in_flight.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    auto wait_idle = [&d](std::chrono::milliseconds limit) {
+        const auto until = Clock::now() + limit;
+        while (d.in_flight.load() > 0 && Clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        return d.in_flight.load() == 0;
+    };
+    // Drain: in-flight requests finish and their responses are written, for the grace period.
+    if (!wait_idle(millis(d.options.shutdown_grace_seconds))) {
+        d.log.warn("shutdown grace of ", d.options.shutdown_grace_seconds, " s over: cancelling ", d.in_flight.load(),
+                   " requests");
+        // Cancellation is seen between decoder steps and every second of decoded audio.
+        d.cancel_all();
+        if (!wait_idle(std::chrono::seconds(5))) {
+            // A request still waiting on the engine: end the engine's work outright.
+            if (SpeechEngine* e = d.engine.load()) e->shutdown(false);
+            wait_idle(std::chrono::seconds(5));
+        }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the last responses' bytes
     d.workers.join();
     d.io.stop();
     for (auto& t : d.io_threads)
@@ -489,7 +732,15 @@ void HttpServer::wait_for_signal() {
     sigaddset(&set, SIGTERM);
     int sig = 0;
     sigwait(&set, &sig);
-    impl_->log.info("signal ", sig, ": draining ", impl_->in_flight.load(), " in-flight requests");
+    impl_->log.info("signal ", sig, ": draining ", impl_->in_flight.load(), " in-flight requests for up to ",
+                    impl_->options.shutdown_grace_seconds, " s (a second signal exits at once)");
+    // A second signal while draining: exit now, without waiting for anything.
+    std::thread([set, this] {
+        int again = 0;
+        sigwait(&set, &again);
+        impl_->log.warn("second signal ", again, ": exiting without draining");
+        std::_Exit(128 + again);
+    }).detach();
     stop();
 }
 

@@ -2,7 +2,8 @@
 // limits, the transcription endpoints (JSON, text, SRT, VTT, verbose_json, SSE), health, models,
 // status, metrics and the web page. Network I/O runs on a few Asio threads; audio decoding and
 // waiting for the engine run on a bounded worker pool; the engine thread owns the model.
-// A client that disconnects cancels its request. stop() drains in-flight requests.
+// A client that disconnects cancels its request (a half-closed one that still reads does not).
+// Protocol errors get a 4xx with the error body; every limit is in ServerOptions.
 #pragma once
 
 #include <atomic>
@@ -18,16 +19,29 @@ namespace parlance::server {
 
 struct ServerOptions {
     std::string host = "127.0.0.1";
-    int port = 8000;                 // 0 = any free port (see HttpServer::port)
-    std::string api_key;             // empty = no authentication
+    int port = 8000;              // 0 = any free port (see HttpServer::port)
+    std::string api_key;          // empty = no authentication
+    bool metrics_public = false;  // /metrics without the key (when there is one)
     size_t max_upload_bytes = 25u << 20;
     double max_audio_seconds = 3 * 3600.0;
+    // Decoded audio all requests may hold at once (decoding, queued, transcribing); a request
+    // waits for room. Must hold one request at max_audio_seconds (16 kHz float: 64 KB a second).
+    size_t audio_memory_bytes = size_t(2048) << 20;
     int io_threads = 2;
-    int worker_threads = 16;         // requests decoding audio or waiting for the engine
-    int max_pending = 32;            // more requests than workers + this many in flight: 429
-    std::string model_id = "whisper";  // the `model` field clients send (also accepts whisper-1)
+    int worker_threads = 16;             // requests decoding audio or waiting for the engine
+    int max_pending = 32;                // more requests than workers + this many in flight: 429
+    double header_timeout_seconds = 15;  // a request's line and headers (also an idle keep-alive)
+    double body_timeout_seconds = 120;   // its body, once the headers are in
+    double write_timeout_seconds = 60;   // any one write to a client that stopped reading
+    double shutdown_grace_seconds = 30;  // on SIGTERM: in-flight requests finish, then are cancelled
+    std::string model_id = "whisper";    // the `model` field clients send (also accepts whisper-1)
     std::string device = "cpu";
 };
+
+// Limits on a request's head, answered 414 / 431 with the OpenAI error body.
+inline constexpr size_t kMaxTargetBytes = 8 << 10;
+inline constexpr size_t kMaxHeaderBytes = 32 << 10;
+inline constexpr int kMaxHeaderFields = 100;
 
 class HttpServer {
 public:
@@ -41,9 +55,12 @@ public:
     // Marks the model as loaded: requests are served from now on.
     void set_engine(SpeechEngine* engine, const std::string& model_description);
     int port() const { return bound_port_; }
-    // Stops accepting, lets in-flight requests finish (drain), then stops the I/O threads.
+    // Stops accepting and lets in-flight requests finish for the shutdown grace period; then
+    // cancels what is left (its clients get a 503 "shutting_down") and stops the I/O threads.
+    // Returns within the grace period plus a few seconds.
     void stop();
-    // Blocks until SIGINT/SIGTERM, then stop().
+    // Blocks until SIGINT/SIGTERM, then stop(). A second signal during the drain exits the
+    // process at once (status 128 + signal).
     void wait_for_signal();
 
     struct Impl;

@@ -46,8 +46,8 @@ std::string Metrics::render(const EngineStats* e, double uptime) const {
           "# TYPE parlance_request_duration_seconds histogram\n";
     for (const auto& [route, h] : latency_) {
         for (size_t i = 0; i < kBuckets.size(); ++i)
-            os << "parlance_request_duration_seconds_bucket{route=\"" << route << "\",le=\"" << kBuckets[i]
-               << "\"} " << h.buckets[i] << "\n";
+            os << "parlance_request_duration_seconds_bucket{route=\"" << route << "\",le=\"" << kBuckets[i] << "\"} "
+               << h.buckets[i] << "\n";
         os << "parlance_request_duration_seconds_bucket{route=\"" << route << "\",le=\"+Inf\"} " << h.count << "\n";
         os << "parlance_request_duration_seconds_sum{route=\"" << route << "\"} " << h.sum << "\n";
         os << "parlance_request_duration_seconds_count{route=\"" << route << "\"} " << h.count << "\n";
@@ -64,7 +64,8 @@ std::string Metrics::render(const EngineStats* e, double uptime) const {
         os << "# TYPE parlance_free_cache_slots gauge\nparlance_free_cache_slots " << e->free_slots << "\n";
         os << "# TYPE parlance_decode_tokens_total counter\nparlance_decode_tokens_total " << e->decode_tokens << "\n";
         os << "# TYPE parlance_decoder_steps_total counter\nparlance_decoder_steps_total " << e->decoder_steps << "\n";
-        os << "# TYPE parlance_requests_cancelled_total counter\nparlance_requests_cancelled_total " << e->cancelled << "\n";
+        os << "# TYPE parlance_requests_cancelled_total counter\nparlance_requests_cancelled_total " << e->cancelled
+           << "\n";
         os << "# TYPE parlance_decode_tokens_per_second gauge\nparlance_decode_tokens_per_second "
            << (e->busy_seconds > 0 ? e->decode_tokens / e->busy_seconds : 0.0) << "\n";
         const KvCacheStats& kv = e->kv;

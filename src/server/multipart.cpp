@@ -26,7 +26,8 @@ std::string header_param(std::string_view header, std::string_view key) {
     size_t pos = 0;
     while (pos < header.size()) {
         size_t semi = header.find(';', pos);
-        std::string_view item = trim(header.substr(pos, semi == std::string_view::npos ? std::string_view::npos : semi - pos));
+        std::string_view item =
+            trim(header.substr(pos, semi == std::string_view::npos ? std::string_view::npos : semi - pos));
         pos = semi == std::string_view::npos ? header.size() : semi + 1;
         size_t eq = item.find('=');
         if (eq == std::string_view::npos) continue;
@@ -74,15 +75,23 @@ std::vector<FormPart> parse_multipart(std::string_view body, std::string_view bo
         if (headers_end == std::string_view::npos) fail("part headers are not terminated");
         FormPart part;
         std::string_view headers = body.substr(pos, headers_end - pos);
+        // A part's headers are a few short lines; bytes that are not (a part with no headers, whose
+        // data runs until some blank line inside it) make the part malformed, not a missing field.
+        constexpr size_t kMaxPartHeaders = 8192;
+        if (headers.size() > kMaxPartHeaders) fail("a part's headers are longer than 8 KiB (a part without headers?)");
         size_t hp = 0;
         bool disposition = false;
         while (hp <= headers.size()) {
             size_t eol = headers.find("\r\n", hp);
-            std::string_view line = headers.substr(hp, eol == std::string_view::npos ? std::string_view::npos : eol - hp);
+            std::string_view line =
+                headers.substr(hp, eol == std::string_view::npos ? std::string_view::npos : eol - hp);
             hp = eol == std::string_view::npos ? headers.size() + 1 : eol + 2;
+            if (line.empty()) continue;
             size_t colon = line.find(':');
-            if (colon == std::string_view::npos) continue;
-            std::string key = lower(trim(line.substr(0, colon)));
+            std::string key = colon == std::string_view::npos ? std::string() : lower(trim(line.substr(0, colon)));
+            if (key.empty() || key.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_") != std::string::npos)
+                fail(
+                    "a part's headers are malformed (each part needs a Content-Disposition header, then a blank line)");
             std::string_view value = trim(line.substr(colon + 1));
             if (key == "content-disposition") {
                 disposition = true;

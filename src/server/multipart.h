@@ -23,7 +23,6 @@ std::optional<std::string> multipart_boundary(std::string_view content_type);
 
 // Parses the whole body. Throws Error(InvalidArgument) naming what is malformed (missing
 // boundary line, unterminated headers, no closing delimiter, too many parts).
-std::vector<FormPart> parse_multipart(std::string_view body, std::string_view boundary,
-                                      size_t max_parts = 64);
+std::vector<FormPart> parse_multipart(std::string_view body, std::string_view boundary, size_t max_parts = 64);
 
 }  // namespace parlance::server

@@ -2,6 +2,7 @@
 #include "server/transcription_form.h"
 
 #include <cstdlib>
+#include <set>
 
 #include "server/api_error.h"
 
@@ -19,8 +20,14 @@ bool parse_bool(std::string_view v, const char* field) {
 TranscriptionForm parse_transcription_form(const std::vector<FormPart>& parts, bool translation) {
     TranscriptionForm f;
     bool have_file = false, have_model = false;
+    // Fields that take one value: a second one is refused rather than silently taking the last.
+    static const std::set<std::string, std::less<>> kSingle = {
+        "model", "language", "prompt", "response_format", "temperature", "stream", "chunking_strategy", "user"};
+    std::set<std::string, std::less<>> seen;
     for (const FormPart& p : parts) {
         const std::string v(p.data);
+        if (kSingle.count(p.name) && !seen.insert(p.name).second)
+            throw ApiError(400, p.name + " is given more than once", p.name, "duplicate_field");
         if (p.name == "file") {
             if (have_file) throw ApiError(400, "more than one file was uploaded", "file");
             have_file = true;
@@ -31,7 +38,8 @@ TranscriptionForm parse_transcription_form(const std::vector<FormPart>& parts, b
             f.model = v;
         } else if (p.name == "language") {
             if (translation) throw ApiError(400, "language is not a parameter of translations", "language");
-            if (v.empty() || v.size() > 8) throw ApiError(400, "language must be a language code like 'en'", "language");
+            if (v.empty() || v.size() > 32)
+                throw ApiError(400, "language must be a language code like 'en'", "language", "invalid_value");
             f.language = v;
         } else if (p.name == "prompt") {
             if (v.size() > 4096) throw ApiError(400, "prompt is longer than 4096 bytes", "prompt");
@@ -54,13 +62,14 @@ TranscriptionForm parse_transcription_form(const std::vector<FormPart>& parts, b
             else if (v == "segment")
                 f.segment_timestamps = true;
             else
-                throw ApiError(400, "timestamp_granularities[] values are word and segment", "timestamp_granularities[]");
+                throw ApiError(400, "timestamp_granularities[] values are word and segment",
+                               "timestamp_granularities[]");
         } else if (p.name == "stream") {
             f.stream = parse_bool(v, "stream");
         } else if (p.name == "chunking_strategy" || p.name == "include[]" || p.name == "user") {
             // Accepted for compatibility; parlance windows audio itself.
         } else {
-            throw ApiError(400, "unknown field '" + p.name + "'", p.name);
+            throw ApiError(400, "unknown field " + ApiError::quote(p.name), p.name, "unknown_parameter");
         }
     }
     if (!have_file) throw ApiError(400, "the file field is required", "file");

@@ -12,10 +12,10 @@
 namespace parlance::server {
 
 struct TranscriptionForm {
-    std::string_view file;      // the uploaded bytes (into the request body)
+    std::string_view file;  // the uploaded bytes (into the request body)
     std::string filename;
     std::string model;
-    std::string language;       // "" = detect (transcriptions only)
+    std::string language;  // "" = detect (transcriptions only)
     std::string prompt;
     ResponseFormat format = ResponseFormat::Json;
     float temperature = -1.0f;  // < 0: not given (default fallback schedule)

@@ -18,11 +18,16 @@ td.t{white-space:nowrap;color:#666;font-variant-numeric:tabular-nums} #status{co
 <form id="form"><input type="file" id="file" accept="audio/*,video/*" required>
 <select id="task"><option value="transcriptions">transcribe</option><option value="translations">translate to English</option></select>
 <input type="text" id="language" placeholder="language (auto)" size="12">
+<input type="password" id="key" placeholder="API key (if the server has one)" size="24" autocomplete="off">
 <button type="submit">Transcribe</button></form>
 <p id="status"></p><div id="text"></div><table id="segments"></table>
 <script>
 const $ = id => document.getElementById(id);
 const fmt = s => new Date(s * 1000).toISOString().substr(11, 11);
+// The key lives in this tab's session storage and travels only in the Authorization header,
+// never in a URL (which logs and histories keep).
+$('key').value = sessionStorage.getItem('parlance_api_key') || '';
+$('key').onchange = () => sessionStorage.setItem('parlance_api_key', $('key').value);
 $('form').onsubmit = async e => {
   e.preventDefault();
   const f = $('file').files[0]; if (!f) return;
@@ -31,8 +36,11 @@ $('form').onsubmit = async e => {
   if ($('language').value && $('task').value === 'transcriptions') body.append('language', $('language').value);
   $('status').textContent = 'transcribing ' + f.name + ' ...'; $('text').textContent = ''; $('segments').innerHTML = '';
   const t0 = performance.now();
-  const r = await fetch('/v1/audio/' + $('task').value, {method: 'POST', body});
+  const headers = {};
+  if ($('key').value) headers['Authorization'] = 'Bearer ' + $('key').value;
+  const r = await fetch('/v1/audio/' + $('task').value, {method: 'POST', body, headers});
   const j = await r.json();
+  if (r.status === 401) { $('status').textContent = 'this server needs its API key: ' + j.error.message; $('key').focus(); return; }
   if (!r.ok) { $('status').textContent = 'error ' + r.status + ': ' + j.error.message; return; }
   $('status').textContent = `${j.duration.toFixed(1)} s of ${j.language} audio in ${((performance.now()-t0)/1000).toFixed(1)} s`;
   $('text').textContent = j.text;

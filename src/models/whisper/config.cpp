@@ -122,7 +122,7 @@ std::string SpecialTokens::language_of(int id) const {
 int SpecialTokens::language_token(const std::string& code) const {
     auto it = languages.find(code);
     if (it == languages.end())
-        throw Error(ErrorKind::InvalidArgument, "unknown language '" + code + "' for this model");
+        throw Error(ErrorKind::InvalidArgument, "unknown language '" + code.substr(0, 100) + "' for this model");
     return it->second;
 }
 

@@ -85,6 +85,16 @@ std::future<Transcript> WhisperEngine::submit(TranscriptionRequest request) {
     return future;
 }
 
+void WhisperEngine::check_language(const std::string& language) const {
+    if (language.empty()) return;
+    if (model_.tokens.multilingual) {
+        model_.tokens.language_token(language);  // throws for a code the model does not know
+    } else if (language != "en") {
+        throw Error(ErrorKind::InvalidArgument,
+                    "this English-only model cannot transcribe language '" + language.substr(0, 100) + "'");
+    }
+}
+
 int WhisperEngine::max_beams() const {
     return std::min(runner_.n_slots() / 2, total_kv_blocks_ / runner_.blocks_per_hypothesis());
 }

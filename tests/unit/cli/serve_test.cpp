@@ -18,91 +18,13 @@
 
 #include "audio/wav.h"
 #include "qwen3_fixture.h"
+#include "serve_fixture.h"
 #include "test_support.h"
 
 namespace {
 
 using namespace parlance::testing;
 using nlohmann::json;
-
-std::string fixture(const std::string& rel) { return (fixtures_dir() / rel).string(); }
-
-// Starts `parlance serve` on a free port and stops it (SIGTERM) on destruction.
-class Server {
-public:
-    explicit Server(const std::string& extra_args = "", const std::string& model = "whisper/tiny-multi/model",
-                    int max_new_tokens = 24) {
-        log_ = dir_ / "serve.log";
-        pid_ = fork();
-        if (pid_ == 0) {
-            // An empty `model`: none given, the bundled default is used.
-            std::string cmd = "exec env -u PARLANCE_MODEL " + parlance_binary().string() +
-                              " serve --port 0 --threads 2 --max-new-tokens " + std::to_string(max_new_tokens) +
-                              (model.empty() ? std::string() : " --model " + fixture(model)) + " " + extra_args +
-                              " > " + log_.string() + " 2>&1";
-            execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
-            _exit(127);
-        }
-        for (int i = 0; i < 300 && port_ == 0; ++i) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            std::smatch m;
-            std::string log = read_log();
-            static const std::regex re("listening on http://127.0.0.1:(\\d+)");
-            if (std::regex_search(log, m, re)) port_ = std::stoi(m[1]);
-        }
-        for (int i = 0; i < 300; ++i) {  // ready when /health says ok, or gone (a refused option)
-            if (curl("-s " + url("/health")).find("\"ok\"") != std::string::npos) break;
-            int status = 0;
-            if (waitpid(pid_, &status, WNOHANG) == pid_) {
-                exited_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-                pid_ = -1;
-                break;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
-    }
-    ~Server() {
-        if (pid_ > 0) {
-            kill(pid_, SIGTERM);
-            int status = 0;
-            waitpid(pid_, &status, 0);
-        }
-    }
-    int stop() {  // SIGTERM, returns the exit status
-        if (pid_ <= 0) return exited_;
-        kill(pid_, SIGTERM);
-        int status = 0;
-        waitpid(pid_, &status, 0);
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    }
-    std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
-    int port() const { return port_; }
-    std::string read_log() const {
-        std::ifstream in(log_);
-        return std::string(std::istreambuf_iterator<char>(in), {});
-    }
-    static std::string curl(const std::string& args, int* rc = nullptr) {
-        std::string out;
-        int r = run_command("curl " + args, &out);
-        if (rc) *rc = r;
-        return out;
-    }
-    // POST a form; returns "STATUS\nBODY" split.
-    std::pair<int, std::string> post(const std::string& path, const std::string& form_args,
-                                     const std::string& headers = "") const {
-        std::string out = curl("-s -o - -w '\\n%{http_code}' " + headers + " " + form_args + " " + url(path));
-        size_t nl = out.rfind('\n');
-        return {std::stoi(out.substr(nl + 1)), out.substr(0, nl)};
-    }
-
-private:
-    TempDir dir_;
-    std::filesystem::path log_;
-    pid_t pid_ = -1;
-    int exited_ = -1;  // the exit status, when it ended before it was ready
-    int port_ = 0;
-};
 
 const std::string kJfk = "-F file=@" + fixture("audio/jfk.wav");
 const std::string kFast = " -F temperature=0 -F model=whisper";

@@ -1,0 +1,31 @@
+// The server's route table: every path the server answers, the label it carries in /metrics and
+// the logs, and whether it needs the API key. Unknown paths all share one label ("other"), so no
+// client can grow the metrics' label set (each distinct path used to become a series).
+#pragma once
+
+#include <string_view>
+
+namespace parlance::server {
+
+enum class RouteId {
+    Page,            // GET /  (the web page; carries no data, open)
+    Health,          // GET /health  (open: load balancers probe it)
+    Metrics,         // GET /metrics  (needs the key unless --metrics-public)
+    Models,          // GET /v1/models
+    Model,           // GET /v1/models/{id}
+    Status,          // GET /v1/status
+    Transcriptions,  // POST /v1/audio/transcriptions
+    Translations,    // POST /v1/audio/translations
+    Unknown,         // anything else: 404 (401 first under /v1/ when a key is set)
+};
+
+struct Route {
+    RouteId id;
+    std::string_view label;  // the bounded metrics label: a fixed route or "other"
+    bool needs_key;          // when the server has an API key
+};
+
+// The route of a request path (without the query). metrics_public: /metrics open without a key.
+Route find_route(std::string_view path, bool metrics_public);
+
+}  // namespace parlance::server
