@@ -110,6 +110,13 @@ TEST(ServeHardening, HeaderAndBodyTimeoutsAnswer408) {
     Server s("--header-timeout 1 --body-timeout 1");
     ASSERT_GT(s.port(), 0) << s.read_log();
     const auto t0 = std::chrono::steady_clock::now();
+    // Slowloris: 32 connections that never finish their headers do not stop others being served.
+    std::vector<std::unique_ptr<RawClient>> slow;
+    for (int i = 0; i < 32; ++i) {
+        slow.push_back(std::make_unique<RawClient>(s.port()));
+        slow.back()->send("GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ");
+    }
+    EXPECT_EQ(s.post("/v1/audio/transcriptions", kJfk + kFast).first, 200);
     RawClient head(s.port()), body(s.port()), idle(s.port());
     head.send("GET /health HTTP/1.1\r\nHost: x\r\n");  // never finished
     body.send("POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nabc");
@@ -122,6 +129,7 @@ TEST(ServeHardening, HeaderAndBodyTimeoutsAnswer408) {
     EXPECT_EQ(b.status, 408) << b.head;
     EXPECT_TRUE(i.empty()) << i;
     EXPECT_LT(waited, 8.0) << "the connections were not dropped at their timeouts";
+    for (auto& c : slow) EXPECT_EQ(parse_response(c->read_all(5)).status, 408);
     EXPECT_EQ(s.post("/v1/audio/transcriptions", kJfk + kFast).first, 200);
 }
 
