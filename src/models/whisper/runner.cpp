@@ -14,15 +14,6 @@
 namespace parlance::whisper {
 namespace {
 
-// 1-D convolution with "same"-style padding 1 and kernel 3, computed exactly in f32:
-// x ne [T, C_in, B], kernel ne [3, C_in, C_out] -> ne [C_out, T_out * B].
-ggml_tensor* conv1d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int stride) {
-    ggml_tensor* cols = ggml_im2col(ctx, kernel, x, stride, 0, 1, 0, 1, 0, false, GGML_TYPE_F32);
-    ggml_tensor* k2 = ggml_reshape_2d(ctx, kernel, kernel->ne[0] * kernel->ne[1], kernel->ne[2]);
-    ggml_tensor* c2 = ggml_reshape_2d(ctx, cols, cols->ne[0], cols->ne[1] * cols->ne[2]);
-    return ggml_mul_mat(ctx, k2, c2);
-}
-
 struct GraphContext {
     GraphContext(std::vector<uint8_t>& buf, size_t estimated_nodes) {
         ggml_init_params p{buf.size(), buf.data(), true};
@@ -93,11 +84,11 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels,
     ggml_tensor* mel = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, frames, c.n_mels, B);
     ggml_set_input(mel);
 
-    ggml_tensor* x = conv1d(ctx, w_.conv1_w, mel, 1);  // [d, frames*B]
+    ggml_tensor* x = conv1d(ctx, w_.conv1_w, mel, 1, 1);  // [d, frames*B]
     x = ggml_gelu_erf(ctx, ggml_add(ctx, x, w_.conv1_b));
     x = ggml_cont(ctx, ggml_transpose(ctx, ggml_reshape_3d(ctx, x, d, frames, B)));  // [frames, d, B]?
     // transpose swaps the first two dims: [d, frames, B] -> [frames, d, B]
-    x = conv1d(ctx, w_.conv2_w, x, 2);  // [d, T*B]
+    x = conv1d(ctx, w_.conv2_w, x, 2, 1);  // [d, T*B]
     x = ggml_gelu_erf(ctx, ggml_add(ctx, x, w_.conv2_b));
     x = ggml_add(ctx, ggml_reshape_3d(ctx, x, d, T, B), w_.enc_pos);  // [d, T, B]
 

@@ -1,0 +1,92 @@
+// Silero VAD v5, ported: speech probabilities for windows of 32 ms (512 samples at 16 kHz, 256 at
+// 8 kHz), loaded from the real silero_vad_v5.onnx. Each window is prefixed by the last 64 (32)
+// samples before it and the LSTM state is carried from window to window, exactly as the official
+// OnnxWrapper runs the model, so probabilities match onnxruntime's (tests/fixtures/silero_vad).
+//
+// The model: reflect-pad right by 64 (32), an STFT as a convolution with the stored basis (256
+// (128) taps, hop 128 (64), magnitudes of 129 (65) bins over 4 frames), four 3-tap convolutions
+// with ReLU (stride 1, 2, 2, 1; 128, 64, 64, 128 channels), an LSTM cell of 128, then
+// sigmoid(conv1x1(relu(h))). The front end and convolutions of many windows run as one ggml graph
+// (they do not depend on the state); the recurrence, 128 wide and sequential by nature, runs on
+// the host, where a graph per step would cost more than the step.
+#pragma once
+
+#include <ggml-backend.h>
+#include <ggml.h>
+
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/backend.h"
+
+namespace parlance::silero_vad {
+
+// What speech_segments makes of probabilities: silero-vad's get_speech_timestamps defaults.
+struct SegmentOptions {
+    float threshold = 0.5f;       // speech starts at a window at or above this
+    float neg_threshold = -1.0f;  // and ends below this (< 0: threshold - 0.15, at least 0.01)
+    int min_speech_ms = 250;      // shorter segments are dropped
+    int min_silence_ms = 100;     // a pause must last this long to end a segment
+    int speech_pad_ms = 30;       // added on both sides (halving the gap when segments are close)
+};
+
+struct SpeechSegment {
+    double start = 0.0;  // seconds
+    double end = 0.0;
+};
+
+class SileroVad {
+public:
+    // Throws Error(NotFound) / Error(InvalidModel) naming the file, or the missing or misshaped
+    // tensor (silero_vad_legacy.onnx, v4, is refused so).
+    SileroVad(const std::filesystem::path& onnx_file, Backend& backend);
+    ~SileroVad();
+    SileroVad(const SileroVad&) = delete;
+    SileroVad& operator=(const SileroVad&) = delete;
+
+    // 512 at 16000 Hz, 256 at 8000 Hz; throws Error(InvalidArgument) for other rates.
+    static int window_samples(int sample_rate);
+
+    // One probability per window of a whole recording (a last partial window padded with zeros),
+    // from a fresh state.
+    std::vector<float> probabilities(std::span<const float> pcm, int sample_rate);
+
+    // A live stream: windows pushed one at a time, state and context carried between them.
+    class Stream {
+    public:
+        Stream(SileroVad& vad, int sample_rate);
+        // Exactly window_samples(rate) samples; returns the window's speech probability.
+        float push(std::span<const float> window);
+        void reset();
+        int sample_rate() const { return rate_; }
+
+    private:
+        SileroVad& vad_;
+        int rate_;
+        std::vector<float> context_, h_, c_;
+    };
+
+    struct Rate;  // the weights of one sample rate (internal)
+
+private:
+    // Runs the front end and convolutions for n windows whose inputs (context + window each) are
+    // given back to back; returns the LSTM input products W_ih·x + b_ih, [n][512].
+    std::vector<float> encode(const Rate& r, std::span<const float> inputs, int n);
+    float step(const Rate& r, const float* gates_in, std::vector<float>& h, std::vector<float>& c) const;
+    const Rate& rate(int sample_rate) const;
+
+    Backend& backend_;
+    std::unique_ptr<Rate> r16_, r8_;
+    ggml_context* weights_ctx_ = nullptr;
+    ggml_backend_buffer_t weights_buf_ = nullptr;
+    std::vector<uint8_t> graph_buf_;
+};
+
+// silero-vad's get_speech_timestamps over per-window probabilities of a recording of
+// total_samples at sample_rate: segments in seconds, in order, never overlapping.
+std::vector<SpeechSegment> speech_segments(std::span<const float> probabilities, int sample_rate, size_t total_samples,
+                                           const SegmentOptions& options = {});
+
+}  // namespace parlance::silero_vad
