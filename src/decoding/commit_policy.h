@@ -1,0 +1,48 @@
+// Which text of a live segment is final. While speech continues the open segment is decoded
+// again and again; each decode gives a hypothesis of the segment's whole text so far. Text that
+// two consecutive hypotheses agree on is committed: sent once as a delta, never revised. The last
+// unit of a hypothesis (a word the audio may have cut) is never committed before the end; units
+// are words with their leading whitespace, or single characters of scripts written without
+// spaces (Han, kana, Thai, ...). Units compare case-, whitespace- and punctuation-insensitively,
+// so "Ask not," agrees with "ask not". A hypothesis ending in a loop (an n-gram repeated) counts
+// only up to the loop's first occurrence. finalize() sends the rest once the segment ends: the
+// deltas joined always equal the final transcript, and no span is sent twice — also when the
+// final decode revised a committed word (its units up to the committed count are skipped).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace parlance {
+
+class CommitPolicy {
+public:
+    // A new hypothesis of the whole segment; returns the newly committed text (a delta, maybe "").
+    std::string update(std::string_view hypothesis);
+    // The segment's final text; returns what is left to send. After it, the policy is finished:
+    // transcript() is the completed transcript, further calls return "".
+    std::string finalize(std::string_view final_text);
+
+    // Everything committed (and sent) so far; after finalize, the whole transcript.
+    const std::string& transcript() const { return committed_; }
+    bool finished() const { return finished_; }
+    int committed_units() const { return committed_units_; }
+
+    struct Unit {
+        std::string raw;  // as the hypothesis wrote it, with its leading whitespace
+        std::string key;  // case-folded, without whitespace and punctuation
+    };
+    // The units of a text (exposed for tests).
+    static std::vector<Unit> units(std::string_view text);
+
+private:
+    std::string append(const std::vector<Unit>& units, size_t from, size_t to);
+
+    std::vector<Unit> previous_;
+    std::string committed_;
+    int committed_units_ = 0;
+    bool finished_ = false;
+};
+
+}  // namespace parlance
