@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/lm_speech_model.h"
+#include "models/silero_vad/vad.h"
 #include "server/http_server.h"
 
 namespace parlance::cli {
@@ -27,6 +28,7 @@ struct ServeArgs {
     int cache_slots = 0;     // 0: from the model's default beam size (run)
     double kv_cache_mb = 0;  // 0: what the slots can hold
     double audio_memory_mb = 2048;
+    std::string vad_model;
 };
 
 void run(ServeArgs& a, GlobalOptions& globals) {
@@ -77,6 +79,24 @@ void run(ServeArgs& a, GlobalOptions& globals) {
                         std::to_string(engine->max_beams()) +
                         " full decoder contexts; a request at the model's default beam size " + std::to_string(beams) +
                         " needs " + std::to_string(beams));
+    // Live sessions' server_vad: Silero VAD on a backend of its own (one thread), so its small
+    // graphs never wait on, or race with, the speech model's.
+    std::unique_ptr<Backend> vad_backend;
+    std::unique_ptr<silero_vad::SileroVad> vad;
+    std::string vad_path;
+    try {
+        vad_path = resolve_vad_model(a.vad_model);
+    } catch (const Error& e) {
+        if (!a.vad_model.empty()) throw;
+        log.warn("no VAD model: /v1/realtime sessions need turn_detection null (", e.what(), ")");
+    }
+    if (!vad_path.empty()) {
+        BackendOptions vo;
+        vo.threads = 1;
+        vad_backend = std::make_unique<Backend>(vo);
+        vad = std::make_unique<silero_vad::SileroVad>(vad_path, *vad_backend);
+        http.set_vad(vad.get());
+    }
     const std::string description = model->description();
     http.set_engine(engine.get(), description);
     log.info("ready: ", description, " loaded in ", seconds(model->load_seconds()), " on ", backend.device_name(), ", ",
@@ -91,7 +111,9 @@ void run(ServeArgs& a, GlobalOptions& globals) {
 
 void register_serve(CLI::App& app, GlobalOptions& globals) {
     auto a = std::make_shared<ServeArgs>();
-    auto* cmd = app.add_subcommand("serve", "Serve the OpenAI-compatible API (transcriptions, translations)");
+    auto* cmd = app.add_subcommand(
+        "serve",
+        "Serve the OpenAI-compatible API (transcriptions, translations, live transcription over /v1/realtime)");
     cmd->add_option("-m,--model", a->model,
                     "Whisper model: HF snapshot directory or whisper.cpp .bin (default: $PARLANCE_MODEL, "
                     "else the bundled default models/parlance-synth-en when it is there)");
@@ -120,6 +142,12 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
     cmd->add_option("--body-timeout", a->server.body_timeout_seconds,
                     "Seconds for a request's body once its headers are in (then 408)")
         ->default_val(120);
+    cmd->add_option("--vad-model", a->vad_model,
+                    "Silero VAD v5 (silero_vad_v5.onnx) for live sessions' server_vad (default: "
+                    "$PARLANCE_VAD_MODEL, else where scripts/setup.sh put it; without one, sessions use "
+                    "turn_detection null)");
+    cmd->add_option("--max-sessions", a->server.max_sessions, "Live /v1/realtime sessions at once (then 429)")
+        ->default_val(64);
     cmd->add_option("--shutdown-grace", a->server.shutdown_grace_seconds,
                     "On SIGTERM/SIGINT, seconds in-flight requests may finish; then they are cancelled (503 "
                     "shutting_down) and the server exits. A second signal exits at once")

@@ -16,6 +16,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
 #include <nlohmann/json.hpp>
 
 #include "audio/decode.h"
@@ -23,6 +24,7 @@
 #include "server/audio_budget.h"
 #include "server/auth.h"
 #include "server/multipart.h"
+#include "server/realtime_connection.h"
 #include "server/routes.h"
 #include "server/transcription_form.h"
 #include "server/web_page.h"
@@ -32,6 +34,7 @@ namespace parlance::server {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
@@ -54,6 +57,8 @@ struct HttpServer::Impl {
     asio::thread_pool workers;
     Metrics metrics;
     AudioBudget audio_budget;
+    silero_vad::SileroVad* vad = nullptr;
+    RealtimeOptions realtime;
     std::atomic<SpeechEngine*> engine{nullptr};
     std::string model_description;
     Clock::time_point started = Clock::now();
@@ -225,7 +230,8 @@ private:
         };
         if (route_.needs_key && !server_.options.api_key.empty()) {
             const auto auth = request_[http::field::authorization];
-            if (!bearer_matches(auth, server_.options.api_key))
+            if (!bearer_matches(auth, server_.options.api_key) &&
+                !(route_.id == RouteId::Realtime && subprotocol_key_matches()))
                 throw ApiError(401, auth.empty() ? "missing API key (Authorization: Bearer ...)" : "invalid API key",
                                "", "invalid_api_key");
         }
@@ -242,7 +248,11 @@ private:
                 SpeechEngine* e = server_.engine.load();
                 EngineStats s;
                 if (e) s = e->stats();
-                return send(200, "text/plain; version=0.0.4", server_.metrics.render(e ? &s : nullptr, uptime()));
+                return send(200, "text/plain; version=0.0.4",
+                            server_.metrics.render(e ? &s : nullptr, uptime()) +
+                                "# HELP parlance_realtime_sessions Live /v1/realtime sessions.\n"
+                                "# TYPE parlance_realtime_sessions gauge\nparlance_realtime_sessions " +
+                                std::to_string(RealtimeSession::active()) + "\n");
             }
             case RouteId::Models:
                 only(http::verb::get);
@@ -262,11 +272,35 @@ private:
             case RouteId::Translations:
                 only(http::verb::post);
                 return transcribe(route_.id == RouteId::Translations);
+            case RouteId::Realtime:
+                only(http::verb::get);
+                return upgrade_realtime();
             case RouteId::Unknown:
                 break;
         }
         throw ApiError(404, "no route " + ApiError::quote(path), "", "not_found");
     }
+
+    // Browsers cannot set headers on a WebSocket: they send the key as a subprotocol,
+    // "openai-insecure-api-key.KEY" (answered with "realtime"; the key is never echoed).
+    bool subprotocol_key_matches() const {
+        const std::string list(request_[http::field::sec_websocket_protocol]);
+        const std::string prefix = "openai-insecure-api-key.";
+        size_t pos = 0;
+        while (pos < list.size()) {
+            size_t comma = list.find(',', pos);
+            if (comma == std::string::npos) comma = list.size();
+            std::string item = list.substr(pos, comma - pos);
+            item.erase(0, item.find_first_not_of(' '));
+            item.erase(item.find_last_not_of(' ') + 1);
+            if (item.rfind(prefix, 0) == 0 && constant_time_equal(item.substr(prefix.size()), server_.options.api_key))
+                return true;
+            pos = comma + 1;
+        }
+        return false;
+    }
+
+    void upgrade_realtime();
 
     nlohmann::json model_object() const {
         return {{"id", server_.options.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "parlance"}};
@@ -647,6 +681,45 @@ private:
     Clock::time_point started_ = Clock::now();
 };
 
+// GET /v1/realtime: checks what HTTP can still answer (not an upgrade, no model yet, too many
+// sessions, a non-transcription intent), then hands the socket to the WebSocket side.
+void Connection::upgrade_realtime() {
+    if (!websocket::is_upgrade(request_))
+        throw ApiError(426, "GET /v1/realtime is a WebSocket endpoint: connect with Upgrade: websocket", "",
+                       "upgrade_required");
+    SpeechEngine* engine = server_.engine.load();
+    if (!engine) throw ApiError(503, "the model is still loading", "", "loading");
+    if (server_.stopping.load()) throw ApiError(503, "the server is shutting down", "", "shutting_down");
+    if (RealtimeSession::active() >= server_.options.max_sessions)
+        throw ApiError(429,
+                       "too many live sessions (" + std::to_string(server_.options.max_sessions) +
+                           ", serve --max-sessions); retry shortly",
+                       "", "too_many_sessions");
+    const std::string target(request_.target());
+    const size_t q = target.find('?');
+    const std::string query = q == std::string::npos ? "" : target.substr(q + 1);
+    const size_t intent = query.find("intent=");
+    if (intent != std::string::npos && query.compare(intent + 7, 13, "transcription") != 0)
+        throw ApiError(400, "this server serves transcription sessions (?intent=transcription)", "intent",
+                       "invalid_value");
+    const std::string beta_header(request_["OpenAI-Beta"]);
+    const std::string protocols(request_[http::field::sec_websocket_protocol]);
+    const bool beta = beta_header.find("realtime=v1") != std::string::npos ||
+                      protocols.find("openai-beta.realtime-v1") != std::string::npos;
+    read_timer_.cancel();
+    final_queued_ = true;
+    record(101, 0.0);
+    RealtimeContext c;
+    c.engine = engine;
+    c.vad = server_.vad;
+    c.options = server_.realtime;
+    c.options.model_id = server_.options.model_id;
+    c.max_message_bytes = server_.options.max_realtime_message_bytes;
+    c.workers = &server_.workers;
+    c.log = &server_.log;
+    start_realtime_connection(std::move(stream_), std::move(request_), c, beta);
+}
+
 }  // namespace
 
 void HttpServer::Impl::accept() {
@@ -691,6 +764,14 @@ void HttpServer::start() {
 void HttpServer::set_engine(SpeechEngine* engine, const std::string& description) {
     impl_->model_description = description;
     impl_->engine.store(engine);
+}
+
+void HttpServer::set_vad(silero_vad::SileroVad* vad) {
+    impl_->vad = vad;
+}
+
+RealtimeOptions& HttpServer::realtime_options() {
+    return impl_->realtime;
 }
 
 void HttpServer::stop() {

@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "models/speech_model.h"
 #include "server/metrics.h"
+#include "server/realtime_session.h"
 
 namespace parlance::server {
 
@@ -28,13 +29,15 @@ struct ServerOptions {
     // waits for room. Must hold one request at max_audio_seconds (16 kHz float: 64 KB a second).
     size_t audio_memory_bytes = size_t(2048) << 20;
     int io_threads = 2;
-    int worker_threads = 16;             // requests decoding audio or waiting for the engine
-    int max_pending = 32;                // more requests than workers + this many in flight: 429
-    double header_timeout_seconds = 15;  // a request's line and headers (also an idle keep-alive)
-    double body_timeout_seconds = 120;   // its body, once the headers are in
-    double write_timeout_seconds = 60;   // any one write to a client that stopped reading
-    double shutdown_grace_seconds = 30;  // on SIGTERM: in-flight requests finish, then are cancelled
-    std::string model_id = "whisper";    // the `model` field clients send (also accepts whisper-1)
+    int worker_threads = 16;                       // requests decoding audio or waiting for the engine
+    int max_pending = 32;                          // more requests than workers + this many in flight: 429
+    double header_timeout_seconds = 15;            // a request's line and headers (also an idle keep-alive)
+    double body_timeout_seconds = 120;             // its body, once the headers are in
+    double write_timeout_seconds = 60;             // any one write to a client that stopped reading
+    double shutdown_grace_seconds = 30;            // on SIGTERM: in-flight requests finish, then are cancelled
+    int max_sessions = 64;                         // live /v1/realtime sessions at once (then 429)
+    size_t max_realtime_message_bytes = 4u << 20;  // one WebSocket message (then close 1009)
+    std::string model_id = "whisper";              // the `model` field clients send (also accepts whisper-1)
     std::string device = "cpu";
 };
 
@@ -54,6 +57,10 @@ public:
     void start();
     // Marks the model as loaded: requests are served from now on.
     void set_engine(SpeechEngine* engine, const std::string& model_description);
+    // The VAD of live sessions' server_vad (null: sessions need turn_detection null). It must
+    // outlive the server and run on its own Backend.
+    void set_vad(silero_vad::SileroVad* vad);
+    RealtimeOptions& realtime_options();
     int port() const { return bound_port_; }
     // Stops accepting and lets in-flight requests finish for the shutdown grace period; then
     // cancels what is left (its clients get a 503 "shutting_down") and stops the I/O threads.

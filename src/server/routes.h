@@ -16,6 +16,7 @@ enum class RouteId {
     Status,          // GET /v1/status
     Transcriptions,  // POST /v1/audio/transcriptions
     Translations,    // POST /v1/audio/translations
+    Realtime,        // GET /v1/realtime (WebSocket: live transcription sessions)
     Unknown,         // anything else: 404 (401 first under /v1/ when a key is set)
 };
 

@@ -151,6 +151,7 @@ std::vector<float> SileroVad::encode(const Rate& r, std::span<const float> input
             std::copy(padded.begin() + f * hop, padded.begin() + f * hop + r.filter,
                       frames.begin() + (static_cast<size_t>(w) * kFrames + f) * r.filter);
     }
+    std::lock_guard<std::mutex> lock(mutex_);
     ggml_init_params ip{graph_buf_.size(), graph_buf_.data(), true};
     ggml_context* ctx = ggml_init(ip);
     struct Free {

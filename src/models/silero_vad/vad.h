@@ -3,6 +3,9 @@
 // samples before it and the LSTM state is carried from window to window, exactly as the official
 // OnnxWrapper runs the model, so probabilities match onnxruntime's (tests/fixtures/silero_vad).
 //
+// Thread-safe: streams of different live sessions may push from different threads (the
+// graphs run one at a time; give the VAD its own Backend, apart from the speech model's).
+//
 // The model: reflect-pad right by 64 (32), an STFT as a convolution with the stored basis (256
 // (128) taps, hop 128 (64), magnitudes of 129 (65) bins over 4 frames), four 3-tap convolutions
 // with ReLU (stride 1, 2, 2, 1; 128, 64, 64, 128 channels), an LSTM cell of 128, then
@@ -16,6 +19,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -82,6 +86,7 @@ private:
     ggml_context* weights_ctx_ = nullptr;
     ggml_backend_buffer_t weights_buf_ = nullptr;
     std::vector<uint8_t> graph_buf_;
+    std::mutex mutex_;  // streams of several sessions share the graph buffer and the backend
 };
 
 // silero-vad's get_speech_timestamps over per-window probabilities of a recording of

@@ -1,0 +1,34 @@
+// The WebSocket side of /v1/realtime: accepts the upgrade of a request the HTTP connection has
+// read (answering the "realtime" subprotocol when offered, never the one carrying a key), then
+// reads client events into a RealtimeSession and writes its server events in order, one write at
+// a time. Bounded: a message over the size limit closes with 1009 (too big); a client that does
+// not read its events (more than 8 MiB queued) is closed; an idle peer is pinged and dropped by
+// Beast's suggested server timeouts.
+#pragma once
+
+#include <boost/asio/thread_pool.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include "core/log.h"
+#include "server/realtime_session.h"
+
+namespace parlance::server {
+
+struct RealtimeContext {
+    SpeechEngine* engine = nullptr;
+    silero_vad::SileroVad* vad = nullptr;  // may be null (no server_vad)
+    RealtimeOptions options;
+    size_t max_message_bytes = 4u << 20;
+    boost::asio::thread_pool* workers = nullptr;  // where decodes wait for the engine
+    Logger* log = nullptr;
+};
+
+// Takes over the connection. beta: the client speaks the beta shapes (OpenAI-Beta: realtime=v1
+// or the openai-beta.realtime-v1 subprotocol).
+void start_realtime_connection(boost::beast::tcp_stream stream,
+                               boost::beast::http::request<boost::beast::http::string_body> request,
+                               const RealtimeContext& context, bool beta);
+
+}  // namespace parlance::server

@@ -1,0 +1,569 @@
+// A /v1/realtime transcription session (see realtime_session.h).
+#include "server/realtime_session.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "audio/cut_points.h"
+#include "core/error.h"
+#include "models/silero_vad/vad.h"
+
+namespace parlance::server {
+namespace {
+
+using nlohmann::json;
+
+std::atomic<int> g_active{0};
+constexpr int kRate = 16000;
+constexpr int64_t kMinCommitSamples = kRate / 10;  // 100 ms
+
+std::string random_hex(size_t n) {
+    static thread_local std::mt19937_64 rng(std::random_device{}());
+    static const char* hex = "0123456789abcdef";
+    std::string s;
+    for (size_t i = 0; i < n; ++i) s += hex[rng() & 15];
+    return s;
+}
+
+// Strict base64 (RFC 4648, padding optional); false for anything else.
+bool base64_decode(std::string_view in, std::string* out) {
+    std::string s(in);
+    while (s.size() % 4 != 0) s += '=';
+    if (s.empty()) {
+        out->clear();
+        return true;
+    }
+    out->assign(s.size() / 4 * 3, '\0');
+    const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out->data()),
+                                  reinterpret_cast<const unsigned char*>(s.data()), static_cast<int>(s.size()));
+    if (n < 0) return false;
+    size_t pad = 0;
+    for (size_t i = s.size(); i > 0 && s[i - 1] == '='; --i) ++pad;
+    if (pad > 2) return false;
+    out->resize(static_cast<size_t>(n) - pad);
+    return true;
+}
+
+}  // namespace
+
+// Server VAD: Silero windows of 512 samples at 16 kHz, speech/silence hysteresis.
+struct RealtimeSession::VadState {
+    std::unique_ptr<silero_vad::SileroVad::Stream> stream;
+    std::vector<float> pending;  // samples not yet a whole window
+    int64_t next = 0;            // session sample of the next window's start
+    bool speaking = false;
+    int64_t silence_from = -1;  // first silent window while speaking
+};
+
+int RealtimeSession::active() {
+    return g_active.load();
+}
+
+RealtimeSession::RealtimeSession(SpeechEngine& engine, silero_vad::SileroVad* vad, RealtimeOptions options, bool beta,
+                                 Hooks hooks)
+    : engine_(engine),
+      vad_(vad),
+      o_(std::move(options)),
+      beta_(beta),
+      hooks_(std::move(hooks)),
+      id_("sess_" + random_hex(20)),
+      model_(o_.model_id),
+      vad_state_(std::make_unique<VadState>()) {
+    ++g_active;
+    if (!vad_) server_vad_ = false;
+    resampler_ = std::make_unique<Resampler>(24000, kRate);
+}
+
+RealtimeSession::~RealtimeSession() {
+    --g_active;
+}
+
+void RealtimeSession::start() {
+    emit({{"type", beta_ ? "transcription_session.created" : "session.created"}, {"session", session_object()}});
+}
+
+void RealtimeSession::stop() {
+    stopped_ = true;
+    cancelled_->store(true);
+}
+
+void RealtimeSession::emit(json ev) {
+    if (stopped_) return;
+    ev["event_id"] = "event_" + random_hex(20);
+    hooks_.send(ev.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+void RealtimeSession::error(const std::string& code, const std::string& message, const std::string& param,
+                            const json& ev, const std::string& type) {
+    json e{{"type", type}, {"code", code}, {"message", message}, {"param", param.empty() ? json() : json(param)}};
+    e["event_id"] = ev.is_object() && ev.contains("event_id") && ev["event_id"].is_string() ? ev["event_id"] : json();
+    emit({{"type", "error"}, {"error", e}});
+}
+
+json RealtimeSession::session_object() const {
+    json td = server_vad_ ? json{{"type", "server_vad"},
+                                 {"threshold", threshold_},
+                                 {"prefix_padding_ms", prefix_padding_ms_},
+                                 {"silence_duration_ms", silence_duration_ms_}}
+                          : json();
+    json transcription{
+        {"model", model_}, {"language", language_.empty() ? json() : json(language_)}, {"prompt", prompt_}};
+    if (beta_) {
+        const char* fmt = format_ == Format::Pcmu ? "g711_ulaw" : format_ == Format::Pcma ? "g711_alaw" : "pcm16";
+        return {{"id", id_},
+                {"object", "realtime.transcription_session"},
+                {"input_audio_format", fmt},
+                {"input_audio_transcription", transcription},
+                {"turn_detection", td},
+                {"input_audio_noise_reduction", nullptr},
+                {"include", include_}};
+    }
+    json format = format_ == Format::Pcmu ? json{{"type", "audio/pcmu"}}
+                  : format_ == Format::Pcma
+                      ? json{{"type", "audio/pcma"}}
+                      : json{{"type", "audio/pcm"}, {"rate", format_ == Format::Pcm16k ? 16000 : 24000}};
+    return {{"type", "transcription"},
+            {"id", id_},
+            {"object", "realtime.transcription_session"},
+            {"audio",
+             {{"input",
+               {{"format", format},
+                {"transcription", transcription},
+                {"noise_reduction", nullptr},
+                {"turn_detection", td}}}}},
+            {"include", include_}};
+}
+
+void RealtimeSession::on_message(std::string_view text) {
+    if (stopped_) return;
+    json ev = json::parse(text, nullptr, false);
+    if (ev.is_discarded() || !ev.is_object())
+        return error("invalid_json", "the message is not a JSON object", "", json());
+    if (!ev.contains("type") || !ev["type"].is_string())
+        return error("missing_type", "the event has no \"type\"", "type", ev);
+    const std::string type = ev["type"];
+    try {
+        if (type == "session.update") return update_session(ev, false);
+        if (type == "transcription_session.update") return update_session(ev, true);
+        if (type == "input_audio_buffer.append") return append(ev);
+        if (type == "input_audio_buffer.commit") return commit(ev);
+        if (type == "input_audio_buffer.clear") {
+            clear();
+            return emit({{"type", "input_audio_buffer.cleared"}});
+        }
+    } catch (const Error& e) {
+        return error("invalid_value", e.what(), "", ev);
+    }
+    error("unknown_event_type",
+          "unknown client event type '" + type.substr(0, 100) +
+              "' (a transcription session takes session.update, transcription_session.update and "
+              "input_audio_buffer.append/commit/clear)",
+          "type", ev);
+}
+
+void RealtimeSession::update_session(const json& ev, bool beta_shape) {
+    if (!ev.contains("session") || !ev["session"].is_object())
+        return error("missing_session", "the event has no \"session\" object", "session", ev);
+    const json& s = ev["session"];
+    // Parse everything first: a refused update changes nothing.
+    Format format = format_;
+    std::string language = language_, prompt = prompt_, model = model_;
+    bool server_vad = server_vad_;
+    float threshold = threshold_;
+    int prefix = prefix_padding_ms_, silence = silence_duration_ms_;
+    const json* td = nullptr;
+    const json* tr = nullptr;
+    std::string where;
+    if (beta_shape) {
+        if (s.contains("input_audio_format")) {
+            const json& f = s["input_audio_format"];
+            const std::string v = f.is_string() ? f.get<std::string>() : "";
+            if (v == "pcm16")
+                format = Format::Pcm24k;
+            else if (v == "g711_ulaw")
+                format = Format::Pcmu;
+            else if (v == "g711_alaw")
+                format = Format::Pcma;
+            else
+                return error("invalid_value", "input_audio_format is pcm16, g711_ulaw or g711_alaw",
+                             "session.input_audio_format", ev);
+        }
+        if (s.contains("input_audio_transcription")) tr = &s["input_audio_transcription"];
+        if (s.contains("turn_detection")) td = &s["turn_detection"];
+        where = "session.";
+    } else {
+        if (s.contains("type") && s["type"] != "transcription")
+            return error("invalid_value", "this server serves transcription sessions (session.type \"transcription\")",
+                         "session.type", ev);
+        const json* in = s.contains("audio") && s["audio"].is_object() && s["audio"].contains("input")
+                             ? &s["audio"]["input"]
+                             : nullptr;
+        if (in && in->contains("format")) {
+            const json& f = (*in)["format"];
+            const std::string t =
+                f.is_object() && f.contains("type") && f["type"].is_string() ? f["type"].get<std::string>() : "";
+            const int rate =
+                f.is_object() && f.contains("rate") && f["rate"].is_number_integer() ? f["rate"].get<int>() : 24000;
+            if (t == "audio/pcm" && rate == 24000)
+                format = Format::Pcm24k;
+            else if (t == "audio/pcm" && rate == 16000)
+                format = Format::Pcm16k;
+            else if (t == "audio/pcmu")
+                format = Format::Pcmu;
+            else if (t == "audio/pcma")
+                format = Format::Pcma;
+            else
+                return error(
+                    "invalid_value",
+                    "audio.input.format is {type: audio/pcm, rate: 24000 (or 16000)}, audio/pcmu or audio/pcma",
+                    "session.audio.input.format", ev);
+        }
+        if (in && in->contains("transcription")) tr = &(*in)["transcription"];
+        if (in && in->contains("turn_detection")) td = &(*in)["turn_detection"];
+        if (s.contains("include") && s["include"].is_array()) {
+            include_.clear();
+            for (const auto& x : s["include"])
+                if (x.is_string()) include_.push_back(x);
+        }
+        where = "session.audio.input.";
+    }
+    const std::string tr_param = beta_shape ? "session.input_audio_transcription." : where + "transcription.";
+    if (tr && tr->is_object()) {
+        if (tr->contains("model") && (*tr)["model"].is_string()) {
+            const std::string m = (*tr)["model"];
+            if (m != o_.model_id && m != "whisper-1" && m != "gpt-4o-transcribe" && m != "gpt-4o-mini-transcribe")
+                return error(
+                    "model_not_found",
+                    "the model '" + m.substr(0, 100) + "' does not exist (this server serves '" + o_.model_id + "')",
+                    tr_param + "model", ev);
+            model = m;
+        }
+        if (tr->contains("language")) {
+            const json& l = (*tr)["language"];
+            language = l.is_string() ? l.get<std::string>() : "";
+            try {
+                engine_.check_language(language);
+            } catch (const Error& e) {
+                return error("unsupported_language", e.what(), tr_param + "language", ev);
+            }
+        }
+        if (tr->contains("prompt") && (*tr)["prompt"].is_string()) prompt = (*tr)["prompt"];
+    }
+    if (td) {
+        if (td->is_null()) {
+            server_vad = false;
+        } else if (td->is_object()) {
+            const std::string t = td->value("type", "server_vad");
+            if (t != "server_vad" && t != "semantic_vad")
+                return error("invalid_value", "turn_detection.type is server_vad, semantic_vad or null",
+                             where + "turn_detection.type", ev);
+            if (!vad_)
+                return error("vad_unavailable",
+                             "this server has no VAD model (serve --vad-model); use turn_detection null",
+                             where + "turn_detection", ev);
+            server_vad = true;
+            if (t == "semantic_vad") {  // eagerness as the longest wait: low 8 s, medium 4 s, high 2 s
+                const std::string e = td->value("eagerness", "auto");
+                silence = e == "low" ? 8000 : e == "high" ? 2000 : e == "medium" ? 4000 : 1000;
+            }
+            if (td->contains("threshold") && (*td)["threshold"].is_number()) {
+                threshold = (*td)["threshold"].get<float>();
+                if (!(threshold > 0.0f && threshold < 1.0f))
+                    return error("invalid_value", "turn_detection.threshold must be between 0 and 1",
+                                 where + "turn_detection.threshold", ev);
+            }
+            if (td->contains("prefix_padding_ms") && (*td)["prefix_padding_ms"].is_number_integer())
+                prefix = std::clamp((*td)["prefix_padding_ms"].get<int>(), 0, 5000);
+            if (td->contains("silence_duration_ms") && (*td)["silence_duration_ms"].is_number_integer())
+                silence = std::clamp((*td)["silence_duration_ms"].get<int>(), 0, 10000);
+        }
+    }
+    if (format != format_) {
+        resampler_.reset();
+        if (format == Format::Pcm24k) resampler_ = std::make_unique<Resampler>(24000, kRate);
+        if (format == Format::Pcmu || format == Format::Pcma) resampler_ = std::make_unique<Resampler>(8000, kRate);
+    }
+    format_ = format;
+    language_ = language;
+    prompt_ = prompt;
+    model_ = model;
+    server_vad_ = server_vad;
+    threshold_ = threshold;
+    prefix_padding_ms_ = prefix;
+    silence_duration_ms_ = silence;
+    emit({{"type", beta_shape ? "transcription_session.updated" : "session.updated"}, {"session", session_object()}});
+}
+
+void RealtimeSession::append(const json& ev) {
+    if (!ev.contains("audio") || !ev["audio"].is_string())
+        return error("missing_audio", "input_audio_buffer.append needs \"audio\" (base64)", "audio", ev);
+    std::string bytes;
+    if (!base64_decode(ev["audio"].get<std::string>(), &bytes))
+        return error("invalid_base64", "audio is not valid base64", "audio", ev);
+    if (bytes.empty()) return;
+    const auto* b = reinterpret_cast<const uint8_t*>(bytes.data());
+    std::vector<float> pcm, out;
+    try {
+        if (format_ == Format::Pcmu || format_ == Format::Pcma) {
+            pcm = decode_pcm({b, bytes.size()}, format_ == Format::Pcmu ? PcmEncoding::MuLaw : PcmEncoding::ALaw, 8000,
+                             8000);
+        } else {
+            pcm = decode_pcm({b, bytes.size()}, PcmEncoding::S16LE, kRate, kRate);
+        }
+    } catch (const Error& e) {
+        return error("invalid_audio", std::string(e.what()) + " (audio is 16-bit little-endian PCM)", "audio", ev);
+    }
+    if (resampler_) {
+        resampler_->push(pcm, &out);
+    } else {
+        out = std::move(pcm);
+    }
+    if (!server_vad_ &&
+        static_cast<double>(total_ + static_cast<int64_t>(out.size()) - buffer_start_) / kRate > o_.max_buffer_seconds)
+        return error("input_audio_buffer_full",
+                     "more than " + std::to_string(static_cast<int>(o_.max_buffer_seconds)) +
+                         " s of uncommitted audio: commit (or use server_vad)",
+                     "audio", ev);
+    if (static_cast<double>(total_) / kRate > o_.max_session_seconds) {
+        error("session_expired",
+              "the session is longer than the server's limit of " +
+                  std::to_string(static_cast<int>(o_.max_session_seconds)) + " s",
+              "", ev, "invalid_request_error");
+        hooks_.close("session length limit");
+        return;
+    }
+    audio_.insert(audio_.end(), out.begin(), out.end());
+    total_ += static_cast<int64_t>(out.size());
+    if (server_vad_) feed_vad(out);
+    trim();
+}
+
+void RealtimeSession::feed_vad(std::span<const float> pcm) {
+    VadState& v = *vad_state_;
+    if (!v.stream) {
+        v.stream = std::make_unique<silero_vad::SileroVad::Stream>(*vad_, kRate);
+        v.next = total_ - static_cast<int64_t>(pcm.size());
+    }
+    v.pending.insert(v.pending.end(), pcm.begin(), pcm.end());
+    constexpr size_t kWindow = 512;
+    const float neg = std::max(threshold_ - 0.15f, 0.01f);
+    size_t used = 0;
+    while (v.pending.size() - used >= kWindow) {
+        const float p = v.stream->push({v.pending.data() + used, kWindow});
+        const int64_t at = v.next;
+        used += kWindow;
+        v.next += kWindow;
+        if (!v.speaking) {
+            if (p >= threshold_) {
+                v.speaking = true;
+                v.silence_from = -1;
+                open_item(std::max<int64_t>({0, at - static_cast<int64_t>(prefix_padding_ms_) * 16, origin_}), true);
+            }
+            continue;
+        }
+        if (p >= neg) {
+            v.silence_from = -1;
+        } else if (v.silence_from < 0) {
+            v.silence_from = at;
+        }
+        if (v.silence_from >= 0 && v.next - v.silence_from >= static_cast<int64_t>(silence_duration_ms_) * 16) {
+            v.speaking = false;
+            close_item(v.next, true);
+            continue;
+        }
+        // A segment at its cap is cut at a quiet point and the speech goes on in a new item.
+        Item& it = items_[open_id_];
+        if (static_cast<double>(v.next - it.start) / kRate >= o_.max_segment_seconds) {
+            const std::vector<float> seg = slice(it.start, v.next);
+            const auto cuts = quiet_cut_points(seg, o_.max_segment_seconds - 1.0, 5.0);
+            const int64_t cut = it.start + static_cast<int64_t>(cuts.size() > 2 ? cuts[1] : seg.size());
+            close_item(cut, true);
+            open_item(cut, true);
+        }
+        maybe_redecode();
+    }
+    v.pending.erase(v.pending.begin(), v.pending.begin() + static_cast<std::ptrdiff_t>(used));
+}
+
+void RealtimeSession::open_item(int64_t start, bool speech_started) {
+    Item it;
+    it.id = "item_" + random_hex(20);
+    it.start = start;
+    open_id_ = it.id;
+    last_redecode_ = start;
+    if (speech_started)
+        emit({{"type", "input_audio_buffer.speech_started"}, {"audio_start_ms", ms(start)}, {"item_id", it.id}});
+    items_.emplace(it.id, std::move(it));
+}
+
+// Ends the open item at `end`: committed, announced, queued for its final decode.
+void RealtimeSession::close_item(int64_t end, bool speech_stopped) {
+    auto found = items_.find(open_id_);
+    if (found == items_.end()) return;
+    Item& it = found->second;
+    it.end = std::max(end, it.start);
+    it.committed = true;
+    if (speech_stopped)
+        emit({{"type", "input_audio_buffer.speech_stopped"}, {"audio_end_ms", ms(it.end)}, {"item_id", it.id}});
+    emit({{"type", "input_audio_buffer.committed"},
+          {"item_id", it.id},
+          {"previous_item_id", last_id_.empty() ? json() : json(last_id_)}});
+    json item{{"id", it.id},           {"object", "realtime.item"},
+              {"type", "message"},     {"role", "user"},
+              {"status", "completed"}, {"content", json::array({{{"type", "input_audio"}, {"transcript", nullptr}}})}};
+    emit({{"type", beta_ ? "conversation.item.created" : "conversation.item.added"},
+          {"previous_item_id", last_id_.empty() ? json() : json(last_id_)},
+          {"item", item}});
+    last_id_ = it.id;
+    open_id_.clear();
+    // The final decode supersedes a pending re-decode of this item.
+    decodes_.erase(std::remove_if(decodes_.begin(), decodes_.end(),
+                                  [&](const Decode& d) { return d.item_id == it.id && !d.final; }),
+                   decodes_.end());
+    decodes_.push_back({it.id, true, slice(it.start, it.end)});
+    run_next_decode();
+}
+
+void RealtimeSession::commit(const json& ev) {
+    if (server_vad_ && !open_id_.empty()) {  // a manual commit ends the speech going on
+        vad_state_->speaking = false;
+        close_item(total_, false);
+        return;
+    }
+    const int64_t from = server_vad_ ? std::max(buffer_start_, origin_) : buffer_start_;
+    const int64_t n = total_ - from;
+    if (n < kMinCommitSamples)
+        return error("input_audio_buffer_commit_empty",
+                     "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but "
+                     "buffer only has " +
+                         std::to_string(ms(std::max<int64_t>(n, 0))) + "ms of audio.",
+                     "", ev);
+    open_item(from, false);
+    close_item(total_, false);
+    buffer_start_ = total_;
+    trim();
+}
+
+void RealtimeSession::clear() {
+    buffer_start_ = total_;
+    if (!open_id_.empty()) {  // the speech going on is dropped with the buffer
+        items_.erase(open_id_);
+        open_id_.clear();
+        vad_state_->speaking = false;
+    }
+    trim();
+}
+
+void RealtimeSession::maybe_redecode() {
+    if (open_id_.empty() || decoding_ || !decodes_.empty()) return;
+    if (total_ - last_redecode_ < static_cast<int64_t>(o_.redecode_seconds * kRate)) return;
+    const Item& it = items_[open_id_];
+    last_redecode_ = total_;
+    decodes_.push_back({it.id, false, slice(it.start, total_)});
+    run_next_decode();
+}
+
+void RealtimeSession::run_next_decode() {
+    if (decoding_ || decodes_.empty() || stopped_) return;
+    decoding_ = true;
+    auto d = std::make_shared<Decode>(std::move(decodes_.front()));
+    decodes_.pop_front();
+    TranscriptionRequest req;
+    req.pcm = d->pcm;
+    req.options.language = language_;
+    req.options.initial_prompt = prompt_;
+    // Interim and final decodes alike decode as a file request would (the model's beam size,
+    // timestamps), so what they agree on is what the final decode says, and the completed
+    // transcript is the offline transcript of the same audio.
+    req.options.temperatures = {0.0f};
+    req.cancelled = cancelled_;
+    auto self = shared_from_this();
+    hooks_.work([self, d, req = std::move(req)]() mutable {
+        std::string text, err;
+        try {
+            if (req.pcm.size() < 160) req.pcm.resize(160, 0.0f);  // a tail shorter than 10 ms: padded
+            text = self->engine_.submit(std::move(req)).get().text;
+        } catch (const std::exception& e) {
+            err = e.what();
+        }
+        self->hooks_.post([self, d, text, err] { self->on_decoded(*d, text, err); });
+    });
+}
+
+void RealtimeSession::on_decoded(const Decode& d, const std::string& text, const std::string& err) {
+    decoding_ = false;
+    if (stopped_) return;
+    auto found = items_.find(d.item_id);
+    if (found != items_.end()) {
+        Item& it = found->second;
+        if (!d.final) {
+            if (err.empty() && !it.committed) {
+                const std::string delta = it.policy.update(text);
+                if (!delta.empty())
+                    emit({{"type", "conversation.item.input_audio_transcription.delta"},
+                          {"item_id", it.id},
+                          {"content_index", 0},
+                          {"delta", delta}});
+            }
+        } else if (!err.empty()) {
+            emit({{"type", "conversation.item.input_audio_transcription.failed"},
+                  {"item_id", it.id},
+                  {"content_index", 0},
+                  {"error", {{"type", "transcription_error"}, {"code", "decode_failed"}, {"message", err}}}});
+            items_.erase(found);
+        } else {
+            const std::string rest = it.policy.finalize(text);
+            if (!rest.empty())
+                emit({{"type", "conversation.item.input_audio_transcription.delta"},
+                      {"item_id", it.id},
+                      {"content_index", 0},
+                      {"delta", rest}});
+            const double seconds = static_cast<double>(it.end - it.start) / kRate;
+            emit({{"type", "conversation.item.input_audio_transcription.completed"},
+                  {"item_id", it.id},
+                  {"content_index", 0},
+                  {"transcript", it.policy.transcript()},
+                  {"usage", {{"type", "duration"}, {"seconds", std::ceil(seconds * 10.0) / 10.0}}}});
+            if (!beta_)
+                emit({{"type", "conversation.item.done"},
+                      {"item",
+                       {{"id", it.id},
+                        {"object", "realtime.item"},
+                        {"type", "message"},
+                        {"role", "user"},
+                        {"status", "completed"},
+                        {"content",
+                         json::array({{{"type", "input_audio"}, {"transcript", it.policy.transcript()}}})}}}});
+            items_.erase(found);
+        }
+    }
+    trim();
+    run_next_decode();
+    maybe_redecode();
+}
+
+std::vector<float> RealtimeSession::slice(int64_t from, int64_t to) const {
+    from = std::clamp(from, origin_, origin_ + static_cast<int64_t>(audio_.size()));
+    to = std::clamp(to, from, origin_ + static_cast<int64_t>(audio_.size()));
+    return {audio_.begin() + (from - origin_), audio_.begin() + (to - origin_)};
+}
+
+// Drops audio nothing can need any more: before the open item, the uncommitted buffer, and the
+// prefix padding a next speech start may reach back into.
+void RealtimeSession::trim() {
+    int64_t keep = total_ - static_cast<int64_t>(prefix_padding_ms_ + 100) * 16;
+    if (!server_vad_) keep = std::min(keep, buffer_start_);
+    if (!open_id_.empty()) keep = std::min(keep, items_[open_id_].start);
+    keep = std::max(keep, origin_);
+    const int64_t drop = keep - origin_;
+    // Erasing from the front costs a copy of what is kept: do it when it frees a second or more.
+    if (drop >= kRate) {
+        audio_.erase(audio_.begin(), audio_.begin() + drop);
+        origin_ = keep;
+    }
+}
+
+}  // namespace parlance::server

@@ -1,0 +1,134 @@
+// One /v1/realtime transcription session, apart from its socket: client events in (JSON text),
+// server events out, in OpenAI's GA shapes (session.update) or the beta ones
+// (transcription_session.update), answered in the shape the client used.
+//
+// Audio arrives as base64 PCM16 at 24 kHz (or 16 kHz, an extension), or G.711 mu-law / A-law at
+// 8 kHz, and is kept at 16 kHz. With server_vad, Silero VAD finds speech: speech_started opens an
+// item; while it lasts the open segment is decoded again every redecode_seconds of new audio and
+// the text consecutive decodes agree on goes out as deltas (CommitPolicy); at the end of speech
+// (or at max_segment_seconds, cut at a quiet point) the item is committed and decoded once more,
+// the rest goes out as a delta, then `completed` with the transcript the deltas join to. Without
+// turn detection the client commits. A bad message is answered with an `error` event naming the
+// offending event; the session stays usable. Decodes of one session run one at a time on the
+// worker pool; audio before the open segment is dropped, so memory stays flat on long streams.
+// Not thread-safe: every call, and every hook's callback, runs on the connection's strand.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "audio/decode.h"
+#include "decoding/commit_policy.h"
+#include "models/speech_model.h"
+
+namespace parlance::silero_vad {
+class SileroVad;
+}
+
+namespace parlance::server {
+
+struct RealtimeOptions {
+    std::string model_id = "whisper";  // transcription.model values accepted (and whisper-1)
+    double redecode_seconds = 0.8;     // new speech that triggers a re-decode of the open segment
+    double max_segment_seconds = 30;   // a longer segment is cut at a quiet point
+    double max_buffer_seconds = 120;   // uncommitted audio held without turn detection
+    double max_session_seconds = 4 * 3600;
+};
+
+class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
+public:
+    struct Hooks {
+        std::function<void(std::string)> send;            // a server event, in order
+        std::function<void(std::function<void()>)> post;  // run on the session's strand
+        std::function<void(std::function<void()>)> work;  // run on a worker (may block)
+        std::function<void(std::string reason)> close;    // end the session (limits)
+    };
+
+    // vad may be null: server_vad is then refused (turn_detection null works).
+    RealtimeSession(SpeechEngine& engine, silero_vad::SileroVad* vad, RealtimeOptions options, bool beta, Hooks hooks);
+    ~RealtimeSession();
+
+    void start();  // session.created (or transcription_session.created)
+    void on_message(std::string_view text);
+    void stop();  // the socket closed: cancels what is in flight, sends nothing more
+
+    // Live sessions, for /metrics and the sessions-per-server limit.
+    static int active();
+
+private:
+    enum class Format { Pcm24k, Pcm16k, Pcmu, Pcma };
+    struct Item {
+        std::string id;
+        int64_t start = 0, end = 0;  // session samples at 16 kHz
+        CommitPolicy policy;
+        bool committed = false;
+    };
+    struct Decode {
+        std::string item_id;
+        bool final = false;
+        std::vector<float> pcm;
+    };
+
+    void update_session(const nlohmann::json& ev, bool beta_shape);
+    nlohmann::json session_object() const;
+    void append(const nlohmann::json& ev);
+    void commit(const nlohmann::json& ev);
+    void clear();
+    void feed_vad(std::span<const float> pcm16k);
+    void open_item(int64_t start, bool speech_started);
+    void close_item(int64_t end, bool speech_stopped);
+    void maybe_redecode();
+    void run_next_decode();
+    void on_decoded(const Decode& d, const std::string& text, const std::string& error);
+    void trim();
+    void error(const std::string& code, const std::string& message, const std::string& param, const nlohmann::json& ev,
+               const std::string& type = "invalid_request_error");
+    void emit(nlohmann::json ev);
+    std::vector<float> slice(int64_t from, int64_t to) const;
+    int64_t ms(int64_t samples) const { return samples / 16; }
+
+    SpeechEngine& engine_;
+    silero_vad::SileroVad* vad_;
+    RealtimeOptions o_;
+    bool beta_;
+    Hooks hooks_;
+    std::string id_;
+    bool stopped_ = false;
+    std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
+
+    // Configuration (session.update).
+    Format format_ = Format::Pcm24k;
+    std::string language_, prompt_, model_;
+    bool server_vad_ = true;
+    float threshold_ = 0.5f;
+    int prefix_padding_ms_ = 300, silence_duration_ms_ = 500;
+    std::vector<std::string> include_;
+
+    // Audio at 16 kHz: audio_[0] is session sample origin_; total_ samples received so far.
+    std::unique_ptr<Resampler> resampler_;
+    std::vector<float> audio_;
+    int64_t origin_ = 0, total_ = 0;
+    int64_t buffer_start_ = 0;  // without turn detection: the first uncommitted sample
+
+    // Server VAD.
+    struct VadState;
+    std::unique_ptr<VadState> vad_state_;
+
+    // Items: the open one (speech going on) and those waiting for their final decode.
+    std::map<std::string, Item> items_;
+    std::string open_id_, last_id_;
+    int64_t last_redecode_ = 0;
+    int next_id_ = 0;
+    std::deque<Decode> decodes_;
+    bool decoding_ = false;
+};
+
+}  // namespace parlance::server

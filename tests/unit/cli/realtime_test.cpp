@@ -1,0 +1,284 @@
+// Black-box tests of /v1/realtime over a real WebSocket (a Beast client against `parlance
+// serve`): manual commits, server VAD segmenting speech with streamed deltas that join to each
+// item's completed transcript, every invalid input answered with an error event while the
+// session goes on, the beta shapes, and the handshake's auth and refusals.
+#include <openssl/evp.h>
+#include <sys/socket.h>
+
+#include <gtest/gtest.h>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+#include <nlohmann/json.hpp>
+
+#include "audio/decode.h"
+#include "audio/wav.h"
+#include "serve_fixture.h"
+#include "test_support.h"
+
+namespace {
+
+using namespace parlance::testing;
+using nlohmann::json;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+
+std::string base64(const std::string& bytes) {
+    std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+    const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                  reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+    out.resize(static_cast<size_t>(n));
+    return out;
+}
+
+// 16-bit little-endian PCM of float samples.
+std::string pcm16(const std::vector<float>& x) {
+    std::string out(x.size() * 2, '\0');
+    for (size_t i = 0; i < x.size(); ++i) {
+        const auto v = static_cast<int16_t>(std::lround(std::clamp(x[i], -1.0f, 32767.0f / 32768.0f) * 32768.0f));
+        out[2 * i] = static_cast<char>(v & 0xFF);
+        out[2 * i + 1] = static_cast<char>((v >> 8) & 0xFF);
+    }
+    return out;
+}
+
+class WsClient {
+public:
+    // Throws beast::system_error when the handshake is refused.
+    WsClient(int port, const std::string& target, const std::vector<std::pair<std::string, std::string>>& headers = {},
+             std::string* handshake_response_protocol = nullptr)
+        : ws_(io_) {
+        ws_.next_layer().connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)});
+        timeval tv{20, 0};  // a missing event fails the test instead of hanging it
+        setsockopt(ws_.next_layer().native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        ws_.set_option(websocket::stream_base::decorator([headers](websocket::request_type& r) {
+            for (const auto& [k, v] : headers) r.set(k, v);
+        }));
+        websocket::response_type res;
+        ws_.handshake(res, "127.0.0.1", target);
+        if (handshake_response_protocol)
+            *handshake_response_protocol = std::string(res[beast::http::field::sec_websocket_protocol]);
+    }
+    void send(const json& ev) { send_text(ev.dump()); }
+    void send_text(const std::string& text) {
+        ws_.text(true);
+        ws_.write(asio::buffer(text));
+    }
+    json next() {
+        beast::flat_buffer b;
+        ws_.read(b);
+        return json::parse(beast::buffers_to_string(b.data()));
+    }
+    // Events until one of `type` (included); fails after 400 events.
+    std::vector<json> until(const std::string& type) {
+        std::vector<json> got;
+        for (int i = 0; i < 400; ++i) {
+            got.push_back(next());
+            if (got.back()["type"] == type) return got;
+        }
+        ADD_FAILURE() << "no " << type;
+        return got;
+    }
+    void append(const std::string& pcm_bytes, size_t chunk = 6400) {
+        for (size_t i = 0; i < pcm_bytes.size(); i += chunk)
+            send({{"type", "input_audio_buffer.append"}, {"audio", base64(pcm_bytes.substr(i, chunk))}});
+    }
+
+private:
+    asio::io_context io_;
+    websocket::stream<asio::ip::tcp::socket> ws_;
+};
+
+std::vector<float> jfk16k() {
+    return parlance::read_wav_file(fixture("audio/jfk.wav")).samples;
+}
+
+json manual_session(bool rate16k) {
+    return {{"type", "session.update"},
+            {"session",
+             {{"type", "transcription"},
+              {"audio",
+               {{"input",
+                 {{"format", {{"type", "audio/pcm"}, {"rate", rate16k ? 16000 : 24000}}},
+                  {"transcription", {{"model", "whisper"}, {"language", "en"}}},
+                  {"turn_detection", nullptr}}}}}}}};
+}
+
+// Per item: the deltas joined, and the completed transcript.
+std::map<std::string, std::pair<std::string, std::string>> transcripts(const std::vector<json>& events) {
+    std::map<std::string, std::pair<std::string, std::string>> out;
+    for (const auto& e : events) {
+        if (e["type"] == "conversation.item.input_audio_transcription.delta")
+            out[e["item_id"]].first += e["delta"].get<std::string>();
+        if (e["type"] == "conversation.item.input_audio_transcription.completed")
+            out[e["item_id"]].second = e["transcript"];
+    }
+    return out;
+}
+
+TEST(Realtime, AManualCommitTranscribesTheBufferAsTheFileEndpointDoes) {
+    Server s;
+    ASSERT_GT(s.port(), 0) << s.read_log();
+    WsClient c(s.port(), "/v1/realtime?intent=transcription");
+    json created = c.next();
+    EXPECT_EQ(created["type"], "session.created");
+    EXPECT_TRUE(created["event_id"].is_string());
+    c.send(manual_session(true));
+    json updated = c.next();
+    ASSERT_EQ(updated["type"], "session.updated") << updated.dump();
+    EXPECT_EQ(updated["session"]["audio"]["input"]["format"]["rate"], 16000);
+    EXPECT_TRUE(updated["session"]["audio"]["input"]["turn_detection"].is_null());
+    c.append(pcm16(jfk16k()));
+    c.send({{"type", "input_audio_buffer.commit"}});
+    const auto events = c.until("conversation.item.input_audio_transcription.completed");
+    std::string item;
+    for (const auto& e : events) {
+        if (e["type"] == "input_audio_buffer.committed") item = e["item_id"];
+        EXPECT_NE(e["type"], "input_audio_buffer.speech_started");  // no VAD: no speech events
+    }
+    ASSERT_FALSE(item.empty());
+    const auto& done = events.back();
+    EXPECT_EQ(done["item_id"], item);
+    EXPECT_EQ(done["usage"]["type"], "duration");
+    const auto t = transcripts(events);
+    EXPECT_EQ(t.at(item).first, t.at(item).second) << "the deltas do not join to the transcript";
+    // The same audio as a file request (temperature 0) gives the same text.
+    auto file = s.post("/v1/audio/transcriptions",
+                       "-F file=@" + fixture("audio/jfk.wav") + " -F model=whisper -F temperature=0 -F language=en");
+    ASSERT_EQ(file.first, 200);
+    EXPECT_EQ(t.at(item).second, json::parse(file.second)["text"]);
+}
+
+TEST(Realtime, ServerVadSegmentsSpeechAndStreamsDeltasThatJoinToEachTranscript) {
+    Server s;
+    ASSERT_GT(s.port(), 0) << s.read_log();
+    WsClient c(s.port(), "/v1/realtime?model=whisper");
+    c.next();
+    json update = manual_session(false);  // GA pcm at 24 kHz
+    update["session"]["audio"]["input"]["turn_detection"] = {{"type", "server_vad"}, {"silence_duration_ms", 500}};
+    c.send(update);
+    ASSERT_EQ(c.next()["type"], "session.updated");
+    // JFK (pauses of a second between phrases) at 24 kHz, then two seconds of silence.
+    std::vector<float> audio = parlance::resample(jfk16k(), 16000, 24000);
+    audio.resize(audio.size() + 48000, 0.0f);
+    c.append(pcm16(audio), 4800);  // 100 ms messages
+    std::vector<json> events;
+    std::map<std::string, int> started, stopped;
+    int completed = 0;
+    for (int i = 0; i < 2000 && (started.empty() || completed < static_cast<int>(started.size())); ++i) {
+        events.push_back(c.next());
+        const json& e = events.back();
+        if (e["type"] == "input_audio_buffer.speech_started") started[e["item_id"]] = e["audio_start_ms"];
+        if (e["type"] == "input_audio_buffer.speech_stopped") stopped[e["item_id"]] = e["audio_end_ms"];
+        if (e["type"] == "conversation.item.input_audio_transcription.completed") ++completed;
+        ASSERT_NE(e["type"], "error") << e.dump();
+    }
+    ASSERT_GE(started.size(), 2u) << "JFK's pauses should split the speech";
+    int last_end = -1;
+    for (const auto& [item, start] : started) {
+        ASSERT_TRUE(stopped.count(item)) << item;
+        EXPECT_LT(start, stopped[item]);
+        EXPECT_LE(stopped[item], 13000);
+        last_end = std::max(last_end, stopped[item]);
+    }
+    for (const auto& [item, t] : transcripts(events)) EXPECT_EQ(t.first, t.second) << item;
+    EXPECT_EQ(completed, static_cast<int>(started.size()));
+}
+
+TEST(Realtime, InvalidEventsGetErrorEventsAndTheSessionGoesOn) {
+    Server s;
+    ASSERT_GT(s.port(), 0) << s.read_log();
+    WsClient c(s.port(), "/v1/realtime?intent=transcription");
+    c.next();
+    c.send(manual_session(true));
+    c.next();
+    auto expect_error = [&](const std::string& code, const std::string& event_id) {
+        const json e = c.next();
+        ASSERT_EQ(e["type"], "error") << e.dump();
+        EXPECT_EQ(e["error"]["code"], code) << e.dump();
+        EXPECT_TRUE(e["error"]["message"].is_string());
+        EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+        if (!event_id.empty()) {
+            EXPECT_EQ(e["error"]["event_id"], event_id);
+        }
+    };
+    c.send_text("{not json");
+    expect_error("invalid_json", "");
+    c.send({{"type", "response.create"}, {"event_id", "e1"}});
+    expect_error("unknown_event_type", "e1");
+    c.send({{"type", "input_audio_buffer.append"}, {"audio", "***"}, {"event_id", "e2"}});
+    expect_error("invalid_base64", "e2");
+    c.send({{"type", "input_audio_buffer.append"}, {"audio", base64("abc")}, {"event_id", "e3"}});
+    expect_error("invalid_audio", "e3");
+    json bad = manual_session(true);
+    bad["session"]["audio"]["input"]["format"] = {{"type", "audio/flac"}};
+    bad["event_id"] = "e4";
+    c.send(bad);
+    expect_error("invalid_value", "e4");
+    json lang = manual_session(true);
+    lang["session"]["audio"]["input"]["transcription"]["language"] = "xx";
+    c.send(lang);
+    expect_error("unsupported_language", "");
+    c.append(pcm16(std::vector<float>(800, 0.0f)));  // 50 ms
+    c.send({{"type", "input_audio_buffer.commit"}, {"event_id", "e5"}});
+    expect_error("input_audio_buffer_commit_empty", "e5");
+    // Still usable: a clear, then a real commit.
+    c.send({{"type", "input_audio_buffer.clear"}});
+    EXPECT_EQ(c.next()["type"], "input_audio_buffer.cleared");
+    c.append(pcm16(jfk16k()));
+    c.send({{"type", "input_audio_buffer.commit"}});
+    const auto events = c.until("conversation.item.input_audio_transcription.completed");
+    EXPECT_FALSE(events.back()["transcript"].get<std::string>().empty());
+}
+
+TEST(Realtime, BetaClientsGetTheBetaShapes) {
+    Server s;
+    ASSERT_GT(s.port(), 0) << s.read_log();
+    WsClient c(s.port(), "/v1/realtime?model=whisper", {{"OpenAI-Beta", "realtime=v1"}});
+    EXPECT_EQ(c.next()["type"], "transcription_session.created");
+    c.send({{"type", "transcription_session.update"},
+            {"session",
+             {{"input_audio_format", "pcm16"},
+              {"input_audio_transcription", {{"model", "whisper-1"}, {"language", "en"}}},
+              {"turn_detection", nullptr}}}});
+    const json u = c.next();
+    ASSERT_EQ(u["type"], "transcription_session.updated") << u.dump();
+    EXPECT_EQ(u["session"]["object"], "realtime.transcription_session");
+    EXPECT_EQ(u["session"]["input_audio_format"], "pcm16");
+    c.append(pcm16(parlance::resample(jfk16k(), 16000, 24000)), 9600);
+    c.send({{"type", "input_audio_buffer.commit"}});
+    const auto events = c.until("conversation.item.input_audio_transcription.completed");
+    bool created = false;
+    for (const auto& e : events) created |= e["type"] == "conversation.item.created";
+    EXPECT_TRUE(created);
+}
+
+TEST(Realtime, TheHandshakeTakesTheKeyAsAHeaderOrASubprotocolAndRefusesTheRest) {
+    Server s("--api-key sesame --max-sessions 1");
+    ASSERT_GT(s.port(), 0) << s.read_log();
+    EXPECT_THROW(WsClient(s.port(), "/v1/realtime?intent=transcription"), beast::system_error);
+    std::string protocol;
+    {
+        WsClient browser(s.port(), "/v1/realtime?intent=transcription",
+                         {{"Sec-WebSocket-Protocol", "realtime, openai-insecure-api-key.sesame"}}, &protocol);
+        EXPECT_EQ(protocol, "realtime");  // never the one carrying the key
+        EXPECT_EQ(browser.next()["type"], "session.created");
+        // One session at most: a second is refused while this one lives.
+        EXPECT_THROW(WsClient(s.port(), "/v1/realtime", {{"Authorization", "Bearer sesame"}}), beast::system_error);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    WsClient node(s.port(), "/v1/realtime?intent=transcription", {{"Authorization", "Bearer sesame"}});
+    EXPECT_EQ(node.next()["type"], "session.created");
+    // Not an upgrade: 426 with the error body.
+    const RawResponse r = parse_response([&] {
+        RawClient raw(s.port());
+        raw.send("GET /v1/realtime HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sesame\r\nConnection: close\r\n\r\n");
+        return raw.read_all(10);
+    }());
+    EXPECT_EQ(r.status, 426) << r.head;
+    const std::string metrics = Server::curl("-s -H 'Authorization: Bearer sesame' " + s.url("/metrics"));
+    EXPECT_NE(metrics.find("parlance_realtime_sessions 1"), std::string::npos);
+}
+
+}  // namespace
