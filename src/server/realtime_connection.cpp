@@ -4,6 +4,7 @@
 #include <deque>
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 
@@ -35,7 +36,7 @@ class RealtimeConnection : public std::enable_shared_from_this<RealtimeConnectio
 public:
     RealtimeConnection(beast::tcp_stream stream, http::request<http::string_body> request, const RealtimeContext& c,
                        bool beta)
-        : ws_(std::move(stream)), request_(std::move(request)), c_(c), beta_(beta) {}
+        : ws_(std::move(stream)), wait_(ws_.get_executor()), request_(std::move(request)), c_(c), beta_(beta) {}
 
     void start() {
         beast::get_lowest_layer(ws_).expires_never();
@@ -72,6 +73,13 @@ private:
     }
 
     void read() {
+        if (session_->congested()) {  // backpressure: read again once the decodes caught up
+            wait_.expires_after(std::chrono::milliseconds(10));
+            wait_.async_wait([self = shared_from_this()](beast::error_code ec) {
+                if (!ec) self->read();
+            });
+            return;
+        }
         ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, size_t) {
             if (ec) return self->end(ec);
             const std::string text = beast::buffers_to_string(self->buffer_.data());
@@ -121,6 +129,7 @@ private:
     }
 
     websocket::stream<beast::tcp_stream> ws_;
+    asio::steady_timer wait_;
     http::request<http::string_body> request_;
     RealtimeContext c_;
     bool beta_;

@@ -3,7 +3,8 @@
 // reads client events into a RealtimeSession and writes its server events in order, one write at
 // a time. Bounded: a message over the size limit closes with 1009 (too big); a client that does
 // not read its events (more than 8 MiB queued) is closed; an idle peer is pinged and dropped by
-// Beast's suggested server timeouts.
+// Beast's suggested server timeouts; while the session's decodes lag behind, the socket is not
+// read (backpressure).
 #pragma once
 
 #include <boost/asio/thread_pool.hpp>

@@ -60,6 +60,11 @@ public:
     void on_message(std::string_view text);
     void stop();  // the socket closed: cancels what is in flight, sends nothing more
 
+    // More audio would only queue up: final decodes are waiting. The connection stops reading
+    // until it clears, so a client sending faster than the model keeps up is slowed down by TCP
+    // (backpressure) instead of growing the server's memory.
+    bool congested() const { return decodes_.size() >= 2; }
+
     // Live sessions, for /metrics and the sessions-per-server limit.
     static int active();
 

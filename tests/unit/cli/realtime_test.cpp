@@ -281,4 +281,39 @@ TEST(Realtime, TheHandshakeTakesTheKeyAsAHeaderOrASubprotocolAndRefusesTheRest) 
     EXPECT_NE(metrics.find("parlance_realtime_sessions 1"), std::string::npos);
 }
 
+// Ten minutes of a stream (a minute: JFK's 11 s, then silence), sent as fast as the server takes
+// it: every item completes, and resident memory after the tenth minute is what it was after the
+// first (consumed audio is dropped; a client faster than the decodes meets backpressure).
+TEST(Realtime, TenMinutesOfStreamKeepMemoryFlat) {
+    Server s;
+    ASSERT_GT(s.port(), 0) << s.read_log();
+    WsClient c(s.port(), "/v1/realtime?intent=transcription");
+    c.next();
+    json update = manual_session(true);
+    update["session"]["audio"]["input"]["turn_detection"] = {{"type", "server_vad"}};
+    c.send(update);
+    ASSERT_EQ(c.next()["type"], "session.updated");
+    std::vector<float> minute = jfk16k();
+    minute.resize(16000 * 60, 0.0f);
+    const std::string bytes = pcm16(minute);
+    int started = 0, completed = 0;
+    size_t after_first = 0;
+    for (int m = 0; m < 10; ++m) {
+        c.append(bytes, 3200);
+        const int before = started;
+        while (started == before || completed < started) {
+            const json e = c.next();
+            ASSERT_NE(e["type"], "error") << e.dump();
+            if (e["type"] == "input_audio_buffer.speech_started") ++started;
+            if (e["type"] == "conversation.item.input_audio_transcription.completed") ++completed;
+        }
+        if (m == 0) after_first = resident_bytes_of(s.pid());
+    }
+    const size_t after_tenth = resident_bytes_of(s.pid());
+    std::printf("[ realtime ] %d items in 10 minutes; resident %zu MiB after the first, %zu MiB after the tenth\n",
+                completed, after_first >> 20, after_tenth >> 20);
+    EXPECT_GE(completed, 10);
+    EXPECT_LT(after_tenth, after_first + (size_t(16) << 20)) << "memory grew over the stream";
+}
+
 }  // namespace
