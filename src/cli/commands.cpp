@@ -12,6 +12,7 @@ void register_commands(CLI::App& app, GlobalOptions& globals) {
     register_pull(app, globals);
     register_generate(app, globals);
     register_vad(app, globals);
+    register_stream(app, globals);
 }
 
 }  // namespace parlance::cli

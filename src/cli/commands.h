@@ -24,5 +24,6 @@ void register_convert(CLI::App& app, GlobalOptions& globals);
 void register_pull(CLI::App& app, GlobalOptions& globals);
 void register_generate(CLI::App& app, GlobalOptions& globals);
 void register_vad(CLI::App& app, GlobalOptions& globals);
+void register_stream(CLI::App& app, GlobalOptions& globals);
 
 }  // namespace parlance::cli

@@ -368,10 +368,13 @@ void RealtimeSession::feed_vad(std::span<const float> pcm) {
             v.silence_from = -1;
         } else if (v.silence_from < 0) {
             v.silence_from = at;
+            // Decode the speech up to the pause now: if the pause turns out to end the item, this
+            // decode is its final one and `completed` follows speech_stopped at once.
+            redecode_to(at);
         }
         if (v.silence_from >= 0 && v.next - v.silence_from >= static_cast<int64_t>(silence_duration_ms_) * 16) {
             v.speaking = false;
-            close_item(v.next, true);
+            close_item(v.next, v.silence_from, true);
             continue;
         }
         // A segment at its cap is cut at a quiet point and the speech goes on in a new item.
@@ -380,7 +383,7 @@ void RealtimeSession::feed_vad(std::span<const float> pcm) {
             const std::vector<float> seg = slice(it.start, v.next);
             const auto cuts = quiet_cut_points(seg, o_.max_segment_seconds - 1.0, 5.0);
             const int64_t cut = it.start + static_cast<int64_t>(cuts.size() > 2 ? cuts[1] : seg.size());
-            close_item(cut, true);
+            close_item(cut, cut, true);
             open_item(cut, true);
         }
         maybe_redecode();
@@ -400,11 +403,12 @@ void RealtimeSession::open_item(int64_t start, bool speech_started) {
 }
 
 // Ends the open item at `end`: committed, announced, queued for its final decode.
-void RealtimeSession::close_item(int64_t end, bool speech_stopped) {
+void RealtimeSession::close_item(int64_t end, int64_t speech_end, bool speech_stopped) {
     auto found = items_.find(open_id_);
     if (found == items_.end()) return;
     Item& it = found->second;
     it.end = std::max(end, it.start);
+    it.speech_end = std::clamp(speech_end, it.start, it.end);
     it.committed = true;
     if (speech_stopped)
         emit({{"type", "input_audio_buffer.speech_stopped"}, {"audio_end_ms", ms(it.end)}, {"item_id", it.id}});
@@ -423,14 +427,54 @@ void RealtimeSession::close_item(int64_t end, bool speech_stopped) {
     decodes_.erase(std::remove_if(decodes_.begin(), decodes_.end(),
                                   [&](const Decode& d) { return d.item_id == it.id && !d.final; }),
                    decodes_.end());
-    decodes_.push_back({it.id, true, slice(it.start, it.end)});
+    // An interim decode that covered all the speech is the final one: done now, or when it lands.
+    if (it.hypothesis_end >= it.speech_end && !it.decoding) return complete(it, it.hypothesis);
+    if (it.decoding) {
+        it.await_interim = true;  // decided when it lands (on_decoded)
+        return;
+    }
+    decodes_.push_back({it.id, true, slice(it.start, it.end), it.end});
+    run_next_decode();
+}
+
+void RealtimeSession::complete(Item& it, const std::string& text) {
+    const std::string rest = it.policy.finalize(text);
+    if (!rest.empty())
+        emit({{"type", "conversation.item.input_audio_transcription.delta"},
+              {"item_id", it.id},
+              {"content_index", 0},
+              {"delta", rest}});
+    const double seconds = static_cast<double>(it.end - it.start) / kRate;
+    emit({{"type", "conversation.item.input_audio_transcription.completed"},
+          {"item_id", it.id},
+          {"content_index", 0},
+          {"transcript", it.policy.transcript()},
+          {"usage", {{"type", "duration"}, {"seconds", std::ceil(seconds * 10.0) / 10.0}}}});
+    if (!beta_)
+        emit({{"type", "conversation.item.done"},
+              {"item",
+               {{"id", it.id},
+                {"object", "realtime.item"},
+                {"type", "message"},
+                {"role", "user"},
+                {"status", "completed"},
+                {"content", json::array({{{"type", "input_audio"}, {"transcript", it.policy.transcript()}}})}}}});
+    items_.erase(it.id);
+}
+
+void RealtimeSession::redecode_to(int64_t end) {
+    if (open_id_.empty() || decoding_ || !decodes_.empty()) return;
+    Item& it = items_[open_id_];
+    if (end - it.start < kMinCommitSamples || end <= it.hypothesis_end) return;
+    last_redecode_ = end;
+    decodes_.push_back({it.id, false, slice(it.start, end), end});
     run_next_decode();
 }
 
 void RealtimeSession::commit(const json& ev) {
     if (server_vad_ && !open_id_.empty()) {  // a manual commit ends the speech going on
         vad_state_->speaking = false;
-        close_item(total_, false);
+        close_item(total_, total_, false);
         return;
     }
     const int64_t from = server_vad_ ? std::max(buffer_start_, origin_) : buffer_start_;
@@ -442,7 +486,7 @@ void RealtimeSession::commit(const json& ev) {
                          std::to_string(ms(std::max<int64_t>(n, 0))) + "ms of audio.",
                      "", ev);
     open_item(from, false);
-    close_item(total_, false);
+    close_item(total_, total_, false);
     buffer_start_ = total_;
     trim();
 }
@@ -458,12 +502,11 @@ void RealtimeSession::clear() {
 }
 
 void RealtimeSession::maybe_redecode() {
-    if (open_id_.empty() || decoding_ || !decodes_.empty()) return;
-    if (total_ - last_redecode_ < static_cast<int64_t>(o_.redecode_seconds * kRate)) return;
-    const Item& it = items_[open_id_];
-    last_redecode_ = total_;
-    decodes_.push_back({it.id, false, slice(it.start, total_)});
-    run_next_decode();
+    if (open_id_.empty()) return;
+    // In a pause, decode exactly up to it (once): if the pause ends the item, that decode is final.
+    const VadState& v = *vad_state_;
+    if (v.speaking && v.silence_from >= 0) return redecode_to(v.silence_from);
+    if (total_ - last_redecode_ >= static_cast<int64_t>(o_.redecode_seconds * kRate)) redecode_to(total_);
 }
 
 void RealtimeSession::run_next_decode() {
@@ -471,6 +514,8 @@ void RealtimeSession::run_next_decode() {
     decoding_ = true;
     auto d = std::make_shared<Decode>(std::move(decodes_.front()));
     decodes_.pop_front();
+    if (!d->final)
+        if (auto it = items_.find(d->item_id); it != items_.end()) it->second.decoding = true;
     TranscriptionRequest req;
     req.pcm = d->pcm;
     req.options.language = language_;
@@ -500,7 +545,19 @@ void RealtimeSession::on_decoded(const Decode& d, const std::string& text, const
     if (found != items_.end()) {
         Item& it = found->second;
         if (!d.final) {
-            if (err.empty() && !it.committed) {
+            it.decoding = false;
+            if (err.empty()) {
+                it.hypothesis = text;
+                it.hypothesis_end = d.end;
+            }
+            if (it.committed) {
+                // The item ended while this decode ran: final if it covered the speech.
+                if (it.await_interim && err.empty() && d.end >= it.speech_end) {
+                    complete(it, text);
+                } else {
+                    decodes_.push_back({it.id, true, slice(it.start, it.end), it.end});
+                }
+            } else if (err.empty()) {
                 const std::string delta = it.policy.update(text);
                 if (!delta.empty())
                     emit({{"type", "conversation.item.input_audio_transcription.delta"},
@@ -515,29 +572,7 @@ void RealtimeSession::on_decoded(const Decode& d, const std::string& text, const
                   {"error", {{"type", "transcription_error"}, {"code", "decode_failed"}, {"message", err}}}});
             items_.erase(found);
         } else {
-            const std::string rest = it.policy.finalize(text);
-            if (!rest.empty())
-                emit({{"type", "conversation.item.input_audio_transcription.delta"},
-                      {"item_id", it.id},
-                      {"content_index", 0},
-                      {"delta", rest}});
-            const double seconds = static_cast<double>(it.end - it.start) / kRate;
-            emit({{"type", "conversation.item.input_audio_transcription.completed"},
-                  {"item_id", it.id},
-                  {"content_index", 0},
-                  {"transcript", it.policy.transcript()},
-                  {"usage", {{"type", "duration"}, {"seconds", std::ceil(seconds * 10.0) / 10.0}}}});
-            if (!beta_)
-                emit({{"type", "conversation.item.done"},
-                      {"item",
-                       {{"id", it.id},
-                        {"object", "realtime.item"},
-                        {"type", "message"},
-                        {"role", "user"},
-                        {"status", "completed"},
-                        {"content",
-                         json::array({{{"type", "input_audio"}, {"transcript", it.policy.transcript()}}})}}}});
-            items_.erase(found);
+            complete(it, text);
         }
     }
     trim();

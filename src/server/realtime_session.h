@@ -37,7 +37,7 @@ namespace parlance::server {
 
 struct RealtimeOptions {
     std::string model_id = "whisper";  // transcription.model values accepted (and whisper-1)
-    double redecode_seconds = 0.8;     // new speech that triggers a re-decode of the open segment
+    double redecode_seconds = 0.6;     // new speech that triggers a re-decode of the open segment
     double max_segment_seconds = 30;   // a longer segment is cut at a quiet point
     double max_buffer_seconds = 120;   // uncommitted audio held without turn detection
     double max_session_seconds = 4 * 3600;
@@ -75,11 +75,17 @@ private:
         int64_t start = 0, end = 0;  // session samples at 16 kHz
         CommitPolicy policy;
         bool committed = false;
+        int64_t speech_end = 0;       // where the speech ended (the silence began)
+        std::string hypothesis;       // the latest interim decode's text
+        int64_t hypothesis_end = -1;  // the audio it covered, [start, hypothesis_end)
+        bool decoding = false;        // an interim decode of it is in flight
+        bool await_interim = false;   // committed, and that decode covers its speech: it is final
     };
     struct Decode {
         std::string item_id;
         bool final = false;
         std::vector<float> pcm;
+        int64_t end = 0;  // session sample where the audio ends
     };
 
     void update_session(const nlohmann::json& ev, bool beta_shape);
@@ -89,7 +95,9 @@ private:
     void clear();
     void feed_vad(std::span<const float> pcm16k);
     void open_item(int64_t start, bool speech_started);
-    void close_item(int64_t end, bool speech_stopped);
+    void close_item(int64_t end, int64_t speech_end, bool speech_stopped);
+    void complete(Item& it, const std::string& text);
+    void redecode_to(int64_t end);
     void maybe_redecode();
     void run_next_decode();
     void on_decoded(const Decode& d, const std::string& text, const std::string& error);

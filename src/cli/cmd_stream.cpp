@@ -1,0 +1,224 @@
+// `parlance stream FILE [--realtime]`: a live transcription session over a file, in process, the
+// same RealtimeSession /v1/realtime serves: the file goes in as 100 ms appends (paced at real
+// time with --realtime, else as fast as the session takes it), server VAD finds the speech, and
+// each delta is printed as it commits, with the audio time it arrived at; each item's completed
+// transcript with its end-of-speech -> completed latency; a summary at the end.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include <boost/asio.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cli/audio_input.h"
+#include "cli/commands.h"
+#include "cli/default_model.h"
+#include "core/backend.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/lm_speech_model.h"
+#include "models/silero_vad/vad.h"
+#include "server/realtime_session.h"
+
+namespace parlance::cli {
+namespace {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+struct StreamArgs {
+    std::string file, model, vad_model, language, format = "text";
+    bool realtime = false;
+    int threads = 0;
+    double redecode_seconds = 0.6;
+    int silence_ms = 500;
+};
+
+std::string base64(std::span<const uint8_t> in) {
+    static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    size_t i = 0;
+    for (; i + 2 < in.size(); i += 3) {
+        const uint32_t v = (in[i] << 16) | (in[i + 1] << 8) | in[i + 2];
+        out += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], t[v & 63]};
+    }
+    if (i + 1 == in.size()) {
+        const uint32_t v = in[i] << 16;
+        out += {t[v >> 18], t[(v >> 12) & 63], '=', '='};
+    } else if (i + 2 == in.size()) {
+        const uint32_t v = (in[i] << 16) | (in[i + 1] << 8);
+        out += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], '='};
+    }
+    return out;
+}
+
+double percentile(std::vector<double> v, double p) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
+}
+
+void run(StreamArgs& a, GlobalOptions& globals) {
+    Logger log(parse_log_level(globals.log_level));
+    BackendOptions bo;
+    bo.threads = a.threads;
+    Backend backend(bo);
+    auto model = open_speech_model(resolve_model(a.model), backend, {});
+    EngineOptions eo;
+    eo.cache_slots = std::max(16, 4 * model->default_beam_size());
+    std::unique_ptr<SpeechEngine> engine = model->start_engine(eo, log);
+    BackendOptions vo;
+    vo.threads = 1;
+    Backend vad_backend(vo);
+    silero_vad::SileroVad vad(resolve_vad_model(a.vad_model), vad_backend);
+    const std::vector<float> pcm = read_audio_file(a.file, 16000, 4 * 3600);
+
+    asio::io_context io;
+    auto strand = asio::make_strand(io);
+    asio::thread_pool workers(2);
+    auto guard = asio::make_work_guard(io);
+    std::thread io_thread([&] { io.run(); });
+
+    const auto t0 = Clock::now();
+    double sent_seconds = 0.0;  // audio given to the session so far
+    std::mutex m;
+    std::condition_variable cv;
+    int open_items = 0, finished_items = 0;
+    std::map<std::string, double> speech_end_at;  // item -> wall time its speech_stopped arrived
+    std::map<std::string, bool> got_delta;
+    std::map<std::string, double> started_audio;  // item -> audio_start_ms / 1000
+    std::vector<double> eos_latency, first_delta_lag;
+    auto now = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+    server::RealtimeSession::Hooks hooks;
+    hooks.send = [&](std::string text) {
+        const json e = json::parse(text);
+        const std::string type = e["type"];
+        std::lock_guard<std::mutex> lock(m);
+        const double t = now();
+        if (type == "input_audio_buffer.speech_started") {
+            ++open_items;
+            started_audio[e["item_id"]] = e["audio_start_ms"].get<double>() / 1000.0;
+        } else if (type == "input_audio_buffer.speech_stopped" || type == "input_audio_buffer.committed") {
+            speech_end_at.emplace(e["item_id"], t);
+        } else if (type == "conversation.item.input_audio_transcription.delta") {
+            const std::string item = e["item_id"];
+            if (!got_delta[item]) {
+                got_delta[item] = true;
+                // How far the audio had got past the item's start when its first words came out.
+                if (a.realtime) first_delta_lag.push_back(sent_seconds - started_audio[item]);
+            }
+            std::printf("%8.2f s  %s +%s\n", sent_seconds, item.substr(5, 6).c_str(), e["delta"].dump().c_str());
+        } else if (type == "conversation.item.input_audio_transcription.completed") {
+            const std::string item = e["item_id"];
+            const double lat = speech_end_at.count(item) ? t - speech_end_at[item] : 0.0;
+            eos_latency.push_back(lat);
+            std::printf("%8.2f s  %s completed in %.3f s after the end of speech: %s\n", sent_seconds,
+                        item.substr(5, 6).c_str(), lat, e["transcript"].dump().c_str());
+            ++finished_items;
+        } else if (type == "error" || type == "conversation.item.input_audio_transcription.failed") {
+            std::fprintf(stderr, "%s\n", text.c_str());
+        }
+        std::fflush(stdout);
+        cv.notify_all();
+    };
+    hooks.post = [&](std::function<void()> fn) { asio::post(strand, std::move(fn)); };
+    hooks.work = [&](std::function<void()> fn) { asio::post(workers, std::move(fn)); };
+    hooks.close = [](std::string) {};
+    server::RealtimeOptions ro;
+    ro.redecode_seconds = a.redecode_seconds;
+    auto session = std::make_shared<server::RealtimeSession>(*engine, &vad, ro, false, hooks);
+    auto call = [&](std::function<void()> fn) {  // on the strand, and wait for it
+        std::promise<void> done;
+        asio::post(strand, [&] {
+            fn();
+            done.set_value();
+        });
+        done.get_future().get();
+    };
+    json update{{"type", "session.update"},
+                {"session",
+                 {{"type", "transcription"},
+                  {"audio",
+                   {{"input",
+                     {{"format", {{"type", "audio/pcm"}, {"rate", 16000}}},
+                      {"transcription", {{"language", a.language}}},
+                      {"turn_detection", {{"type", "server_vad"}, {"silence_duration_ms", a.silence_ms}}}}}}}}}};
+    call([&] {
+        session->start();
+        session->on_message(update.dump());
+    });
+    // 100 ms appends; one second of silence after the file closes its last item.
+    std::vector<float> audio = pcm;
+    audio.resize(audio.size() + 16000, 0.0f);
+    constexpr size_t kChunk = 1600;
+    for (size_t i = 0; i < audio.size(); i += kChunk) {
+        const size_t n = std::min(kChunk, audio.size() - i);
+        std::vector<uint8_t> bytes(2 * n);
+        for (size_t j = 0; j < n; ++j) {
+            const auto v =
+                static_cast<int16_t>(std::lround(std::clamp(audio[i + j], -1.0f, 32767.0f / 32768.0f) * 32768.0f));
+            bytes[2 * j] = static_cast<uint8_t>(v & 0xFF);
+            bytes[2 * j + 1] = static_cast<uint8_t>((v >> 8) & 0xFF);
+        }
+        const std::string msg = json{{"type", "input_audio_buffer.append"}, {"audio", base64(bytes)}}.dump();
+        // As a connection does: no more audio while the session's decodes lag behind.
+        for (;;) {
+            bool congested = false;
+            call([&] { congested = session->congested(); });
+            if (!congested) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        call([&] { session->on_message(msg); });
+        {
+            std::lock_guard<std::mutex> lock(m);
+            sent_seconds = static_cast<double>(i + n) / 16000.0;
+        }
+        if (a.realtime) std::this_thread::sleep_until(t0 + std::chrono::duration<double>(sent_seconds));
+    }
+    {
+        std::unique_lock<std::mutex> lock(m);
+        cv.wait_for(lock, std::chrono::seconds(120), [&] { return finished_items >= open_items; });
+    }
+    const double wall = now();
+    call([&] { session->stop(); });
+    guard.reset();
+    io.stop();
+    io_thread.join();
+    workers.join();
+    engine->shutdown(false);
+    std::printf("\n%d items, %.1f s of audio in %.1f s (%s); end of speech -> completed p50 %.3f s, p95 %.3f s",
+                finished_items, static_cast<double>(pcm.size()) / 16000.0, wall,
+                a.realtime ? "paced at real time" : "as fast as possible", percentile(eos_latency, 0.5),
+                percentile(eos_latency, 0.95));
+    if (a.realtime && !first_delta_lag.empty())
+        std::printf("; first delta %.2f s (p50) after the item's start", percentile(first_delta_lag, 0.5));
+    std::printf("\n");
+}
+
+}  // namespace
+
+void register_stream(CLI::App& app, GlobalOptions& globals) {
+    auto a = std::make_shared<StreamArgs>();
+    auto* cmd = app.add_subcommand("stream",
+                                   "Run a live transcription session over a file (as /v1/realtime "
+                                   "would) and print each delta as it commits");
+    cmd->add_option("file", a->file, "Audio file (any format FFmpeg reads)")->required();
+    cmd->add_option("-m,--model", a->model, "Speech model (default: $PARLANCE_MODEL, else the bundled one)");
+    cmd->add_option("--vad-model", a->vad_model, "silero_vad_v5.onnx (default: $PARLANCE_VAD_MODEL, else setup.sh's)");
+    cmd->add_flag("--realtime", a->realtime, "Pace the audio at real time (default: as fast as the session takes it)");
+    cmd->add_option("--language", a->language, "Language code (default: detect)");
+    cmd->add_option("--redecode-seconds", a->redecode_seconds, "New speech that triggers a re-decode")
+        ->default_val(0.6);
+    cmd->add_option("--silence-ms", a->silence_ms, "Silence that ends an item (server_vad silence_duration_ms)")
+        ->default_val(500);
+    cmd->add_option("-t,--threads", a->threads, "CPU threads for the model (0 = all, up to 8)");
+    cmd->callback([a, &globals] { run(*a, globals); });
+}
+
+}  // namespace parlance::cli
