@@ -249,10 +249,7 @@ private:
                 EngineStats s;
                 if (e) s = e->stats();
                 return send(200, "text/plain; version=0.0.4",
-                            server_.metrics.render(e ? &s : nullptr, uptime()) +
-                                "# HELP parlance_realtime_sessions Live /v1/realtime sessions.\n"
-                                "# TYPE parlance_realtime_sessions gauge\nparlance_realtime_sessions " +
-                                std::to_string(RealtimeSession::active()) + "\n");
+                            server_.metrics.render(e ? &s : nullptr, uptime()) + RealtimeSession::metrics_text());
             }
             case RouteId::Models:
                 only(http::verb::get);

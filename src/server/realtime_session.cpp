@@ -4,8 +4,12 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <iterator>
+#include <mutex>
 #include <random>
+#include <sstream>
 
 #include "audio/cut_points.h"
 #include "core/error.h"
@@ -17,6 +21,33 @@ namespace {
 using nlohmann::json;
 
 std::atomic<int> g_active{0};
+
+double steady_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Process-wide counters and latency histograms of live sessions (for /metrics).
+struct Stats {
+    static constexpr double kBuckets[] = {0.05, 0.1, 0.15, 0.25, 0.5, 1, 2, 5, 10};
+    struct Histogram {
+        uint64_t buckets[std::size(kBuckets)] = {};
+        uint64_t count = 0;
+        double sum = 0.0;
+        void observe(double v) {
+            for (size_t i = 0; i < std::size(kBuckets); ++i)
+                if (v <= kBuckets[i]) ++buckets[i];
+            ++count;
+            sum += v;
+        }
+    };
+    std::mutex mutex;
+    uint64_t sessions = 0, items = 0, failed = 0, deltas = 0, errors = 0;
+    Histogram completed_after_speech, first_delta;
+};
+Stats& stats() {
+    static Stats s;
+    return s;
+}
 constexpr int kRate = 16000;
 constexpr int64_t kMinCommitSamples = kRate / 10;  // 100 ms
 
@@ -62,6 +93,36 @@ int RealtimeSession::active() {
     return g_active.load();
 }
 
+std::string RealtimeSession::metrics_text() {
+    Stats& st = stats();
+    std::lock_guard<std::mutex> lock(st.mutex);
+    std::ostringstream os;
+    os << "# HELP parlance_realtime_sessions Live /v1/realtime sessions.\n"
+          "# TYPE parlance_realtime_sessions gauge\nparlance_realtime_sessions "
+       << active() << "\n";
+    auto counter = [&](const char* name, const char* help, uint64_t v) {
+        os << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n" << name << " " << v << "\n";
+    };
+    counter("parlance_realtime_sessions_total", "Live sessions opened.", st.sessions);
+    counter("parlance_realtime_items_total", "Items (speech turns or commits) transcribed.", st.items);
+    counter("parlance_realtime_items_failed_total", "Items whose transcription failed.", st.failed);
+    counter("parlance_realtime_deltas_total", "Transcription deltas sent.", st.deltas);
+    counter("parlance_realtime_errors_total", "Error events sent for invalid client events.", st.errors);
+    auto histogram = [&](const char* name, const char* help, const Stats::Histogram& h) {
+        os << "# HELP " << name << " " << help << "\n# TYPE " << name << " histogram\n";
+        for (size_t i = 0; i < std::size(Stats::kBuckets); ++i)
+            os << name << "_bucket{le=\"" << Stats::kBuckets[i] << "\"} " << h.buckets[i] << "\n";
+        os << name << "_bucket{le=\"+Inf\"} " << h.count << "\n"
+           << name << "_sum " << h.sum << "\n"
+           << name << "_count " << h.count << "\n";
+    };
+    histogram("parlance_realtime_completed_after_speech_seconds",
+              "From speech_stopped (or the commit) to the item's completed event.", st.completed_after_speech);
+    histogram("parlance_realtime_first_delta_seconds", "From speech_started to the item's first delta.",
+              st.first_delta);
+    return os.str();
+}
+
 RealtimeSession::RealtimeSession(SpeechEngine& engine, silero_vad::SileroVad* vad, RealtimeOptions options, bool beta,
                                  Hooks hooks)
     : engine_(engine),
@@ -73,6 +134,10 @@ RealtimeSession::RealtimeSession(SpeechEngine& engine, silero_vad::SileroVad* va
       model_(o_.model_id),
       vad_state_(std::make_unique<VadState>()) {
     ++g_active;
+    {
+        std::lock_guard<std::mutex> lock(stats().mutex);
+        ++stats().sessions;
+    }
     if (!vad_) server_vad_ = false;
     resampler_ = std::make_unique<Resampler>(24000, kRate);
 }
@@ -100,6 +165,10 @@ void RealtimeSession::error(const std::string& code, const std::string& message,
                             const json& ev, const std::string& type) {
     json e{{"type", type}, {"code", code}, {"message", message}, {"param", param.empty() ? json() : json(param)}};
     e["event_id"] = ev.is_object() && ev.contains("event_id") && ev["event_id"].is_string() ? ev["event_id"] : json();
+    {
+        std::lock_guard<std::mutex> lock(stats().mutex);
+        ++stats().errors;
+    }
     emit({{"type", "error"}, {"error", e}});
 }
 
@@ -395,6 +464,7 @@ void RealtimeSession::open_item(int64_t start, bool speech_started) {
     Item it;
     it.id = "item_" + random_hex(20);
     it.start = start;
+    it.opened_at = steady_seconds();
     open_id_ = it.id;
     last_redecode_ = start;
     if (speech_started)
@@ -410,6 +480,7 @@ void RealtimeSession::close_item(int64_t end, int64_t speech_end, bool speech_st
     it.end = std::max(end, it.start);
     it.speech_end = std::clamp(speech_end, it.start, it.end);
     it.committed = true;
+    it.closed_at = steady_seconds();
     if (speech_stopped)
         emit({{"type", "input_audio_buffer.speech_stopped"}, {"audio_end_ms", ms(it.end)}, {"item_id", it.id}});
     emit({{"type", "input_audio_buffer.committed"},
@@ -437,13 +508,27 @@ void RealtimeSession::close_item(int64_t end, int64_t speech_end, bool speech_st
     run_next_decode();
 }
 
+void RealtimeSession::send_delta(Item& it, const std::string& delta) {
+    if (delta.empty()) return;
+    {
+        std::lock_guard<std::mutex> lock(stats().mutex);
+        ++stats().deltas;
+        if (!it.delta_sent) stats().first_delta.observe(steady_seconds() - it.opened_at);
+    }
+    it.delta_sent = true;
+    emit({{"type", "conversation.item.input_audio_transcription.delta"},
+          {"item_id", it.id},
+          {"content_index", 0},
+          {"delta", delta}});
+}
+
 void RealtimeSession::complete(Item& it, const std::string& text) {
-    const std::string rest = it.policy.finalize(text);
-    if (!rest.empty())
-        emit({{"type", "conversation.item.input_audio_transcription.delta"},
-              {"item_id", it.id},
-              {"content_index", 0},
-              {"delta", rest}});
+    send_delta(it, it.policy.finalize(text));
+    {
+        std::lock_guard<std::mutex> lock(stats().mutex);
+        ++stats().items;
+        if (it.closed_at > 0) stats().completed_after_speech.observe(steady_seconds() - it.closed_at);
+    }
     const double seconds = static_cast<double>(it.end - it.start) / kRate;
     emit({{"type", "conversation.item.input_audio_transcription.completed"},
           {"item_id", it.id},
@@ -558,14 +643,13 @@ void RealtimeSession::on_decoded(const Decode& d, const std::string& text, const
                     decodes_.push_back({it.id, true, slice(it.start, it.end), it.end});
                 }
             } else if (err.empty()) {
-                const std::string delta = it.policy.update(text);
-                if (!delta.empty())
-                    emit({{"type", "conversation.item.input_audio_transcription.delta"},
-                          {"item_id", it.id},
-                          {"content_index", 0},
-                          {"delta", delta}});
+                send_delta(it, it.policy.update(text));
             }
         } else if (!err.empty()) {
+            {
+                std::lock_guard<std::mutex> lock(stats().mutex);
+                ++stats().failed;
+            }
             emit({{"type", "conversation.item.input_audio_transcription.failed"},
                   {"item_id", it.id},
                   {"content_index", 0},

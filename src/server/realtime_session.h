@@ -67,6 +67,10 @@ public:
 
     // Live sessions, for /metrics and the sessions-per-server limit.
     static int active();
+    // Prometheus text of all sessions of this process: live sessions, items, deltas, errors, and
+    // the latencies end of speech (speech_stopped or the commit) -> completed and speech start ->
+    // first delta, as histograms.
+    static std::string metrics_text();
 
 private:
     enum class Format { Pcm24k, Pcm16k, Pcmu, Pcma };
@@ -80,6 +84,9 @@ private:
         int64_t hypothesis_end = -1;  // the audio it covered, [start, hypothesis_end)
         bool decoding = false;        // an interim decode of it is in flight
         bool await_interim = false;   // committed, and that decode covers its speech: it is final
+        double opened_at = 0.0;       // steady seconds: speech_started
+        double closed_at = 0.0;       // steady seconds: speech_stopped / committed
+        bool delta_sent = false;
     };
     struct Decode {
         std::string item_id;
@@ -97,6 +104,7 @@ private:
     void open_item(int64_t start, bool speech_started);
     void close_item(int64_t end, int64_t speech_end, bool speech_stopped);
     void complete(Item& it, const std::string& text);
+    void send_delta(Item& it, const std::string& delta);
     void redecode_to(int64_t end);
     void maybe_redecode();
     void run_next_decode();

@@ -109,10 +109,16 @@ SileroVad::SileroVad(const std::filesystem::path& onnx_file, Backend& backend)
     const auto all = read_onnx_float_tensors(onnx_file);
     ggml_init_params p{ggml_tensor_overhead() * 64, nullptr, true};
     weights_ctx_ = ggml_init(p);
-    bind_rate(*r16_, all, 258, 16000, weights_ctx_, onnx_file.string());
-    bind_rate(*r8_, all, 130, 8000, weights_ctx_, onnx_file.string());
-    weights_buf_ = ggml_backend_alloc_ctx_tensors(weights_ctx_, backend_.primary());
-    if (!weights_buf_) throw Error(ErrorKind::Internal, "cannot allocate the VAD weights");
+    try {
+        bind_rate(*r16_, all, 258, 16000, weights_ctx_, onnx_file.string());
+        bind_rate(*r8_, all, 130, 8000, weights_ctx_, onnx_file.string());
+        weights_buf_ = ggml_backend_alloc_ctx_tensors(weights_ctx_, backend_.primary());
+        if (!weights_buf_) throw Error(ErrorKind::Internal, "cannot allocate the VAD weights");
+    } catch (...) {  // the destructor does not run for a constructor that throws
+        ggml_free(weights_ctx_);
+        weights_ctx_ = nullptr;
+        throw;
+    }
     for (Rate* r : {r16_.get(), r8_.get()}) {
         for (auto& [t, v] : r->pending) ggml_backend_tensor_set(t, v.data(), 0, v.size() * sizeof(float));
         r->pending.clear();

@@ -281,6 +281,52 @@ TEST(Realtime, TheHandshakeTakesTheKeyAsAHeaderOrASubprotocolAndRefusesTheRest) 
     EXPECT_NE(metrics.find("parlance_realtime_sessions 1"), std::string::npos);
 }
 
+// Two sessions at once, with different languages: each sees only its own items, and each
+// transcript is what a file request in its language gives.
+TEST(Realtime, TwoSessionsAtOnceAreIsolated) {
+    Server s;
+    ASSERT_GT(s.port(), 0) << s.read_log();
+    WsClient a(s.port(), "/v1/realtime?intent=transcription"), b(s.port(), "/v1/realtime?intent=transcription");
+    a.next();
+    b.next();
+    json ua = manual_session(true), ub = manual_session(true);
+    ub["session"]["audio"]["input"]["transcription"]["language"] = "de";
+    a.send(ua);
+    b.send(ub);
+    ASSERT_EQ(a.next()["type"], "session.updated");
+    ASSERT_EQ(b.next()["session"]["audio"]["input"]["transcription"]["language"], "de");
+    const std::string audio = pcm16(jfk16k());
+    a.append(audio);
+    b.append(audio);
+    a.send({{"type", "input_audio_buffer.commit"}});
+    b.send({{"type", "input_audio_buffer.commit"}});
+    const auto ea = a.until("conversation.item.input_audio_transcription.completed");
+    const auto eb = b.until("conversation.item.input_audio_transcription.completed");
+    const std::string ia = ea.back()["item_id"], ib = eb.back()["item_id"];
+    EXPECT_NE(ia, ib);
+    for (const auto& e : ea) {
+        if (e.contains("item_id")) {
+            EXPECT_EQ(e["item_id"], ia);
+        }
+    }
+    for (const auto& e : eb) {
+        if (e.contains("item_id")) {
+            EXPECT_EQ(e["item_id"], ib);
+        }
+    }
+    for (const auto& [lang, events] : {std::pair{"en", &ea}, std::pair{"de", &eb}}) {
+        auto file = s.post("/v1/audio/transcriptions", "-F file=@" + fixture("audio/jfk.wav") +
+                                                           " -F model=whisper -F temperature=0 -F language=" + lang);
+        ASSERT_EQ(file.first, 200);
+        EXPECT_EQ(events->back()["transcript"], json::parse(file.second)["text"]) << lang;
+    }
+    const std::string metrics = Server::curl("-s " + s.url("/metrics"));
+    for (const char* m :
+         {"parlance_realtime_sessions 2", "parlance_realtime_items_total 2",
+          "parlance_realtime_completed_after_speech_seconds_count 2", "parlance_realtime_first_delta_seconds_bucket"})
+        EXPECT_NE(metrics.find(m), std::string::npos) << m;
+}
+
 // Ten minutes of a stream (a minute: JFK's 11 s, then silence), sent as fast as the server takes
 // it: every item completes, and resident memory after the tenth minute is what it was after the
 // first (consumed audio is dropped; a client faster than the decodes meets backpressure).

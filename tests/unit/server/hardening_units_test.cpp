@@ -42,7 +42,7 @@ TEST(ApiErrorQuote, CutsLongValuesAtACharacterBoundary) {
     // However a handler built it, the body stays short.
     ApiError e(400, std::string(1 << 20, 'm'), std::string(1 << 20, 'p'));
     EXPECT_LT(e.body().size(), 1300u);
-    EXPECT_NO_THROW(nlohmann::json::parse(e.body()));
+    EXPECT_FALSE(nlohmann::json::parse(e.body()).is_discarded());
 }
 
 TEST(Routes, UnknownPathsShareOneLabel) {
