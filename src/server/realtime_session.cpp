@@ -502,6 +502,8 @@ void RealtimeSession::close_item(int64_t end, int64_t speech_end, bool speech_st
     if (it.hypothesis_end >= it.speech_end && !it.decoding) return complete(it, it.hypothesis);
     if (it.decoding) {
         it.await_interim = true;  // decided when it lands (on_decoded)
+        // Its audio now: by then trim() may have dropped it with the audio before the next item.
+        it.final_pcm = slice(it.start, it.end);
         return;
     }
     decodes_.push_back({it.id, true, slice(it.start, it.end), it.end});
@@ -640,7 +642,7 @@ void RealtimeSession::on_decoded(const Decode& d, const std::string& text, const
                 if (it.await_interim && err.empty() && d.end >= it.speech_end) {
                     complete(it, text);
                 } else {
-                    decodes_.push_back({it.id, true, slice(it.start, it.end), it.end});
+                    decodes_.push_back({it.id, true, std::move(it.final_pcm), it.end});
                 }
             } else if (err.empty()) {
                 send_delta(it, it.policy.update(text));

@@ -79,13 +79,14 @@ private:
         int64_t start = 0, end = 0;  // session samples at 16 kHz
         CommitPolicy policy;
         bool committed = false;
-        int64_t speech_end = 0;       // where the speech ended (the silence began)
-        std::string hypothesis;       // the latest interim decode's text
-        int64_t hypothesis_end = -1;  // the audio it covered, [start, hypothesis_end)
-        bool decoding = false;        // an interim decode of it is in flight
-        bool await_interim = false;   // committed, and that decode covers its speech: it is final
-        double opened_at = 0.0;       // steady seconds: speech_started
-        double closed_at = 0.0;       // steady seconds: speech_stopped / committed
+        int64_t speech_end = 0;        // where the speech ended (the silence began)
+        std::string hypothesis;        // the latest interim decode's text
+        int64_t hypothesis_end = -1;   // the audio it covered, [start, hypothesis_end)
+        bool decoding = false;         // an interim decode of it is in flight
+        bool await_interim = false;    // committed, and that decode covers its speech: it is final
+        std::vector<float> final_pcm;  // the item's audio, kept while await_interim
+        double opened_at = 0.0;        // steady seconds: speech_started
+        double closed_at = 0.0;        // steady seconds: speech_stopped / committed
         bool delta_sent = false;
     };
     struct Decode {
