@@ -101,6 +101,25 @@ if [ -z "$GGML_PREFIX" ]; then
   fi
 fi
 
+# ---------------------------------------------------------------- the bundle's Jinja engine
+# Chat templates render through llama.cpp's common/jinja, built as a library from the bundle
+# (scripts/lib/jinja/CMakeLists.txt); CPU-only, so one build serves both ggml variants.
+JINJA_PREFIX="$CACHE/llama-jinja-3.21.1-b1"
+if [ ! -f "$JINJA_PREFIX/.parlance-ok" ]; then
+  log "building the bundle's Jinja engine into $JINJA_PREFIX (about a minute on 2 cores)"
+  jdir="$CACHE/llama-jinja-build"
+  rm -rf "$jdir"
+  gp=()
+  [ "$GGML_PREFIX" != "system" ] && gp=(-DCMAKE_PREFIX_PATH="$GGML_PREFIX")
+  cmake -S "$(dirname "${BASH_SOURCE[0]}")/lib/jinja" -B "$jdir" -DCMAKE_BUILD_TYPE=Release \
+    -DLLAMA_SRC="$SRC" -DCMAKE_INSTALL_PREFIX="$JINJA_PREFIX" "${gp[@]}" >"$jdir.configure.log" 2>&1 \
+    || { tail -30 "$jdir.configure.log"; exit 1; }
+  cmake --build "$jdir" -j"$(nproc)" >"$jdir.build.log" 2>&1 || { tail -40 "$jdir.build.log"; exit 1; }
+  cmake --install "$jdir" >/dev/null
+  rm -rf "$jdir"
+  touch "$JINJA_PREFIX/.parlance-ok"
+fi
+
 # ---------------------------------------------------------------- assets
 A="$CACHE/assets"
 if [ ! -f "$A/.parlance-ok-1" ]; then
@@ -122,6 +141,7 @@ fi
 {
   echo "PARLANCE_CACHE=$CACHE"
   echo "GGML_PREFIX=$GGML_PREFIX"
+  echo "JINJA_PREFIX=$JINJA_PREFIX"
   echo "PARLANCE_ASSETS=$A"
   echo "LLAMA_SRC=$SRC"
 } >"$CACHE/env"
