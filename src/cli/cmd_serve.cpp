@@ -10,7 +10,11 @@
 #include "core/backend.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/model_files.h"
+#include "engine/generation_service.h"
 #include "engine/lm_speech_model.h"
+#include "models/registry.h"
+#include "text/chat_template.h"
 #include "models/silero_vad/vad.h"
 #include "server/http_server.h"
 
@@ -29,7 +33,49 @@ struct ServeArgs {
     double kv_cache_mb = 0;  // 0: what the slots can hold
     double audio_memory_mb = 2048;
     std::string vad_model;
+    std::string chat_model, chat_model_id, chat_quantize;
+    double chat_kv_cache_mb = 256;
+    int chat_max_queue = 32;
+    int chat_threads = 0;
 };
+
+// The chat side of the server: a language model on its own Backend (its engine thread computes
+// while the speech engine's does), its chat template and its generation service.
+struct ChatSide {
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<LanguageModel> model;
+    std::unique_ptr<ChatTemplate> chat_template;
+    std::unique_ptr<GenerationService> service;
+    server::ChatModel info;
+};
+
+std::unique_ptr<ChatSide> load_chat(const ServeArgs& a, Logger& log) {
+    auto c = std::make_unique<ChatSide>();
+    BackendOptions bo;
+    bo.device = a.server.device;
+    bo.threads = a.chat_threads > 0 ? a.chat_threads : a.threads;
+    c->backend = std::make_unique<Backend>(bo);
+    c->model = load_language_model(a.chat_model, *c->backend, {a.chat_quantize});
+    c->chat_template = load_chat_template(open_model_files(a.chat_model));
+    if (!c->chat_template)
+        throw Error(ErrorKind::InvalidModel, a.chat_model +
+                                                 ": the model has no chat template (chat_template.jinja, "
+                                                 "tokenizer_config.json chat_template or GGUF tokenizer.chat_template)");
+    if (!(a.chat_kv_cache_mb > 0)) throw Error(ErrorKind::InvalidArgument, "--chat-kv-cache-mb must be > 0");
+    GenerationServiceOptions so;
+    so.engine.kv_cache_bytes = static_cast<size_t>(a.chat_kv_cache_mb * 1024 * 1024);
+    so.max_queue = a.chat_max_queue;
+    c->service = std::make_unique<GenerationService>(*c->model, *c->backend, so, log);
+    c->info.id = a.chat_model_id.empty() ? c->model->architecture() : a.chat_model_id;
+    c->info.service = c->service.get();
+    c->info.chat_template = c->chat_template.get();
+    c->info.tokenizer = &c->model->tokenizer();
+    c->info.stop_ids = c->model->stop_ids();
+    c->info.max_context = c->model->max_context();
+    log.info("chat model '", c->info.id, "': ", c->model->architecture(), ", ", c->model->weight_summary(), ", ",
+             so.engine.kv_cache_bytes >> 20, " MiB KV cache, context ", c->info.max_context);
+    return c;
+}
 
 void run(ServeArgs& a, GlobalOptions& globals) {
     Logger log(parse_log_level(globals.log_level));
@@ -97,6 +143,13 @@ void run(ServeArgs& a, GlobalOptions& globals) {
         vad = std::make_unique<silero_vad::SileroVad>(vad_path, *vad_backend);
         http.set_vad(vad.get());
     }
+    std::unique_ptr<ChatSide> chat;
+    if (!a.chat_model.empty()) {
+        chat = load_chat(a, log);
+        if (chat->info.id == a.server.model_id)
+            throw Error(ErrorKind::InvalidArgument, "--chat-model-id '" + chat->info.id + "' is the speech model's id too");
+        http.set_chat(&chat->info);
+    }
     const std::string description = model->description();
     http.set_engine(engine.get(), description);
     log.info("ready: ", description, " loaded in ", seconds(model->load_seconds()), " on ", backend.device_name(), ", ",
@@ -104,6 +157,7 @@ void run(ServeArgs& a, GlobalOptions& globals) {
              a.engine.cache_slots, " cache slots, ", engine->stats().kv_capacity_bytes >> 20, " MiB KV cache");
     http.wait_for_signal();
     engine->shutdown(true);
+    if (chat) chat->service->shutdown(true);
     log.info("stopped");
 }
 
@@ -113,7 +167,8 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
     auto a = std::make_shared<ServeArgs>();
     auto* cmd = app.add_subcommand(
         "serve",
-        "Serve the OpenAI-compatible API (transcriptions, translations, live transcription over /v1/realtime)");
+        "Serve the OpenAI-compatible API (transcriptions, translations, live transcription over /v1/realtime; "
+        "chat completions with --chat-model)");
     cmd->add_option("-m,--model", a->model,
                     "Whisper model: HF snapshot directory or whisper.cpp .bin (default: $PARLANCE_MODEL, "
                     "else the bundled default models/parlance-synth-en when it is there)");
@@ -169,6 +224,17 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
     cmd->add_option("--device", a->server.device, "cpu|cuda|metal")->default_val("cpu");
     cmd->add_option("--quantize", a->quantize,
                     "Linear weights at load: f32 (full precision) or quantized f16|q8_0|q5_k|q4_k");
+    cmd->add_option("--chat-model", a->chat_model,
+                    "A language model for POST /v1/chat/completions (HF directory with config.json model_type "
+                    "qwen3, or a GGUF); its own chat template renders the messages");
+    cmd->add_option("--chat-model-id", a->chat_model_id, "The `model` chat clients send (default: the architecture, e.g. qwen3)");
+    cmd->add_option("--chat-kv-cache-mb", a->chat_kv_cache_mb,
+                    "The chat model's paged KV cache in MiB (shared prompt prefixes reuse its blocks)")
+        ->default_val(256);
+    cmd->add_option("--chat-max-queue", a->chat_max_queue, "Chat requests waiting to join the batch (then 429)")
+        ->default_val(32);
+    cmd->add_option("--chat-threads", a->chat_threads, "CPU threads of the chat model (0 = as --threads)")->default_val(0);
+    cmd->add_option("--chat-quantize", a->chat_quantize, "The chat model's weights at load: f32|f16|q8_0|q5_k|q4_k");
     cmd->callback([a, &globals] { run(*a, globals); });
 }
 

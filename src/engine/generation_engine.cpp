@@ -2,7 +2,9 @@
 #include "engine/generation_engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "core/error.h"
 #include "engine/sampler.h"
@@ -18,6 +20,27 @@ int blocks_in(const GenerationEngineOptions& o, const KvSpec& spec) {
                                                     " MiB holds no block of " + std::to_string(o.block_size) +
                                                     " tokens (" + std::to_string(per_block) + " bytes each)");
     return static_cast<int>(std::min<size_t>(n, std::numeric_limits<int32_t>::max() / std::max(1, o.block_size)));
+}
+
+// Log-softmax of `row` at `token`, and the `top` most likely ids (in double: a 151,936-wide sum).
+TokenLogprobs token_logprobs(std::span<const float> row, int32_t token, int top) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (float x : row) m = std::max(m, x);
+    double sum = 0.0;
+    for (float x : row) sum += std::exp(static_cast<double>(x) - m);
+    const double lse = m + std::log(sum);
+    TokenLogprobs t;
+    t.token = token;
+    t.logprob = static_cast<float>(row[token] - lse);
+    if (top > 0) {
+        std::vector<int32_t> idx(row.size());
+        std::iota(idx.begin(), idx.end(), 0);
+        const size_t k = std::min<size_t>(top, idx.size());
+        std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                          [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+        for (size_t i = 0; i < k; ++i) t.top.emplace_back(idx[i], static_cast<float>(row[idx[i]] - lse));
+    }
+    return t;
 }
 
 }  // namespace
@@ -50,7 +73,8 @@ SeqId GenerationEngine::submit(GenerationRequest r) {
     s->cache_key = s->spans.empty() ? r.cache_key : (r.cache_key ^ (0x5bd1e995ULL * static_cast<uint64_t>(s->id)));
     const SeqId id = s->id;
     scheduler_.add_request(std::move(s));
-    extra_[id] = Extra{std::move(r.on_token), std::move(r.on_logits), -1};
+    extra_[id] = Extra{std::move(r.on_token), std::move(r.on_logits), std::min(r.logprobs, kMaxTopLogprobs),
+                       std::move(r.on_logprobs), -1};
     return id;
 }
 
@@ -115,7 +139,10 @@ std::vector<GenerationResult> GenerationEngine::step() {
         std::span<float> row(logits_.data() + k * V, V);
         auto e = extra_.find(it.seq->id);
         if (e != extra_.end() && e->second.on_logits) e->second.on_logits(row);
-        sampled.push_back(sample_next(row, it.seq->sampling, it.seq->generated()));
+        const bool want_logprobs = e != extra_.end() && e->second.logprobs >= 0 && e->second.on_logprobs;
+        if (want_logprobs) raw_row_.assign(row.begin(), row.end());  // sampling changes the row
+        sampled.push_back(sample_next(row, it.seq->sampling, it.seq->tokens, it.seq->prompt_length));
+        if (want_logprobs) e->second.on_logprobs(token_logprobs(raw_row_, sampled.back(), e->second.logprobs));
         ++k;
     }
     stats_.steps++;

@@ -31,6 +31,17 @@ struct GenerationEngineOptions {
     int max_running = 64;                       // sequences decoding at once
 };
 
+// A generated token's log-probability under the model's raw distribution (log-softmax of its
+// logits, before penalties, temperature and stop suppression: what OpenAI's and vLLM's logprobs
+// report), with the most likely alternatives.
+struct TokenLogprobs {
+    int32_t token = 0;
+    float logprob = 0.0f;
+    std::vector<std::pair<int32_t, float>> top;  // most likely first (ties: lower id first)
+};
+
+inline constexpr int kMaxTopLogprobs = 20;
+
 struct GenerationRequest {
     std::vector<int32_t> prompt;
     SamplingParams sampling;
@@ -44,6 +55,10 @@ struct GenerationRequest {
     // Called with the raw logits row [vocab] each token is chosen from, before stop suppression
     // (parity checks, log-probabilities). Must not block.
     std::function<void(std::span<const float>)> on_logits;
+    // -1: none; 0: each generated token's log-probability; N (<= kMaxTopLogprobs): also the N most
+    // likely tokens'. Delivered to on_logprobs (engine thread) before on_token for the same token.
+    int logprobs = -1;
+    std::function<void(const TokenLogprobs&)> on_logprobs;
 };
 
 struct GenerationResult {
@@ -85,6 +100,8 @@ private:
     struct Extra {
         std::function<void(int32_t)> on_token;
         std::function<void(std::span<const float>)> on_logits;
+        int logprobs = -1;
+        std::function<void(const TokenLogprobs&)> on_logprobs;
         int cached = -1;
     };
     StepBatch build_batch(const SchedulerOutput& out) const;
@@ -100,6 +117,7 @@ private:
     std::map<SeqId, Extra> extra_;
     GenerationStats stats_;
     std::vector<float> logits_;
+    std::vector<float> raw_row_;  // a row before sampling changes it (log-probabilities)
 };
 
 }  // namespace parlance

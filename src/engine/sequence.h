@@ -38,6 +38,13 @@ struct SamplingParams {
     float temperature = 0.0f;     // 0: greedy (argmax, lowest id on ties)
     int top_k = 0;                // 0: all
     float top_p = 1.0f;
+    float min_p = 0.0f;           // drop tokens under min_p x the most likely one's probability
+    // OpenAI's penalties over the generated tokens: logit -= frequency x count + presence x (count > 0).
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
+    // transformers' / vLLM's over prompt and generated tokens: a seen token's logit is divided by
+    // it when positive, multiplied when negative (1 = off).
+    float repetition_penalty = 1.0f;
     uint64_t seed = 0;            // sampling seed (per sequence)
     std::vector<int32_t> stop_ids;  // end-of-sequence ids (the model's, unless ignore_eos)
 };

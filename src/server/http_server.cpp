@@ -4,6 +4,8 @@
 #include <array>
 #include <cmath>
 #include <csignal>
+#include <ctime>
+#include <random>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -60,6 +62,7 @@ struct HttpServer::Impl {
     silero_vad::SileroVad* vad = nullptr;
     RealtimeOptions realtime;
     std::atomic<SpeechEngine*> engine{nullptr};
+    std::atomic<const ChatModel*> chat{nullptr};
     std::string model_description;
     Clock::time_point started = Clock::now();
     std::atomic<int> in_flight{0};
@@ -248,15 +251,22 @@ private:
                 SpeechEngine* e = server_.engine.load();
                 EngineStats s;
                 if (e) s = e->stats();
-                return send(200, "text/plain; version=0.0.4",
-                            server_.metrics.render(e ? &s : nullptr, uptime()) + RealtimeSession::metrics_text());
+                const ChatModel* c = server_.chat.load();
+                std::string text = server_.metrics.render(e ? &s : nullptr, uptime()) + RealtimeSession::metrics_text();
+                if (c) text += generation_metrics_text(c->service->stats());
+                return send(200, "text/plain; version=0.0.4", text);
             }
-            case RouteId::Models:
+            case RouteId::Models: {
                 only(http::verb::get);
-                return send_json(200, {{"object", "list"}, {"data", nlohmann::json::array({model_object()})}});
+                nlohmann::json data = nlohmann::json::array({model_object()});
+                if (const ChatModel* c = server_.chat.load()) data.push_back(model_object(c->id));
+                return send_json(200, {{"object", "list"}, {"data", data}});
+            }
             case RouteId::Model: {
                 only(http::verb::get);
                 const std::string id = path.substr(11);
+                const ChatModel* c = server_.chat.load();
+                if (c && id == c->id) return send_json(200, model_object(id));
                 if (id != server_.options.model_id)
                     throw ApiError(404, "the model " + ApiError::quote(id) + " does not exist", "model",
                                    "model_not_found");
@@ -272,6 +282,9 @@ private:
             case RouteId::Realtime:
                 only(http::verb::get);
                 return upgrade_realtime();
+            case RouteId::ChatCompletions:
+                only(http::verb::post);
+                return chat_completions();
             case RouteId::Unknown:
                 break;
         }
@@ -299,8 +312,11 @@ private:
 
     void upgrade_realtime();
 
-    nlohmann::json model_object() const {
-        return {{"id", server_.options.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "parlance"}};
+    nlohmann::json model_object(const std::string& id = "") const {
+        return {{"id", id.empty() ? server_.options.model_id : id},
+                {"object", "model"},
+                {"created", 0},
+                {"owned_by", "parlance"}};
     }
 
     nlohmann::json status_object() const {
@@ -335,6 +351,25 @@ private:
                              {"hypothesis_blocks", s.kv_hypothesis_blocks},
                              {"prefix_hit_tokens", s.kv.prefix_hits},
                              {"evictions", s.kv.evictions}};
+        }
+        if (const ChatModel* c = server_.chat.load()) {
+            const GenerationServiceStats g = c->service->stats();
+            j["chat"] = {{"model", c->id},
+                         {"queue", g.queued},
+                         {"running_sequences", g.running},
+                         {"completed", g.completed},
+                         {"cancelled", g.cancelled},
+                         {"failed", g.failed},
+                         {"prompt_tokens", g.prompt_tokens},
+                         {"cached_prompt_tokens", g.cached_prompt_tokens},
+                         {"generated_tokens", g.generated_tokens},
+                         {"kv_cache",
+                          {{"capacity_bytes", g.kv_bytes},
+                           {"total_blocks", g.kv.total_blocks},
+                           {"used_blocks", g.kv.used_blocks},
+                           {"cached_blocks", g.kv.cached_blocks},
+                           {"prefix_hit_tokens", g.kv.prefix_hits},
+                           {"evictions", g.kv.evictions}}}};
         }
         return j;
     }
@@ -517,6 +552,89 @@ private:
             }
             self->send_error(e, self->request_.keep_alive() && e.status < 500);
         });
+    }
+
+    // --- Chat completions: validated here, rendered and tokenized on the worker pool, generated
+    // on the chat model's GenerationService, answered from its callbacks.
+    void chat_completions() {
+        const ChatModel* chat = server_.chat.load();
+        if (!chat)
+            throw ApiError(404, "this server has no chat model (start it with serve --chat-model)", "model",
+                           "model_not_found");
+        if (server_.stopping.load()) throw ApiError(503, "the server is shutting down", "", "shutting_down");
+        const std::string type(request_[http::field::content_type]);
+        if (!type.empty() && type.find("json") == std::string::npos)
+            throw ApiError(415, "Content-Type must be application/json", "", "unsupported_media_type");
+        ChatRequest req = parse_chat_request(request_.body());
+        if (req.model != chat->id)
+            throw ApiError(404,
+                           "the model " + ApiError::quote(req.model) + " does not exist (this server's chat model is '" +
+                               chat->id + "')",
+                           "model", "model_not_found");
+        if (server_.in_flight.load() >= server_.options.worker_threads + server_.options.max_pending)
+            throw ApiError(429, "too many requests in flight; retry shortly", "", "overloaded");
+        cancelled_ = std::make_shared<std::atomic<bool>>(false);
+        server_.track(cancelled_);
+        watch_disconnect();
+        ++server_.in_flight;
+        asio::post(server_.workers, [self = shared_from_this(), chat, req = std::move(req)]() mutable {
+            self->run_chat(*chat, std::move(req));
+        });
+    }
+
+    void run_chat(const ChatModel& chat, ChatRequest req) {
+        const bool stream = req.stream;
+        auto finished = [self = shared_from_this()] {
+            self->server_.untrack(self->cancelled_);
+            --self->server_.in_flight;
+        };
+        try {
+            auto completion = std::make_shared<ChatCompletion>(chat, std::move(req), next_completion_id(),
+                                                               static_cast<int64_t>(std::time(nullptr)));
+            if (stream) start_sse();
+            ChatCallbacks cb;
+            cb.on_event = [self = shared_from_this()](std::string json, bool last) {
+                self->queue_event(std::move(json), last);
+            };
+            cb.on_done = [self = shared_from_this(), stream, finished](int status, std::string body) {
+                asio::post(self->stream_.get_executor(), [self, stream, status, body = std::move(body)] {
+                    if (stream && status == 200) return self->record(200, 0.0);
+                    if (stream) {
+                        // Headers are out: the error goes as the stream's last event.
+                        nlohmann::json ev = nlohmann::json::parse(body, nullptr, false);
+                        self->final_queued_ = true;
+                        self->push_write({"data: " + ev.dump() + "\n\n", [self] { self->close(); }});
+                        return self->record(status, 0.0);
+                    }
+                    if (status == 200) return self->send(200, "application/json", body);
+                    self->send(status, "application/json", body, 0.0, self->request_.keep_alive() && status < 500);
+                });
+                finished();
+            };
+            try {
+                completion->start(cancelled_, std::move(cb));
+            } catch (const Error& e) {
+                if (e.kind() == ErrorKind::Overloaded) throw ApiError(429, e.what(), "", "overloaded");
+                throw;
+            }
+            return;
+        } catch (const ApiError& e) {
+            fail_transcription(e, 0.0);
+        } catch (const Error& e) {
+            fail_transcription(ApiError::from(e), 0.0);
+        } catch (const std::exception& e) {
+            fail_transcription(ApiError(500, std::string("internal error: ") + e.what()), 0.0);
+        }
+        finished();
+    }
+
+    static std::string next_completion_id() {
+        static std::atomic<uint64_t> counter{0};
+        static const uint64_t salt = std::random_device{}() * 0x9E3779B97F4A7C15ULL;
+        char buf[40];
+        std::snprintf(buf, sizeof buf, "chatcmpl-%016llx",
+                      static_cast<unsigned long long>(salt ^ (++counter * 0xD1B54A32D192ED03ULL)));
+        return buf;
     }
 
     // --- SSE: events written in order from the connection's queue.
@@ -763,6 +881,10 @@ void HttpServer::set_engine(SpeechEngine* engine, const std::string& description
     impl_->engine.store(engine);
 }
 
+void HttpServer::set_chat(const ChatModel* chat) {
+    impl_->chat.store(chat);
+}
+
 void HttpServer::set_vad(silero_vad::SileroVad* vad) {
     impl_->vad = vad;
 }
@@ -793,6 +915,7 @@ void HttpServer::stop() {
         if (!wait_idle(std::chrono::seconds(5))) {
             // A request still waiting on the engine: end the engine's work outright.
             if (SpeechEngine* e = d.engine.load()) e->shutdown(false);
+            if (const ChatModel* c = d.chat.load()) c->service->shutdown(false);
             wait_idle(std::chrono::seconds(5));
         }
     }

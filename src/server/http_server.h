@@ -1,5 +1,6 @@
 // The OpenAI-compatible HTTP server (Boost.Beast over Asio): routes, authentication, upload
-// limits, the transcription endpoints (JSON, text, SRT, VTT, verbose_json, SSE), health, models,
+// limits, the transcription endpoints (JSON, text, SRT, VTT, verbose_json, SSE), chat completions
+// (JSON and SSE, on a language model's GenerationService), health, models,
 // status, metrics and the web page. Network I/O runs on a few Asio threads; audio decoding and
 // waiting for the engine run on a bounded worker pool; the engine thread owns the model.
 // A client that disconnects cancels its request (a half-closed one that still reads does not).
@@ -13,6 +14,7 @@
 
 #include "core/log.h"
 #include "models/speech_model.h"
+#include "server/chat_completion.h"
 #include "server/metrics.h"
 #include "server/realtime_session.h"
 
@@ -60,6 +62,9 @@ public:
     // The VAD of live sessions' server_vad (null: sessions need turn_detection null). It must
     // outlive the server and run on its own Backend.
     void set_vad(silero_vad::SileroVad* vad);
+    // The chat model of /v1/chat/completions (null: none, the route answers 404). It must
+    // outlive the server.
+    void set_chat(const ChatModel* chat);
     RealtimeOptions& realtime_options();
     int port() const { return bound_port_; }
     // Stops accepting and lets in-flight requests finish for the shutdown grace period; then

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/generation_service.h"
 #include "models/speech_model.h"
 
 namespace parlance::server {
@@ -30,6 +31,10 @@ private:
     double audio_seconds_ = 0.0;
     double processing_seconds_ = 0.0;
 };
+
+// The chat model's generation service: queue, running sequences, requests, tokens (prompt,
+// cached, generated), its KV cache (blocks, prefix hits, evictions).
+std::string generation_metrics_text(const GenerationServiceStats& s);
 
 // Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown.
 size_t resident_bytes();

@@ -14,6 +14,7 @@ Route find_route(std::string_view path, bool metrics_public) {
     if (path == "/v1/audio/transcriptions") return {RouteId::Transcriptions, "/v1/audio/transcriptions", true};
     if (path == "/v1/audio/translations") return {RouteId::Translations, "/v1/audio/translations", true};
     if (path == "/v1/realtime") return {RouteId::Realtime, "/v1/realtime", true};
+    if (path == "/v1/chat/completions") return {RouteId::ChatCompletions, "/v1/chat/completions", true};
     // Unknown paths under /v1/ still ask for the key first: without it, a client learns nothing
     // about which routes exist.
     return {RouteId::Unknown, "other", path.starts_with("/v1/")};

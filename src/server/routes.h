@@ -17,6 +17,7 @@ enum class RouteId {
     Transcriptions,  // POST /v1/audio/transcriptions
     Translations,    // POST /v1/audio/translations
     Realtime,        // GET /v1/realtime (WebSocket: live transcription sessions)
+    ChatCompletions, // POST /v1/chat/completions
     Unknown,         // anything else: 404 (401 first under /v1/ when a key is set)
 };
 

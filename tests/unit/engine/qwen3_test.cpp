@@ -181,7 +181,11 @@ TEST(Qwen3Engine, SamplingIsReproducibleFromItsSeed) {
         GenerationEngine e(*l->model, l->backend, {});
         GenerationRequest r;
         r.prompt = {785, 3974, 13876};
-        r.sampling = {12, 0, 0.8f, 40, 0.95f, seed, {}};
+        r.sampling.max_tokens = 12;
+        r.sampling.temperature = 0.8f;
+        r.sampling.top_k = 40;
+        r.sampling.top_p = 0.95f;
+        r.sampling.seed = seed;
         if (crowd)
             for (int i = 0; i < 3; ++i) {
                 GenerationRequest o = r;

@@ -1,0 +1,54 @@
+// POST /v1/chat/completions: the request body, validated before anything reaches the engine.
+// Every field OpenAI defines is either honoured or refused with a 400 naming it (never silently
+// ignored); unknown fields are refused too. Extensions as vLLM names them: min_tokens,
+// ignore_eos, top_k, min_p, repetition_penalty, return_tokens_as_token_ids,
+// chat_template_kwargs (e.g. {"enable_thinking": false}).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace parlance::server {
+
+struct ChatRequest {
+    std::string model;
+    // Messages as the chat template expects them: content as a string, "developer" as "system",
+    // tool-call arguments parsed into objects (templates serialise them with tojson).
+    nlohmann::ordered_json messages;
+    nlohmann::ordered_json tools;  // null, or an array of {"type": "function", "function": {...}}
+    // "auto", "none", "required", or the name of the function that must be called.
+    std::string tool_choice = "auto";
+    std::string forced_function;
+    bool stream = false;
+    bool include_usage = false;
+    std::optional<int> max_tokens;  // max_completion_tokens (or the older max_tokens)
+    int min_tokens = 0;
+    bool ignore_eos = false;
+    float temperature = 1.0f;
+    float top_p = 1.0f;
+    int top_k = 0;
+    float min_p = 0.0f;
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
+    float repetition_penalty = 1.0f;
+    std::optional<uint64_t> seed;
+    std::vector<std::string> stop;
+    int n = 1;
+    bool logprobs = false;
+    int top_logprobs = 0;
+    bool return_tokens_as_token_ids = false;
+    nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
+    bool add_generation_prompt = true;
+};
+
+inline constexpr int kMaxChoices = 8;
+inline constexpr int kMaxStopStrings = 16;
+
+// Throws ApiError(400) naming the offending field ("messages[2].content", "temperature", ...).
+ChatRequest parse_chat_request(const std::string& body);
+
+}  // namespace parlance::server
