@@ -1,0 +1,306 @@
+// POST /v1/chat/completions against a real `parlance serve --chat-model` on the tiny random
+// Qwen3 (tests/fixtures/qwen3/tiny, its weights written by the tests) with the real Qwen3
+// tokenizer and chat template: transformers' greedy ids and top-5 log-probabilities for rendered
+// chats (tools/reference/chat_reference.py), streaming, n choices, seeds, stop strings, the
+// prefix cache, tool_choice, errors and disconnects.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+
+#include "qwen3_fixture.h"
+#include "serve_fixture.h"
+#include "test_support.h"
+
+namespace parlance::testing {
+namespace {
+
+using json = nlohmann::ordered_json;  // key order matters: templates serialise tools with tojson
+
+class Chat : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new TempDir();
+        const auto model = write_qwen3("tiny", dir_->path() / "qwen3");
+        server_ = new Server("--chat-model " + quoted(model.string()) + " --chat-model-id qwen3-tiny");
+        std::ifstream in(fixtures_dir() / "chat" / "qwen3_chat.json");
+        ref_ = new json(json::parse(in));
+    }
+    static void TearDownTestSuite() {
+        delete server_;
+        delete dir_;
+        delete ref_;
+    }
+
+    // POSTs a JSON body; returns the status and the body as it came.
+    static std::pair<int, std::string> post_raw(const json& body, const std::string& extra = "") {
+        static std::atomic<int> n{0};
+        const auto file = dir_->path() / ("body" + std::to_string(++n) + ".json");
+        std::ofstream(file) << body.dump();
+        const std::string out = Server::curl("-s -N -o - -w '\\n%{http_code}' -H 'Content-Type: application/json' " +
+                                             extra + " --data-binary @" + quoted(file.string()) + " " +
+                                             server_->url("/v1/chat/completions"));
+        const size_t nl = out.rfind('\n');
+        return {std::stoi(out.substr(nl + 1)), out.substr(0, nl)};
+    }
+    static std::pair<int, json> post(const json& body) {
+        auto [status, text] = post_raw(body);
+        return {status, json::parse(text, nullptr, false)};
+    }
+    // The stream's events, [DONE] excluded (asserted last).
+    static std::vector<json> stream(json body) {
+        body["stream"] = true;
+        auto [status, text] = post_raw(body);
+        EXPECT_EQ(status, 200) << text;
+        std::vector<json> events;
+        size_t pos = 0;
+        bool done = false;
+        while ((pos = text.find("data: ", pos)) != std::string::npos) {
+            const size_t end = text.find("\n\n", pos);
+            const std::string payload = text.substr(pos + 6, end - pos - 6);
+            pos = end;
+            EXPECT_FALSE(done) << "an event after [DONE]";
+            if (payload == "[DONE]") {
+                done = true;
+                continue;
+            }
+            events.push_back(json::parse(payload));
+        }
+        EXPECT_TRUE(done) << text;
+        return events;
+    }
+    static json request(const std::string& case_name) {
+        for (const auto& t : (*ref_)["templates"])
+            if (t["name"] == case_name) {
+                json r{{"model", "qwen3-tiny"}, {"messages", t["messages"]}};
+                if (!t["tools"].is_null()) r["tools"] = t["tools"];
+                return r;
+            }
+        ADD_FAILURE() << "no case " << case_name;
+        return {};
+    }
+    static json long_system(const std::string& user) {
+        std::string sys = "You are a careful assistant.";
+        for (int i = 0; i < 12; ++i) sys += " Always answer in complete sentences and check every fact twice.";
+        return {{"model", "qwen3-tiny"},
+                {"messages", json::array({{{"role", "system"}, {"content", sys}}, {{"role", "user"}, {"content", user}}})}};
+    }
+    static double metric(const std::string& name) {
+        const std::string text = Server::curl("-s " + server_->url("/metrics"));
+        const size_t at = text.find("\n" + name + " ");
+        if (at == std::string::npos) return -1;
+        return std::stod(text.substr(at + name.size() + 2));
+    }
+
+    static inline TempDir* dir_ = nullptr;
+    static inline Server* server_ = nullptr;
+    static inline json* ref_ = nullptr;
+};
+
+TEST_F(Chat, GreedyIdsAndLogprobsMatchTransformers) {
+    ASSERT_EQ((*ref_)["continuations"].size(), 3u);
+    for (const auto& c : (*ref_)["continuations"]) {
+        SCOPED_TRACE(c["name"].get<std::string>());
+        json r = request(c["template_case"]);
+        const int n = c["max_tokens"];
+        r.update({{"max_tokens", n}, {"min_tokens", n}, {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 5},
+                  {"return_tokens_as_token_ids", true}});
+        auto [status, body] = post(r);
+        ASSERT_EQ(status, 200) << body.dump();
+        EXPECT_EQ(body["usage"]["prompt_tokens"], c["prompt_ids"].size());  // the rendered chat's ids
+        EXPECT_EQ(body["usage"]["completion_tokens"], n);
+        const json& lp = body["choices"][0]["logprobs"]["content"];
+        ASSERT_EQ(lp.size(), c["ids"].size());
+        double worst = 0;
+        for (size_t k = 0; k < lp.size(); ++k) {
+            EXPECT_EQ(lp[k]["token"], "token_id:" + std::to_string(c["ids"][k].get<int>())) << "step " << k;
+            const json& top = lp[k]["top_logprobs"];
+            ASSERT_EQ(top.size(), 5u);
+            for (size_t i = 0; i < 5; ++i) {
+                const double want = c["top5"][k][i][1];
+                // Near-equal alternatives may swap places; compare by rank where they are apart.
+                const bool apart = i == 4 || std::abs(want - c["top5"][k][i + 1][1].get<double>()) > 2e-3;
+                if (apart && (i == 0 || std::abs(want - c["top5"][k][i - 1][1].get<double>()) > 2e-3)) {
+                    EXPECT_EQ(top[i]["token"], "token_id:" + std::to_string(c["top5"][k][i][0].get<int>()));
+                }
+                worst = std::max(worst, std::abs(top[i]["logprob"].get<double>() - want));
+            }
+        }
+        EXPECT_LT(worst, 1e-3);
+        std::cout << "[chat parity] " << c["name"].get<std::string>() << ": " << lp.size()
+                  << " greedy ids identical, top-5 logprobs within " << worst << "\n";
+    }
+}
+
+TEST_F(Chat, StreamCarriesTheSameTextAndUsage) {
+    json r = request("system_multi_turn");
+    r.update({{"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}});
+    auto [status, body] = post(r);
+    ASSERT_EQ(status, 200);
+    const std::string text = body["choices"][0]["message"]["content"];
+    r["stream_options"] = {{"include_usage", true}};
+    const std::vector<json> events = stream(r);
+    ASSERT_GE(events.size(), 3u);
+    std::string streamed;
+    std::string finish;
+    for (size_t i = 0; i + 1 < events.size(); ++i) {
+        const json& ch = events[i]["choices"][0];
+        EXPECT_EQ(events[i]["object"], "chat.completion.chunk");
+        EXPECT_EQ(events[i]["id"], events[0]["id"]);
+        if (i == 0) {
+            EXPECT_EQ(ch["delta"]["role"], "assistant");
+        }
+        if (ch["delta"].contains("content")) streamed += ch["delta"]["content"].get<std::string>();
+        if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+        EXPECT_TRUE(events[i]["usage"].is_null());
+    }
+    EXPECT_EQ(streamed, text);
+    EXPECT_EQ(finish, "length");
+    const json& last = events.back();
+    EXPECT_TRUE(last["choices"].empty());
+    EXPECT_EQ(last["usage"]["completion_tokens"], 12);
+    EXPECT_EQ(last["usage"]["prompt_tokens"], body["usage"]["prompt_tokens"]);
+}
+
+TEST_F(Chat, ChoicesShareOnePrefillAndSeedsReproduce) {
+    json r = long_system("Tell me a story.");
+    r.update({{"max_tokens", 8}, {"temperature", 1.0}, {"seed", 11}, {"n", 3}, {"ignore_eos", true}});
+    const double hits_before = metric("parlance_chat_prefix_hit_tokens_total");
+    auto [status, a] = post(r);
+    ASSERT_EQ(status, 200) << a.dump();
+    ASSERT_EQ(a["choices"].size(), 3u);
+    EXPECT_EQ(a["usage"]["completion_tokens"], 24);
+    // The second and third choices took the first one's prompt blocks from the cache.
+    const int prompt = a["usage"]["prompt_tokens"];
+    EXPECT_GE(metric("parlance_chat_prefix_hit_tokens_total") - hits_before, 2 * (prompt / 16 * 16 - 16));
+    auto [status2, b] = post(r);
+    ASSERT_EQ(status2, 200);
+    std::set<std::string> distinct;
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(a["choices"][i]["index"], i);
+        EXPECT_EQ(a["choices"][i]["message"]["content"], b["choices"][i]["message"]["content"]) << "seeded: reproducible";
+        distinct.insert(a["choices"][i]["message"]["content"].get<std::string>());
+    }
+    EXPECT_EQ(distinct.size(), 3u) << "each choice samples with its own seed";
+    r["seed"] = 12;
+    auto [status3, c] = post(r);
+    EXPECT_NE(c["choices"][0]["message"]["content"], a["choices"][0]["message"]["content"]);
+}
+
+TEST_F(Chat, ConcurrentRequestsEqualAlone) {
+    std::vector<json> reqs;
+    for (int i = 0; i < 4; ++i) {
+        json r = long_system("Question number " + std::to_string(i));
+        r.update({{"max_tokens", 10}, {"temperature", 0.8}, {"seed", 100 + i}, {"ignore_eos", true}});
+        reqs.push_back(r);
+    }
+    std::vector<std::string> alone;
+    for (const auto& r : reqs) alone.push_back(post(r).second["choices"][0]["message"]["content"]);
+    std::vector<std::future<std::pair<int, json>>> futures;
+    for (const auto& r : reqs) futures.push_back(std::async(std::launch::async, [r] { return post(r); }));
+    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(futures[i].get().second["choices"][0]["message"]["content"], alone[i]);
+}
+
+TEST_F(Chat, PrefixCacheHitGivesTheSameOutput) {
+    json r = long_system("What is the capital of France?");
+    r.update({{"max_tokens", 8}, {"temperature", 0}, {"ignore_eos", true}});
+    // A system prompt no other test sends: the first request finds nothing cached.
+    r["messages"][0]["content"] = "Prefix test. " + r["messages"][0]["content"].get<std::string>();
+    auto [s1, first] = post(r);
+    auto [s2, second] = post(r);
+    ASSERT_EQ(s1, 200);
+    const int prompt = first["usage"]["prompt_tokens"];
+    EXPECT_EQ(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    EXPECT_GE(second["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), prompt / 16 * 16 - 16);
+    EXPECT_EQ(first["choices"][0]["message"]["content"], second["choices"][0]["message"]["content"]);
+}
+
+TEST_F(Chat, StopStringsAreNeverEmitted) {
+    json r = request("one_user_turn");
+    r.update({{"max_tokens", 16}, {"temperature", 0}, {"ignore_eos", true}});
+    const std::string full = post(r).second["choices"][0]["message"]["content"];
+    ASSERT_GT(full.size(), 12u);
+    // Two characters from the middle of the greedy text (cut at UTF-8 boundaries).
+    size_t p = full.size() / 2;
+    while (p > 0 && (static_cast<unsigned char>(full[p]) & 0xC0) == 0x80) --p;
+    size_t e = p + 1;
+    for (int chars = 0; e < full.size(); ++e)
+        if ((static_cast<unsigned char>(full[e]) & 0xC0) != 0x80 && ++chars == 2) break;
+    const std::string stop = full.substr(p, e - p);
+    r["stop"] = json::array({stop, "never-appears"});
+    auto [status, body] = post(r);
+    ASSERT_EQ(status, 200);
+    EXPECT_EQ(body["choices"][0]["message"]["content"], full.substr(0, full.find(stop)));
+    EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+    std::string streamed;
+    for (const json& ev : stream(r))
+        for (const json& ch : ev["choices"])
+            if (ch["delta"].contains("content")) streamed += ch["delta"]["content"].get<std::string>();
+    EXPECT_EQ(streamed, full.substr(0, full.find(stop)));
+}
+
+TEST_F(Chat, NamedToolChoiceNeverInventsACall) {
+    // The prompt opens the named call; the random model's continuation is not JSON, so there is
+    // no tool call: the text comes back as content.
+    json r = request("tools");
+    r.update({{"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true},
+              {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}});
+    auto [status, body] = post(r);
+    ASSERT_EQ(status, 200) << body.dump();
+    const json& m = body["choices"][0]["message"];
+    EXPECT_FALSE(m.contains("tool_calls"));
+    EXPECT_EQ(m["content"].get<std::string>().rfind("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ", 0), 0u)
+        << m.dump();
+    EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(Chat, ErrorsNameTheField) {
+    json r = request("one_user_turn");
+    auto expect = [&](const json& body, int status, const std::string& param) {
+        auto [s, b] = post(body);
+        EXPECT_EQ(s, status) << body.dump() << " -> " << b.dump();
+        EXPECT_EQ(b["error"]["param"], param) << b.dump();
+    };
+    json bad = r;
+    bad["model"] = "gpt-4o";
+    expect(bad, 404, "model");
+    bad = r;
+    bad["temperature"] = 9;
+    expect(bad, 400, "temperature");
+    bad = r;
+    bad["frobnicate"] = true;
+    expect(bad, 400, "frobnicate");
+    bad = r;
+    bad["max_tokens"] = 5000;  // the tiny model's context is 4096
+    expect(bad, 400, "max_tokens");
+    bad = r;
+    bad["messages"] = json::array({{{"role", "user"}, {"content", std::string(30000, 'a') + " " + std::string(30000, 'b')}}});
+    bad["max_tokens"] = 1;
+    auto [s, b] = post(bad);  // ~4,000+ tokens of prompt: past the context
+    EXPECT_EQ(s, 400) << b.dump();
+    EXPECT_EQ(b["error"]["code"], "context_length_exceeded");
+    // The models list names both models; GET is not allowed.
+    const json models = json::parse(Server::curl("-s " + server_->url("/v1/models")));
+    EXPECT_EQ(models["data"].size(), 2u);
+    EXPECT_EQ(models["data"][1]["id"], "qwen3-tiny");
+    EXPECT_NE(Server::curl("-s " + server_->url("/v1/chat/completions")).find("method_not_allowed"), std::string::npos);
+}
+
+TEST_F(Chat, ADisconnectCancels) {
+    const double before = metric("parlance_chat_requests_total{outcome=\"cancelled\"}");
+    json r = request("one_user_turn");
+    r.update({{"max_tokens", 3000}, {"ignore_eos", true}, {"stream", true}});
+    post_raw(r, "--max-time 1.5");
+    double after = before;
+    for (int i = 0; i < 100 && after <= before; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        after = metric("parlance_chat_requests_total{outcome=\"cancelled\"}");
+    }
+    EXPECT_EQ(after, before + 1);
+    EXPECT_EQ(metric("parlance_chat_running_sequences"), 0);
+}
+
+}  // namespace
+}  // namespace parlance::testing
