@@ -61,3 +61,81 @@ test('an invalid request is a typed APIError with status 400', async () => {
     (e) => e instanceof OpenAI.APIError && e.status === 400 && e.param === 'timestamp_granularities[]',
   );
 });
+
+// Chat completions on the tiny random Qwen3 (its text is noise; the shapes and the controls are
+// what is checked).
+const chat = (extra) => ({
+  model: 'qwen3-tiny', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hello!' }],
+  max_tokens: 8, temperature: 0, ...extra,
+});
+
+test('chat completion, non-streaming, with usage and logprobs', async () => {
+  const r = await client.chat.completions.create(chat({ logprobs: true, top_logprobs: 3, ignore_eos: true }));
+  assert.equal(r.object, 'chat.completion');
+  assert.equal(r.model, 'qwen3-tiny');
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].message.role, 'assistant');
+  assert.equal(typeof r.choices[0].message.content, 'string');
+  assert.equal(r.choices[0].finish_reason, 'length');
+  assert.equal(r.usage.completion_tokens, 8);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + 8);
+  assert.equal(r.choices[0].logprobs.content.length, 8);
+  for (const t of r.choices[0].logprobs.content) {
+    assert.ok(t.logprob <= 0);
+    assert.equal(t.top_logprobs.length, 3);
+    assert.ok(t.top_logprobs[0].logprob >= t.logprob - 1e-6);
+  }
+});
+
+test('chat completion, streaming equals non-streaming', async () => {
+  const whole = await client.chat.completions.create(chat({ ignore_eos: true }));
+  const stream = await client.chat.completions.create(chat({ ignore_eos: true, stream: true, stream_options: { include_usage: true } }));
+  let text = '';
+  let finish = null;
+  let usage = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      text += c.delta.content ?? '';
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  assert.equal(text, whole.choices[0].message.content);
+  assert.equal(finish, 'length');
+  assert.equal(usage.completion_tokens, 8);
+});
+
+test('chat completion, n choices and seed reproducibility', async () => {
+  const req = chat({ n: 3, temperature: 1, seed: 42, ignore_eos: true });
+  const a = await client.chat.completions.create(req);
+  const b = await client.chat.completions.create(req);
+  assert.equal(a.choices.length, 3);
+  assert.deepEqual(a.choices.map((c) => c.message.content), b.choices.map((c) => c.message.content));
+  assert.equal(new Set(a.choices.map((c) => c.message.content)).size, 3);
+});
+
+test('chat completion, a stop string is never emitted', async () => {
+  const whole = (await client.chat.completions.create(chat({ ignore_eos: true, max_tokens: 12 }))).choices[0].message.content;
+  const chars = Array.from(whole);
+  const stop = chars.slice(4, 6).join('');
+  const r = await client.chat.completions.create(chat({ ignore_eos: true, max_tokens: 12, stop: [stop] }));
+  assert.equal(r.choices[0].message.content, whole.slice(0, whole.indexOf(stop)));
+  assert.equal(r.choices[0].finish_reason, 'stop');
+});
+
+test('chat completion, tools are accepted and a non-JSON call is not invented', async () => {
+  const r = await client.chat.completions.create(chat({
+    ignore_eos: true, max_tokens: 4,
+    tools: [{ type: 'function', function: { name: 'get_time', description: 'The time', parameters: { type: 'object', properties: {} } } }],
+    tool_choice: { type: 'function', function: { name: 'get_time' } },
+  }));
+  assert.equal(r.choices[0].message.tool_calls, undefined);
+  assert.ok(r.choices[0].message.content.startsWith('<tool_call>'));
+});
+
+test('chat completion errors are typed APIErrors naming the field', async () => {
+  await assert.rejects(client.chat.completions.create(chat({ temperature: 5 })),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'temperature');
+  await assert.rejects(client.chat.completions.create(chat({ model: 'nope' })),
+    (e) => e instanceof OpenAI.NotFoundError && e.param === 'model');
+});

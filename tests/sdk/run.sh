@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # Runs the OpenAI Node SDK compatibility test against a real `parlance serve`.
-# Usage: tests/sdk/run.sh PARLANCE_BINARY FIXTURES_DIR
+# Usage: tests/sdk/run.sh PARLANCE_BINARY FIXTURES_DIR WRITE_QWEN3_FIXTURE
+# The chat side serves the tiny random Qwen3 (tests/fixtures/qwen3/tiny, written by the tests'
+# writer) with the real Qwen3 tokenizer and chat template.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-binary="$(realpath "$1")"; fixtures="$(realpath "$2")"
+binary="$(realpath "$1")"; fixtures="$(realpath "$2")"; writer="$(realpath "$3")"
 cd "$here"
 # package-lock.json pins the SDK and its integrity hash; the registry is npm's.
 [ -d node_modules/openai ] || npm ci --no-audit --no-fund --silent
 log="$(mktemp)"
-"$binary" serve --port 0 --threads 2 --max-new-tokens 24 --model "$fixtures/whisper/tiny-multi/model" >"$log" 2>&1 &
+chat="$(mktemp -d)"
+"$writer" tiny "$chat/qwen3" >/dev/null
+"$binary" serve --port 0 --threads 2 --max-new-tokens 24 --model "$fixtures/whisper/tiny-multi/model" \
+  --chat-model "$chat/qwen3" --chat-model-id qwen3-tiny >"$log" 2>&1 &
 pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -f "$log"' EXIT
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$log" "$chat"' EXIT
 port=""
 for _ in $(seq 1 200); do
   port="$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | grep -o '[0-9]*$' || true)"
