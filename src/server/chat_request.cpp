@@ -1,10 +1,10 @@
 // parse_chat_request (see chat_request.h).
 #include "server/chat_request.h"
 
-#include <cmath>
 #include <set>
 
 #include "server/api_error.h"
+#include "server/json_fields.h"
 
 namespace parlance::server {
 
@@ -12,33 +12,10 @@ using nlohmann::ordered_json;
 
 namespace {
 
-[[noreturn]] void bad(const std::string& param, const std::string& message, const std::string& code = "invalid_value") {
-    throw ApiError(400, message, param, code, "invalid_request_error");
-}
+using namespace fields;
 
-double number(const ordered_json& v, const std::string& param, double lo, double hi) {
-    if (!v.is_number()) bad(param, param + " must be a number", "invalid_type");
-    const double x = v.get<double>();
-    if (!std::isfinite(x) || x < lo || x > hi)
-        bad(param, param + " must be between " + ordered_json(lo).dump() + " and " + ordered_json(hi).dump());
-    return x;
-}
-
-int integer(const ordered_json& v, const std::string& param, int64_t lo, int64_t hi) {
-    if (!v.is_number_integer()) bad(param, param + " must be an integer", "invalid_type");
-    const int64_t x = v.get<int64_t>();
-    if (x < lo || x > hi) bad(param, param + " must be between " + std::to_string(lo) + " and " + std::to_string(hi));
-    return static_cast<int>(x);
-}
-
-bool boolean(const ordered_json& v, const std::string& param) {
-    if (!v.is_boolean()) bad(param, param + " must be a boolean", "invalid_type");
-    return v.get<bool>();
-}
-
-std::string string(const ordered_json& v, const std::string& param) {
-    if (!v.is_string()) bad(param, param + " must be a string", "invalid_type");
-    return v.get<std::string>();
+void bad(const std::string& param, const std::string& message, const std::string& code = "invalid_value") {
+    refuse(param, message, code);
 }
 
 // A message's content: a string, or an array of {"type": "text", "text": ...} parts (joined).
@@ -157,24 +134,20 @@ ordered_json parse_tools(const ordered_json& t) {
 }  // namespace
 
 ChatRequest parse_chat_request(const std::string& body) {
-    ordered_json j = ordered_json::parse(body, nullptr, false);
-    if (j.is_discarded()) bad("", "the request body is not valid JSON", "invalid_json");
-    if (!j.is_object()) bad("", "the request body must be a JSON object", "invalid_type");
+    ordered_json j = parse_object(body);
     static const std::set<std::string> known{
         "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options", "max_tokens",
         "max_completion_tokens", "min_tokens", "ignore_eos", "temperature", "top_p", "top_k", "min_p",
         "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "stop", "n", "logprobs", "top_logprobs",
         "return_tokens_as_token_ids", "chat_template_kwargs", "reasoning_effort", "response_format", "user",
         "add_generation_prompt"};
-    for (const auto& [k, v] : j.items())
-        if (!known.count(k))
-            bad(k, "unrecognized request argument supplied: " + ApiError::quote(k), "unknown_parameter");
+    only_known(j, known);
     ChatRequest r;
     if (!j.contains("model")) bad("model", "model is required", "missing_required_parameter");
     r.model = string(j["model"], "model");
     if (!j.contains("messages")) bad("messages", "messages is required", "missing_required_parameter");
     r.messages = parse_messages(j["messages"]);
-    auto has = [&](const char* k) { return j.contains(k) && !j[k].is_null(); };
+    auto has = [&](const char* k) { return fields::has(j, k); };
     if (has("tools")) r.tools = parse_tools(j["tools"]);
     if (has("tool_choice")) {
         const auto& tc = j["tool_choice"];
@@ -231,23 +204,8 @@ ChatRequest parse_chat_request(const std::string& body) {
         r.repetition_penalty = static_cast<float>(number(j["repetition_penalty"], "repetition_penalty", 0, 10));
         if (r.repetition_penalty <= 0) bad("repetition_penalty", "repetition_penalty must be greater than 0");
     }
-    if (has("seed")) {
-        if (!j["seed"].is_number_integer()) bad("seed", "seed must be an integer", "invalid_type");
-        r.seed = j["seed"].is_number_unsigned() ? j["seed"].get<uint64_t>() : static_cast<uint64_t>(j["seed"].get<int64_t>());
-    }
-    if (has("stop")) {
-        const auto& s = j["stop"];
-        if (s.is_string()) {
-            r.stop.push_back(s.get<std::string>());
-        } else if (s.is_array()) {
-            if (s.size() > kMaxStopStrings) bad("stop", "at most " + std::to_string(kMaxStopStrings) + " stop strings");
-            for (size_t i = 0; i < s.size(); ++i) r.stop.push_back(string(s[i], "stop[" + std::to_string(i) + "]"));
-        } else {
-            bad("stop", "stop must be a string or an array of strings", "invalid_type");
-        }
-        for (const auto& x : r.stop)
-            if (x.empty() || x.size() > 256) bad("stop", "a stop string is 1 to 256 bytes");
-    }
+    if (has("seed")) r.seed = fields::seed(j["seed"], "seed");
+    if (has("stop")) r.stop = stop_strings(j["stop"], "stop", kMaxStopStrings);
     if (has("n")) r.n = integer(j["n"], "n", 1, kMaxChoices);
     if (has("logprobs")) r.logprobs = boolean(j["logprobs"], "logprobs");
     if (has("top_logprobs")) {

@@ -25,6 +25,9 @@
 #include "server/api_error.h"
 #include "server/audio_budget.h"
 #include "server/auth.h"
+#include "server/anthropic_messages.h"
+#include "server/chat_completion.h"
+#include "server/text_completion.h"
 #include "server/multipart.h"
 #include "server/realtime_connection.h"
 #include "server/routes.h"
@@ -234,7 +237,8 @@ private:
         if (route_.needs_key && !server_.options.api_key.empty()) {
             const auto auth = request_[http::field::authorization];
             if (!bearer_matches(auth, server_.options.api_key) &&
-                !(route_.id == RouteId::Realtime && subprotocol_key_matches()))
+                !(route_.id == RouteId::Realtime && subprotocol_key_matches()) &&
+                !(is_anthropic(route_.id) && constant_time_equal(std::string(request_["x-api-key"]), server_.options.api_key)))
                 throw ApiError(401, auth.empty() ? "missing API key (Authorization: Bearer ...)" : "invalid API key",
                                "", "invalid_api_key");
         }
@@ -285,6 +289,15 @@ private:
             case RouteId::ChatCompletions:
                 only(http::verb::post);
                 return chat_completions();
+            case RouteId::Completions:
+                only(http::verb::post);
+                return text_completions();
+            case RouteId::Messages:
+                only(http::verb::post);
+                return messages();
+            case RouteId::CountTokens:
+                only(http::verb::post);
+                return count_tokens();
             case RouteId::Unknown:
                 break;
         }
@@ -556,7 +569,8 @@ private:
 
     // --- Chat completions: validated here, rendered and tokenized on the worker pool, generated
     // on the chat model's GenerationService, answered from its callbacks.
-    void chat_completions() {
+    // The chat model, once the request may reach it: loaded, not shutting down, JSON.
+    const ChatModel& chat_model() const {
         const ChatModel* chat = server_.chat.load();
         if (!chat)
             throw ApiError(404, "this server has no chat model (start it with serve --chat-model)", "model",
@@ -565,74 +579,154 @@ private:
         const std::string type(request_[http::field::content_type]);
         if (!type.empty() && type.find("json") == std::string::npos)
             throw ApiError(415, "Content-Type must be application/json", "", "unsupported_media_type");
-        ChatRequest req = parse_chat_request(request_.body());
-        if (req.model != chat->id)
+        return *chat;
+    }
+    void check_model_id(const ChatModel& chat, const std::string& requested) const {
+        if (requested != chat.id)
             throw ApiError(404,
-                           "the model " + ApiError::quote(req.model) + " does not exist (this server's chat model is '" +
-                               chat->id + "')",
+                           "the model " + ApiError::quote(requested) + " does not exist (this server's chat model is '" +
+                               chat.id + "')",
                            "model", "model_not_found");
+    }
+    // Admits a validated generation request: bounded, cancelled by a disconnect; `work` runs on
+    // the worker pool (rendering and tokenizing a long prompt is not I/O-thread work).
+    template <typename Work>
+    void admit_generation(Work work) {
         if (server_.in_flight.load() >= server_.options.worker_threads + server_.options.max_pending)
             throw ApiError(429, "too many requests in flight; retry shortly", "", "overloaded");
         cancelled_ = std::make_shared<std::atomic<bool>>(false);
         server_.track(cancelled_);
         watch_disconnect();
         ++server_.in_flight;
-        asio::post(server_.workers, [self = shared_from_this(), chat, req = std::move(req)]() mutable {
-            self->run_chat(*chat, std::move(req));
+        asio::post(server_.workers, std::move(work));
+    }
+
+    void chat_completions() {
+        const ChatModel& chat = chat_model();
+        ChatRequest req = parse_chat_request(request_.body());
+        check_model_id(chat, req.model);
+        admit_generation([self = shared_from_this(), &chat, req = std::move(req)]() mutable {
+            self->run_chat(chat, std::move(req));
         });
     }
 
+    void text_completions() {
+        const ChatModel& chat = chat_model();
+        CompletionRequest req = parse_completion_request(request_.body());
+        check_model_id(chat, req.model);
+        admit_generation([self = shared_from_this(), &chat, req = std::move(req)]() mutable {
+            self->run_generation(req.stream, [&](ResponseCallbacks cb) {
+                RunSettings settings = completion_run_settings(chat, req);
+                auto writer = make_completion_writer(chat, req, next_completion_id("cmpl-"),
+                                                     static_cast<int64_t>(std::time(nullptr)), std::move(cb));
+                return std::make_shared<GenerationRun>(chat, std::move(settings), std::move(writer));
+            });
+        });
+    }
+
+    void messages() {
+        const ChatModel& chat = chat_model();
+        MessagesRequest req = parse_messages_request(request_.body());
+        check_model_id(chat, req.chat.model);
+        admit_generation([self = shared_from_this(), &chat, req = std::move(req)]() mutable {
+            self->run_generation(req.chat.stream, [&](ResponseCallbacks cb) {
+                RunSettings settings = chat_run_settings(chat, req.chat);
+                auto writer = make_messages_writer(chat, req, next_completion_id("msg_"),
+                                                   static_cast<int>(settings.prompt.size()), std::move(cb));
+                return std::make_shared<GenerationRun>(chat, std::move(settings), std::move(writer));
+            });
+        });
+    }
+
+    // Anthropic's count_tokens: the rendered prompt's length, nothing generated.
+    void count_tokens() {
+        const ChatModel& chat = chat_model();
+        MessagesRequest req = parse_messages_request(request_.body(), /*count_tokens=*/true);
+        check_model_id(chat, req.chat.model);
+        const RunSettings settings = chat_run_settings(chat, req.chat);
+        send_json(200, {{"input_tokens", settings.prompt.size()}});
+    }
+
     void run_chat(const ChatModel& chat, ChatRequest req) {
-        const bool stream = req.stream;
+        run_generation(req.stream, [&](ResponseCallbacks cb) {
+            RunSettings settings = chat_run_settings(chat, req);
+            auto writer = make_chat_writer(chat, req, next_completion_id("chatcmpl-"),
+                                           static_cast<int64_t>(std::time(nullptr)), std::move(cb));
+            return std::make_shared<GenerationRun>(chat, std::move(settings), std::move(writer));
+        });
+    }
+
+    // Runs a generation request of any API (worker pool): `make` builds its run from the
+    // callbacks (rendering, tokenizing: ApiErrors become the response), then it starts; the
+    // response is written from the callbacks on the connection's strand.
+    template <typename Make>
+    void run_generation(bool stream, Make make) {
         auto finished = [self = shared_from_this()] {
             self->server_.untrack(self->cancelled_);
             --self->server_.in_flight;
         };
         try {
-            auto completion = std::make_shared<ChatCompletion>(chat, std::move(req), next_completion_id(),
-                                                               static_cast<int64_t>(std::time(nullptr)));
-            if (stream) start_sse();
-            ChatCallbacks cb;
-            cb.on_event = [self = shared_from_this()](std::string json, bool last) {
-                self->queue_event(std::move(json), last);
+            ResponseCallbacks cb;
+            cb.on_event = [self = shared_from_this()](std::string json, bool last, std::string event) {
+                self->queue_event(std::move(json), last, std::move(event));
             };
             cb.on_done = [self = shared_from_this(), stream, finished](int status, std::string body) {
                 asio::post(self->stream_.get_executor(), [self, stream, status, body = std::move(body)] {
                     if (stream && status == 200) return self->record(200, 0.0);
-                    if (stream) {
+                    if (stream && self->sse_started_) {
                         // Headers are out: the error goes as the stream's last event.
-                        nlohmann::json ev = nlohmann::json::parse(body, nullptr, false);
                         self->final_queued_ = true;
-                        self->push_write({"data: " + ev.dump() + "\n\n", [self] { self->close(); }});
+                        self->push_write({self->error_event(body), [self] { self->close(); }});
                         return self->record(status, 0.0);
                     }
-                    if (status == 200) return self->send(200, "application/json", body);
                     self->send(status, "application/json", body, 0.0, self->request_.keep_alive() && status < 500);
                 });
                 finished();
             };
+            std::shared_ptr<GenerationRun> run = make(std::move(cb));
+            if (stream) start_sse();
             try {
-                completion->start(cancelled_, std::move(cb));
+                run->start(cancelled_);
             } catch (const Error& e) {
                 if (e.kind() == ErrorKind::Overloaded) throw ApiError(429, e.what(), "", "overloaded");
                 throw;
             }
             return;
         } catch (const ApiError& e) {
-            fail_transcription(e, 0.0);
+            fail_generation(e);
         } catch (const Error& e) {
-            fail_transcription(ApiError::from(e), 0.0);
+            fail_generation(ApiError::from(e));
         } catch (const std::exception& e) {
-            fail_transcription(ApiError(500, std::string("internal error: ") + e.what()), 0.0);
+            fail_generation(ApiError(500, std::string("internal error: ") + e.what()));
         }
         finished();
     }
 
-    static std::string next_completion_id() {
+    // An error before the stream started (the SSE headers may be queued already).
+    void fail_generation(const ApiError& e) {
+        asio::post(stream_.get_executor(), [self = shared_from_this(), e] {
+            if (self->sse_started_) {
+                self->final_queued_ = true;
+                self->push_write({self->error_event(is_anthropic(self->route_.id) ? anthropic_error_body(e) : e.body()),
+                                  [self] { self->close(); }});
+                return self->record(e.status, 0.0);
+            }
+            self->send_error(e, self->request_.keep_alive() && e.status < 500);
+        });
+    }
+
+    // The stream's last event for an error body ({"error": {...}}, or Anthropic's shape).
+    std::string error_event(const std::string& body) const {
+        nlohmann::json ev = nlohmann::json::parse(body, nullptr, false);
+        if (ev.is_object() && ev.value("type", "") == "error") return "event: error\ndata: " + ev.dump() + "\n\n";
+        return "data: " + ev.dump() + "\n\n";
+    }
+
+    static std::string next_completion_id(const char* prefix) {
         static std::atomic<uint64_t> counter{0};
         static const uint64_t salt = std::random_device{}() * 0x9E3779B97F4A7C15ULL;
         char buf[40];
-        std::snprintf(buf, sizeof buf, "chatcmpl-%016llx",
+        std::snprintf(buf, sizeof buf, "%s%016llx", prefix,
                       static_cast<unsigned long long>(salt ^ (++counter * 0xD1B54A32D192ED03ULL)));
         return buf;
     }
@@ -648,11 +742,13 @@ private:
         });
     }
 
-    void queue_event(std::string json, bool last) {
-        asio::post(stream_.get_executor(), [self = shared_from_this(), json = std::move(json), last] {
+    // One SSE event: "data: JSON", after an "event: NAME" line for typed streams (Anthropic).
+    void queue_event(std::string json, bool last, std::string event = "") {
+        asio::post(stream_.get_executor(), [self = shared_from_this(), json = std::move(json), last,
+                                            event = std::move(event)] {
             if (self->final_queued_) return;
             if (last) self->final_queued_ = true;
-            self->push_write({"data: " + json + "\n\n",
+            self->push_write({(event.empty() ? std::string() : "event: " + event + "\n") + "data: " + json + "\n\n",
                               last ? std::function<void()>([self] { self->close(); }) : std::function<void()>()});
         });
     }
@@ -689,7 +785,8 @@ private:
             if (e.status == 429) r.set(http::field::retry_after, "1");
             if (e.status == 401) r.set(http::field::www_authenticate, "Bearer");
         };
-        send(e.status, "application/json", e.body() + "\n", 0.0, keep_alive, extra);
+        send(e.status, "application/json", (is_anthropic(route_.id) ? anthropic_error_body(e) : e.body()) + "\n", 0.0,
+             keep_alive, extra);
     }
 
     template <typename Extra = void (*)(Response&)>

@@ -14,7 +14,7 @@
 
 #include "core/log.h"
 #include "models/speech_model.h"
-#include "server/chat_completion.h"
+#include "server/generation_run.h"
 #include "server/metrics.h"
 #include "server/realtime_session.h"
 

@@ -15,6 +15,9 @@ Route find_route(std::string_view path, bool metrics_public) {
     if (path == "/v1/audio/translations") return {RouteId::Translations, "/v1/audio/translations", true};
     if (path == "/v1/realtime") return {RouteId::Realtime, "/v1/realtime", true};
     if (path == "/v1/chat/completions") return {RouteId::ChatCompletions, "/v1/chat/completions", true};
+    if (path == "/v1/completions") return {RouteId::Completions, "/v1/completions", true};
+    if (path == "/v1/messages") return {RouteId::Messages, "/v1/messages", true};
+    if (path == "/v1/messages/count_tokens") return {RouteId::CountTokens, "/v1/messages/count_tokens", true};
     // Unknown paths under /v1/ still ask for the key first: without it, a client learns nothing
     // about which routes exist.
     return {RouteId::Unknown, "other", path.starts_with("/v1/")};

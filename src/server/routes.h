@@ -18,6 +18,9 @@ enum class RouteId {
     Translations,    // POST /v1/audio/translations
     Realtime,        // GET /v1/realtime (WebSocket: live transcription sessions)
     ChatCompletions, // POST /v1/chat/completions
+    Completions,     // POST /v1/completions
+    Messages,        // POST /v1/messages (Anthropic)
+    CountTokens,     // POST /v1/messages/count_tokens (Anthropic)
     Unknown,         // anything else: 404 (401 first under /v1/ when a key is set)
 };
 
@@ -26,6 +29,11 @@ struct Route {
     std::string_view label;  // the bounded metrics label: a fixed route or "other"
     bool needs_key;          // when the server has an API key
 };
+
+// Routes that answer in Anthropic's shapes (errors included) and take its x-api-key header.
+inline bool is_anthropic(RouteId id) {
+    return id == RouteId::Messages || id == RouteId::CountTokens;
+}
 
 // The route of a request path (without the query). metrics_public: /metrics open without a key.
 Route find_route(std::string_view path, bool metrics_public);

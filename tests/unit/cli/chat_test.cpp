@@ -35,19 +35,37 @@ protected:
     }
 
     // POSTs a JSON body; returns the status and the body as it came.
-    static std::pair<int, std::string> post_raw(const json& body, const std::string& extra = "") {
+    static std::pair<int, std::string> post_raw(const json& body, const std::string& extra = "",
+                                                const std::string& path = "/v1/chat/completions") {
         static std::atomic<int> n{0};
         const auto file = dir_->path() / ("body" + std::to_string(++n) + ".json");
         std::ofstream(file) << body.dump();
         const std::string out = Server::curl("-s -N -o - -w '\\n%{http_code}' -H 'Content-Type: application/json' " +
                                              extra + " --data-binary @" + quoted(file.string()) + " " +
-                                             server_->url("/v1/chat/completions"));
+                                             server_->url(path));
         const size_t nl = out.rfind('\n');
         return {std::stoi(out.substr(nl + 1)), out.substr(0, nl)};
     }
-    static std::pair<int, json> post(const json& body) {
-        auto [status, text] = post_raw(body);
+    static std::pair<int, json> post(const json& body, const std::string& path = "/v1/chat/completions") {
+        auto [status, text] = post_raw(body, "", path);
         return {status, json::parse(text, nullptr, false)};
+    }
+    // An SSE stream's (event name, data) pairs.
+    static std::vector<std::pair<std::string, json>> typed_stream(const json& body, const std::string& path) {
+        auto [status, text] = post_raw(body, "", path);
+        EXPECT_EQ(status, 200) << text;
+        std::vector<std::pair<std::string, json>> out;
+        std::string name;
+        size_t pos = 0;
+        while (pos < text.size()) {
+            size_t end = text.find('\n', pos);
+            if (end == std::string::npos) end = text.size();
+            const std::string line = text.substr(pos, end - pos);
+            pos = end + 1;
+            if (line.rfind("event: ", 0) == 0) name = line.substr(7);
+            if (line.rfind("data: ", 0) == 0) out.emplace_back(name, json::parse(line.substr(6), nullptr, false));
+        }
+        return out;
     }
     // The stream's events, [DONE] excluded (asserted last).
     static std::vector<json> stream(json body) {
@@ -300,6 +318,109 @@ TEST_F(Chat, ADisconnectCancels) {
     }
     EXPECT_EQ(after, before + 1);
     EXPECT_EQ(metric("parlance_chat_running_sequences"), 0);
+}
+
+// POST /v1/completions: a raw prompt, no template: transformers' greedy ids on the qwen3
+// reference's prompts, as text or as token ids.
+TEST_F(Chat, TextCompletionsGiveTransformersGreedyIds) {
+    const json ref = json(qwen3_reference("tiny"));
+    for (const auto& c : ref["cases"]) {
+        SCOPED_TRACE(c["name"].get<std::string>());
+        const int n = c["greedy_fixed"]["max_new_tokens"];
+        json r{{"model", "qwen3-tiny"}, {"prompt", c["text"]}, {"max_tokens", n}, {"min_tokens", n},
+               {"temperature", 0}, {"logprobs", 0}, {"return_tokens_as_token_ids", true}};
+        for (int as_ids = 0; as_ids < 2; ++as_ids) {
+            if (as_ids) r["prompt"] = c["prompt_ids"];
+            auto [status, body] = post(r, "/v1/completions");
+            ASSERT_EQ(status, 200) << body.dump();
+            EXPECT_EQ(body["object"], "text_completion");
+            EXPECT_EQ(body["usage"]["prompt_tokens"], c["prompt_ids"].size());
+            const json& tokens = body["choices"][0]["logprobs"]["tokens"];
+            ASSERT_EQ(tokens.size(), c["greedy_fixed"]["ids"].size());
+            for (size_t k = 0; k < tokens.size(); ++k)
+                EXPECT_EQ(tokens[k], "token_id:" + std::to_string(c["greedy_fixed"]["ids"][k].get<int>()));
+        }
+    }
+    // Streamed text equals the whole; echo puts the prompt first.
+    json r{{"model", "qwen3-tiny"}, {"prompt", "The quick brown fox"}, {"max_tokens", 10}, {"temperature", 0}, {"ignore_eos", true}};
+    const std::string whole = post(r, "/v1/completions").second["choices"][0]["text"];
+    r["stream"] = true;
+    std::string streamed;
+    for (const auto& [name, ev] : typed_stream(r, "/v1/completions"))
+        if (ev.is_object())
+            for (const json& ch : ev["choices"]) streamed += ch["text"].get<std::string>();
+    EXPECT_EQ(streamed, whole);
+    r["stream"] = false;
+    r["echo"] = true;
+    EXPECT_EQ(post(r, "/v1/completions").second["choices"][0]["text"], "The quick brown fox" + whole);
+    r["suffix"] = "x";
+    auto [s, b] = post(r, "/v1/completions");
+    EXPECT_EQ(s, 400);
+    EXPECT_EQ(b["error"]["param"], "suffix");
+}
+
+// POST /v1/messages: Anthropic's shapes over the same engine. Without `thinking`, Qwen3 renders
+// with enable_thinking false, so the same conversation through chat completions (thinking off)
+// gives the same greedy text and prompt length.
+TEST_F(Chat, AnthropicMessagesMatchChatCompletions) {
+    json msg{{"model", "qwen3-tiny"},
+             {"system", "You are a terse assistant."},
+             {"messages", json::array({{{"role", "user"}, {"content", "Name a colour."}}})},
+             {"max_tokens", 10},
+             {"temperature", 0}};
+    json chat{{"model", "qwen3-tiny"},
+              {"messages", json::array({{{"role", "system"}, {"content", "You are a terse assistant."}},
+                                        {{"role", "user"}, {"content", "Name a colour."}}})},
+              {"max_tokens", 10},
+              {"temperature", 0},
+              {"ignore_eos", true},
+              {"chat_template_kwargs", {{"enable_thinking", false}}}};
+    auto [cs, cb] = post(chat);
+    ASSERT_EQ(cs, 200) << cb.dump();
+    auto [ms, mb] = post(msg, "/v1/messages");
+    ASSERT_EQ(ms, 200) << mb.dump();
+    EXPECT_EQ(mb["type"], "message");
+    EXPECT_EQ(mb["role"], "assistant");
+    EXPECT_EQ(mb["usage"]["input_tokens"].get<int>() + mb["usage"]["cache_read_input_tokens"].get<int>(),
+              cb["usage"]["prompt_tokens"]);
+    const json count = post({{"model", "qwen3-tiny"}, {"system", msg["system"]}, {"messages", msg["messages"]}},
+                            "/v1/messages/count_tokens").second;
+    EXPECT_EQ(count["input_tokens"], cb["usage"]["prompt_tokens"]);
+    // The random model may end early on <|im_end|>; both paths see the same ids either way.
+    std::string text;
+    for (const json& blk : mb["content"])
+        if (blk["type"] == "text") text += blk["text"].get<std::string>();
+    const std::string chat_text = cb["choices"][0]["message"]["content"];
+    EXPECT_EQ(chat_text.substr(0, text.size()), text);
+    EXPECT_TRUE(mb["stop_reason"] == "max_tokens" || mb["stop_reason"] == "end_turn");
+    // The stream: message_start, one text block, message_delta, message_stop; the same text.
+    msg["stream"] = true;
+    const auto events = typed_stream(msg, "/v1/messages");
+    ASSERT_GE(events.size(), 4u);
+    EXPECT_EQ(events.front().first, "message_start");
+    EXPECT_EQ(events.front().second["message"]["usage"]["input_tokens"], cb["usage"]["prompt_tokens"]);
+    EXPECT_EQ(events.back().first, "message_stop");
+    EXPECT_EQ(events[events.size() - 2].first, "message_delta");
+    EXPECT_EQ(events[events.size() - 2].second["delta"]["stop_reason"], mb["stop_reason"]);
+    std::string streamed;
+    for (const auto& [name, ev] : events) {
+        EXPECT_EQ(ev["type"], name);
+        if (name == "content_block_delta") streamed += ev["delta"]["text"].get<std::string>();
+    }
+    EXPECT_EQ(streamed, text);
+    // Anthropic's error shape.
+    json bad = msg;
+    bad.erase("max_tokens");
+    auto [es, eb] = post(bad, "/v1/messages");
+    EXPECT_EQ(es, 400);
+    EXPECT_EQ(eb["type"], "error");
+    EXPECT_EQ(eb["error"]["type"], "invalid_request_error");
+    EXPECT_NE(eb["error"]["message"].get<std::string>().find("max_tokens"), std::string::npos);
+    bad = msg;
+    bad["model"] = "claude-3";
+    auto [ns, nb] = post(bad, "/v1/messages");
+    EXPECT_EQ(ns, 404);
+    EXPECT_EQ(nb["error"]["type"], "not_found_error");
 }
 
 }  // namespace

@@ -1,0 +1,78 @@
+// JSON field readers (see json_fields.h).
+#include "server/json_fields.h"
+
+#include <cmath>
+
+#include "server/api_error.h"
+
+namespace parlance::server::fields {
+
+void refuse(const std::string& param, const std::string& message, const std::string& code) {
+    throw ApiError(400, message, param, code, "invalid_request_error");
+}
+
+ordered_json parse_object(const std::string& body) {
+    ordered_json j = ordered_json::parse(body, nullptr, false);
+    if (j.is_discarded()) refuse("", "the request body is not valid JSON", "invalid_json");
+    if (!j.is_object()) refuse("", "the request body must be a JSON object", "invalid_type");
+    return j;
+}
+
+void only_known(const ordered_json& j, const std::set<std::string>& known, const std::string& where) {
+    for (const auto& [k, v] : j.items())
+        if (!known.count(k))
+            refuse(where.empty() ? k : where + "." + k,
+                   "unrecognized request argument supplied: " + ApiError::quote(where.empty() ? k : where + "." + k),
+                   "unknown_parameter");
+}
+
+bool has(const ordered_json& j, const char* key) {
+    return j.contains(key) && !j[key].is_null();
+}
+
+double number(const ordered_json& v, const std::string& param, double lo, double hi) {
+    if (!v.is_number()) refuse(param, param + " must be a number", "invalid_type");
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi)
+        refuse(param, param + " must be between " + ordered_json(lo).dump() + " and " + ordered_json(hi).dump());
+    return x;
+}
+
+int integer(const ordered_json& v, const std::string& param, int64_t lo, int64_t hi) {
+    if (!v.is_number_integer()) refuse(param, param + " must be an integer", "invalid_type");
+    const int64_t x = v.get<int64_t>();
+    if (x < lo || x > hi) refuse(param, param + " must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+    return static_cast<int>(x);
+}
+
+bool boolean(const ordered_json& v, const std::string& param) {
+    if (!v.is_boolean()) refuse(param, param + " must be a boolean", "invalid_type");
+    return v.get<bool>();
+}
+
+std::string string(const ordered_json& v, const std::string& param) {
+    if (!v.is_string()) refuse(param, param + " must be a string", "invalid_type");
+    return v.get<std::string>();
+}
+
+uint64_t seed(const ordered_json& v, const std::string& param) {
+    if (!v.is_number_integer()) refuse(param, param + " must be an integer", "invalid_type");
+    return v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(v.get<int64_t>());
+}
+
+std::vector<std::string> stop_strings(const ordered_json& v, const std::string& param, size_t max) {
+    std::vector<std::string> out;
+    if (v.is_string()) {
+        out.push_back(v.get<std::string>());
+    } else if (v.is_array()) {
+        if (v.size() > max) refuse(param, "at most " + std::to_string(max) + " stop strings");
+        for (size_t i = 0; i < v.size(); ++i) out.push_back(string(v[i], param + "[" + std::to_string(i) + "]"));
+    } else {
+        refuse(param, param + " must be a string or an array of strings", "invalid_type");
+    }
+    for (const auto& x : out)
+        if (x.empty() || x.size() > 256) refuse(param, "a stop string is 1 to 256 bytes");
+    return out;
+}
+
+}  // namespace parlance::server::fields
