@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the OpenAI Node SDK compatibility test against a real `parlance serve`.
+# Runs the OpenAI and Anthropic Node SDK compatibility tests against a real `parlance serve`.
 # Usage: tests/sdk/run.sh PARLANCE_BINARY FIXTURES_DIR WRITE_QWEN3_FIXTURE
 # The chat side serves the tiny random Qwen3 (tests/fixtures/qwen3/tiny, written by the tests'
 # writer) with the real Qwen3 tokenizer and chat template.
@@ -7,8 +7,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 binary="$(realpath "$1")"; fixtures="$(realpath "$2")"; writer="$(realpath "$3")"
 cd "$here"
-# package-lock.json pins the SDK and its integrity hash; the registry is npm's.
-[ -d node_modules/openai ] || npm ci --no-audit --no-fund --silent
+# package-lock.json pins the SDKs and their integrity hashes; the registry is npm's.
+[ -d node_modules/openai ] && [ -d node_modules/@anthropic-ai/sdk ] || npm ci --no-audit --no-fund --silent
 log="$(mktemp)"
 chat="$(mktemp -d)"
 "$writer" tiny "$chat/qwen3" >/dev/null
@@ -23,4 +23,4 @@ for _ in $(seq 1 200); do
   sleep 0.1
 done
 [ -n "$port" ] || { cat "$log"; exit 1; }
-PARLANCE_URL="http://127.0.0.1:$port" PARLANCE_CLIP="$fixtures/audio/jfk.wav" node --test openai_sdk.test.mjs
+PARLANCE_URL="http://127.0.0.1:$port" PARLANCE_CLIP="$fixtures/audio/jfk.wav" node --test openai_sdk.test.mjs anthropic_sdk.test.mjs
