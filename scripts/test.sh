@@ -34,7 +34,7 @@ export PARLANCE_ASSETS
 for target in build-asan/tests/fuzz_*; do
   [ -x "$target" ] || continue
   corpus="$(mktemp -d)"
-  cp tests/fixtures/audio/*.wav "$corpus/" 2>/dev/null || true
+  cp tests/fixtures/audio/*.wav tests/fuzz/seeds/* "$corpus/" 2>/dev/null || true
   echo "-- $(basename "$target")"
   "$target" -max_total_time="$FUZZ_SECONDS" -max_len=65536 -rss_limit_mb=2048 "$corpus" 2>&1 | tail -3
   rm -rf "$corpus"

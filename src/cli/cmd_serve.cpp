@@ -46,6 +46,7 @@ struct ChatSide {
     std::unique_ptr<LanguageModel> model;
     std::unique_ptr<ChatTemplate> chat_template;
     std::unique_ptr<GenerationService> service;
+    server::GenerationLatency latency;
     server::ChatModel info;
 };
 
@@ -72,6 +73,7 @@ std::unique_ptr<ChatSide> load_chat(const ServeArgs& a, Logger& log) {
     c->info.tokenizer = &c->model->tokenizer();
     c->info.stop_ids = c->model->stop_ids();
     c->info.max_context = c->model->max_context();
+    c->info.latency = &c->latency;
     log.info("chat model '", c->info.id, "': ", c->model->architecture(), ", ", c->model->weight_summary(), ", ",
              so.engine.kv_cache_bytes >> 20, " MiB KV cache, context ", c->info.max_context);
     return c;
@@ -234,6 +236,9 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
     cmd->add_option("--chat-max-queue", a->chat_max_queue, "Chat requests waiting to join the batch (then 429)")
         ->default_val(32);
     cmd->add_option("--chat-threads", a->chat_threads, "CPU threads of the chat model (0 = as --threads)")->default_val(0);
+    cmd->add_option("--max-stored-responses", a->server.max_stored_responses,
+                    "Responses kept in memory for /v1/responses previous_response_id and GET (oldest dropped)")
+        ->default_val(1024);
     cmd->add_option("--chat-quantize", a->chat_quantize, "The chat model's weights at load: f32|f16|q8_0|q5_k|q4_k");
     cmd->callback([a, &globals] { run(*a, globals); });
 }

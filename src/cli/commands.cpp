@@ -13,6 +13,7 @@ void register_commands(CLI::App& app, GlobalOptions& globals) {
     register_generate(app, globals);
     register_vad(app, globals);
     register_stream(app, globals);
+    register_top(app, globals);
 }
 
 }  // namespace parlance::cli

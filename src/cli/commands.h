@@ -25,5 +25,6 @@ void register_pull(CLI::App& app, GlobalOptions& globals);
 void register_generate(CLI::App& app, GlobalOptions& globals);
 void register_vad(CLI::App& app, GlobalOptions& globals);
 void register_stream(CLI::App& app, GlobalOptions& globals);
+void register_top(CLI::App& app, GlobalOptions& globals);
 
 }  // namespace parlance::cli

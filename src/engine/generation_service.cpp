@@ -212,6 +212,8 @@ void GenerationService::loop() {
         stats_.cached_prompt_tokens += cached;
         stats_.generated_tokens += generated;
         stats_.steps = g.steps;
+        stats_.step_tokens_sampled = g.tokens_generated;
+        stats_.step_tokens_computed = g.tokens_computed;
         stats_.busy_seconds += busy;
         stats_.kv = g.kv;
         stats_.kv_bytes = g.kv_bytes;

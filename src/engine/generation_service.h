@@ -33,6 +33,8 @@ struct GenerationServiceStats {
     uint64_t completed = 0, cancelled = 0, failed = 0;
     uint64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0;
     uint64_t steps = 0;
+    uint64_t step_tokens_sampled = 0;   // over all steps: tokens sampled (the decode batch widths' sum)
+    uint64_t step_tokens_computed = 0;  // over all steps: tokens through the model (prompt chunks included)
     double busy_seconds = 0.0;
     size_t kv_bytes = 0;
     KvCacheStats kv;

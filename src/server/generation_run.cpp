@@ -19,6 +19,7 @@ struct GenerationRun::Choice {
     std::vector<TokenLogprobs> pending_logprobs;  // arrived before their token
     int generated = 0;
     bool stopped = false;  // a stop string matched
+    std::chrono::steady_clock::time_point last_token{};
 };
 
 std::string token_bytes_or_empty(const Tokenizer& tok, int32_t id) {
@@ -55,6 +56,7 @@ GenerationRun::GenerationRun(const ChatModel& model, RunSettings settings, std::
 GenerationRun::~GenerationRun() = default;
 
 void GenerationRun::start(std::shared_ptr<std::atomic<bool>> cancelled) {
+    started_ = std::chrono::steady_clock::now();
     ServiceRequest r;
     r.n = s_.n;
     r.request.prompt = s_.prompt;
@@ -75,6 +77,14 @@ bool GenerationRun::on_token(int index, int32_t token) {
     Choice& c = *choices_[index];
     if (c.stopped) return false;
     ++c.generated;
+    if (model_.latency) {
+        const auto now = std::chrono::steady_clock::now();
+        if (c.generated == 1 && index == 0)
+            model_.latency->first_token.observe(std::chrono::duration<double>(now - started_).count());
+        else if (c.generated > 1)
+            model_.latency->inter_token.observe(std::chrono::duration<double>(now - c.last_token).count());
+        c.last_token = now;
+    }
     const auto& stops = s_.sampling.stop_ids;
     const bool is_eos = std::find(stops.begin(), stops.end(), token) != stops.end() && c.generated > s_.sampling.min_tokens;
     ChoiceDelta d;
@@ -113,6 +123,9 @@ void GenerationRun::on_done(std::vector<GenerationResult> results, std::exceptio
             return sink_->error(500, std::string("internal error: ") + e.what(), "", "");
         }
     }
+    if (model_.latency)
+        model_.latency->end_to_end.observe(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
     int completion = 0;
     for (size_t i = 0; i < results.size() && i < choices_.size(); ++i) {
         Choice& c = *choices_[i];

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "engine/generation_service.h"
+#include "server/latency_histogram.h"
 #include "text/chat_output.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -27,6 +29,7 @@ struct ChatModel {
     const Tokenizer* tokenizer = nullptr;
     std::vector<int32_t> stop_ids;
     int max_context = 0;
+    GenerationLatency* latency = nullptr;  // where runs record their latencies (optional)
 };
 
 struct RunSettings {
@@ -88,6 +91,7 @@ private:
     void on_done(std::vector<GenerationResult> results, std::exception_ptr error);
 
     const ChatModel& model_;
+    std::chrono::steady_clock::time_point started_;
     RunSettings s_;
     std::shared_ptr<RunSink> sink_;
     std::vector<std::unique_ptr<Choice>> choices_;

@@ -27,6 +27,7 @@
 #include "server/auth.h"
 #include "server/anthropic_messages.h"
 #include "server/chat_completion.h"
+#include "server/responses_api.h"
 #include "server/text_completion.h"
 #include "server/multipart.h"
 #include "server/realtime_connection.h"
@@ -66,6 +67,7 @@ struct HttpServer::Impl {
     RealtimeOptions realtime;
     std::atomic<SpeechEngine*> engine{nullptr};
     std::atomic<const ChatModel*> chat{nullptr};
+    ResponseStore responses;
     std::string model_description;
     Clock::time_point started = Clock::now();
     std::atomic<int> in_flight{0};
@@ -77,7 +79,11 @@ struct HttpServer::Impl {
     std::set<std::shared_ptr<std::atomic<bool>>> active;
 
     Impl(const ServerOptions& o, Logger& l)
-        : options(o), log(l), workers(std::max(1, o.worker_threads)), audio_budget(o.audio_memory_bytes) {}
+        : options(o),
+          log(l),
+          workers(std::max(1, o.worker_threads)),
+          audio_budget(o.audio_memory_bytes),
+          responses(o.max_stored_responses) {}
     void accept();
 
     void track(const std::shared_ptr<std::atomic<bool>>& flag) {
@@ -258,6 +264,7 @@ private:
                 const ChatModel* c = server_.chat.load();
                 std::string text = server_.metrics.render(e ? &s : nullptr, uptime()) + RealtimeSession::metrics_text();
                 if (c) text += generation_metrics_text(c->service->stats());
+                if (c && c->latency) text += c->latency->render();
                 return send(200, "text/plain; version=0.0.4", text);
             }
             case RouteId::Models: {
@@ -298,6 +305,21 @@ private:
             case RouteId::CountTokens:
                 only(http::verb::post);
                 return count_tokens();
+            case RouteId::Responses:
+                only(http::verb::post);
+                return responses();
+            case RouteId::Response: {
+                const std::string id = path.substr(14);
+                if (method == http::verb::delete_) {
+                    if (!server_.responses.erase(id))
+                        throw ApiError(404, "no stored response " + ApiError::quote(id), "response_id", "not_found");
+                    return send_json(200, {{"id", id}, {"object", "response.deleted"}, {"deleted", true}});
+                }
+                only(http::verb::get);
+                auto r = server_.responses.response(id);
+                if (!r) throw ApiError(404, "no stored response " + ApiError::quote(id), "response_id", "not_found");
+                return send(200, "application/json", r->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+            }
             case RouteId::Unknown:
                 break;
         }
@@ -633,6 +655,21 @@ private:
                 RunSettings settings = chat_run_settings(chat, req.chat);
                 auto writer = make_messages_writer(chat, req, next_completion_id("msg_"),
                                                    static_cast<int>(settings.prompt.size()), std::move(cb));
+                return std::make_shared<GenerationRun>(chat, std::move(settings), std::move(writer));
+            });
+        });
+    }
+
+    void responses() {
+        const ChatModel& chat = chat_model();
+        ResponsesRequest req = parse_responses_request(request_.body(), server_.responses);
+        check_model_id(chat, req.chat.model);
+        admit_generation([self = shared_from_this(), &chat, req = std::move(req)]() mutable {
+            self->run_generation(req.chat.stream, [&](ResponseCallbacks cb) {
+                RunSettings settings = chat_run_settings(chat, req.chat);
+                auto writer = make_responses_writer(chat, req, next_completion_id("resp_"),
+                                                    static_cast<int64_t>(std::time(nullptr)), self->server_.responses,
+                                                    std::move(cb));
                 return std::make_shared<GenerationRun>(chat, std::move(settings), std::move(writer));
             });
         });

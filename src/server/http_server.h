@@ -39,6 +39,7 @@ struct ServerOptions {
     double shutdown_grace_seconds = 30;            // on SIGTERM: in-flight requests finish, then are cancelled
     int max_sessions = 64;                         // live /v1/realtime sessions at once (then 429)
     size_t max_realtime_message_bytes = 4u << 20;  // one WebSocket message (then close 1009)
+    size_t max_stored_responses = 1024;            // /v1/responses kept for previous_response_id and GET
     std::string model_id = "whisper";              // the `model` field clients send (also accepts whisper-1)
     std::string device = "cpu";
 };

@@ -18,6 +18,9 @@ Route find_route(std::string_view path, bool metrics_public) {
     if (path == "/v1/completions") return {RouteId::Completions, "/v1/completions", true};
     if (path == "/v1/messages") return {RouteId::Messages, "/v1/messages", true};
     if (path == "/v1/messages/count_tokens") return {RouteId::CountTokens, "/v1/messages/count_tokens", true};
+    if (path == "/v1/responses") return {RouteId::Responses, "/v1/responses", true};
+    if (path.starts_with("/v1/responses/") && path.size() > 14 && path.find('/', 14) == std::string_view::npos)
+        return {RouteId::Response, "/v1/responses/{id}", true};
     // Unknown paths under /v1/ still ask for the key first: without it, a client learns nothing
     // about which routes exist.
     return {RouteId::Unknown, "other", path.starts_with("/v1/")};

@@ -21,6 +21,8 @@ enum class RouteId {
     Completions,     // POST /v1/completions
     Messages,        // POST /v1/messages (Anthropic)
     CountTokens,     // POST /v1/messages/count_tokens (Anthropic)
+    Responses,       // POST /v1/responses
+    Response,        // GET, DELETE /v1/responses/{id}
     Unknown,         // anything else: 404 (401 first under /v1/ when a key is set)
 };
 

@@ -139,3 +139,34 @@ test('chat completion errors are typed APIErrors naming the field', async () => 
   await assert.rejects(client.chat.completions.create(chat({ model: 'nope' })),
     (e) => e instanceof OpenAI.NotFoundError && e.param === 'model');
 });
+
+test('completions (legacy text), non-streaming and streaming', async () => {
+  const r = await client.completions.create({ model: 'qwen3-tiny', prompt: 'The quick brown fox', max_tokens: 6, temperature: 0, ignore_eos: true });
+  assert.equal(r.object, 'text_completion');
+  assert.equal(r.usage.completion_tokens, 6);
+  const stream = await client.completions.create({ model: 'qwen3-tiny', prompt: 'The quick brown fox', max_tokens: 6, temperature: 0, ignore_eos: true, stream: true });
+  let text = '';
+  for await (const chunk of stream) for (const c of chunk.choices) text += c.text;
+  assert.equal(text, r.choices[0].text);
+});
+
+test('responses: create, continue, stream, retrieve, delete', async () => {
+  const first = await client.responses.create({ model: 'qwen3-tiny', instructions: 'Be brief.', input: 'Hello!', max_output_tokens: 6, temperature: 0 });
+  assert.equal(first.object, 'response');
+  assert.equal(typeof first.output_text, 'string');
+  const next = await client.responses.create({ model: 'qwen3-tiny', previous_response_id: first.id, input: 'And then?', max_output_tokens: 4, temperature: 0 });
+  assert.ok(next.usage.input_tokens > first.usage.input_tokens);
+  const stream = await client.responses.create({ model: 'qwen3-tiny', instructions: 'Be brief.', input: 'Hello!', max_output_tokens: 6, temperature: 0, stream: true });
+  let text = '';
+  let last = null;
+  for await (const e of stream) {
+    if (e.type === 'response.output_text.delta') text += e.delta;
+    last = e;
+  }
+  assert.equal(text, first.output_text);
+  assert.ok(['response.completed', 'response.incomplete'].includes(last.type));
+  const got = await client.responses.retrieve(first.id);
+  assert.equal(got.id, first.id);
+  await client.responses.delete(first.id);
+  await assert.rejects(client.responses.retrieve(first.id), (e) => e instanceof OpenAI.NotFoundError);
+});

@@ -423,5 +423,94 @@ TEST_F(Chat, AnthropicMessagesMatchChatCompletions) {
     EXPECT_EQ(nb["error"]["type"], "not_found_error");
 }
 
+// POST /v1/responses: the same conversation as a chat completion gives the same text; a stored
+// response continues through previous_response_id, is read back and deleted.
+TEST_F(Chat, ResponsesContinueStoreAndStream) {
+    json chat{{"model", "qwen3-tiny"},
+              {"messages", json::array({{{"role", "system"}, {"content", "You are a terse assistant."}},
+                                        {{"role", "user"}, {"content", "Name a colour."}}})},
+              {"max_tokens", 8},
+              {"temperature", 0}};
+    auto [cs, cb] = post(chat);
+    ASSERT_EQ(cs, 200);
+    json req{{"model", "qwen3-tiny"}, {"instructions", "You are a terse assistant."}, {"input", "Name a colour."},
+             {"max_output_tokens", 8}, {"temperature", 0}};
+    auto [rs, r1] = post(req, "/v1/responses");
+    ASSERT_EQ(rs, 200) << r1.dump();
+    EXPECT_EQ(r1["object"], "response");
+    EXPECT_EQ(r1["usage"]["input_tokens"], cb["usage"]["prompt_tokens"]);
+    std::string text;
+    for (const json& item : r1["output"])
+        if (item["type"] == "message") text += item["content"][0]["text"].get<std::string>();
+    EXPECT_EQ(text, cb["choices"][0]["message"]["content"]);
+    EXPECT_EQ(r1["status"], cb["choices"][0]["finish_reason"] == "length" ? "incomplete" : "completed");
+    // Continuation: the history (its input and output) is in the next prompt.
+    json next{{"model", "qwen3-tiny"}, {"previous_response_id", r1["id"]}, {"input", "Another one."},
+              {"max_output_tokens", 4}, {"temperature", 0}};
+    auto [ns, r2] = post(next, "/v1/responses");
+    ASSERT_EQ(ns, 200) << r2.dump();
+    EXPECT_EQ(r2["previous_response_id"], r1["id"]);
+    EXPECT_GT(r2["usage"]["input_tokens"].get<int>(), r1["usage"]["input_tokens"].get<int>());
+    // Stored: GET gives it back; DELETE removes it; continuing from it is then a 404.
+    const std::string get = Server::curl("-s " + server_->url("/v1/responses/" + r1["id"].get<std::string>()));
+    EXPECT_EQ(json::parse(get)["id"], r1["id"]);
+    const std::string del =
+        Server::curl("-s -X DELETE " + server_->url("/v1/responses/" + r1["id"].get<std::string>()));
+    EXPECT_EQ(json::parse(del)["deleted"], true);
+    auto [gs, gone] = post(next, "/v1/responses");
+    EXPECT_EQ(gs, 404);
+    EXPECT_EQ(gone["error"]["param"], "previous_response_id");
+    // The stream: response.created first, response.completed / incomplete last, numbered; the same text.
+    req["stream"] = true;
+    const auto events = typed_stream(req, "/v1/responses");
+    ASSERT_GE(events.size(), 4u);
+    EXPECT_EQ(events.front().first, "response.created");
+    EXPECT_EQ(events.back().second["response"]["status"], r1["status"]);
+    std::string streamed;
+    for (size_t i = 0; i < events.size(); ++i) {
+        EXPECT_EQ(events[i].second["type"], events[i].first);
+        EXPECT_EQ(events[i].second["sequence_number"], i);
+        if (events[i].first == "response.output_text.delta") streamed += events[i].second["delta"].get<std::string>();
+    }
+    EXPECT_EQ(streamed, text);
+    req.erase("stream");
+    req["frobnicate"] = 1;
+    auto [bs, bad] = post(req, "/v1/responses");
+    EXPECT_EQ(bs, 400);
+    EXPECT_EQ(bad["error"]["param"], "frobnicate");
+}
+
+// `parlance top` against this server: one frame with --once, and the live monitor in tmux.
+TEST_F(Chat, TopShowsTheChatModel) {
+    json r = request("one_user_turn");
+    r.update({{"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true}});
+    ASSERT_EQ(post(r).first, 200);
+    std::string out;
+    ASSERT_EQ(run_command(quoted(parlance_binary().string()) + " top --once --url " + server_->url("") + " 2>&1", &out), 0)
+        << out;
+    for (const char* want : {"chat    qwen3-tiny", "TTFT", "ITL", "E2E", "prefix cache hit", "live sessions", "http    requests"})
+        EXPECT_NE(out.find(want), std::string::npos) << want << " in\n" << out;
+    // Percentiles of a histogram that has observations are numbers, not "-".
+    EXPECT_EQ(out.find("TTFT    p50 -"), std::string::npos) << out;
+    EXPECT_NE(out.find("TTFT    p50 "), std::string::npos) << out;
+    // A server that is not there is reported, not fatal.
+    ASSERT_EQ(run_command(quoted(parlance_binary().string()) + " top --once --url http://127.0.0.1:1 2>&1", &out), 0);
+    EXPECT_NE(out.find("UNREACHABLE"), std::string::npos) << out;
+
+    const std::string session = "parlance-top-" + std::to_string(getpid());
+    ASSERT_EQ(run_command("tmux new-session -d -s " + session + " -x 180 -y 40 " +
+                          quoted(quoted(parlance_binary().string()) + " top --interval 0.3 --url " + server_->url(""))),
+              0)
+        << "tmux is needed (scripts/setup.sh installs it)";
+    std::string screen;
+    for (int i = 0; i < 50 && screen.find("prefix cache hit") == std::string::npos; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        run_command("tmux capture-pane -p -t " + session, &screen);
+    }
+    run_command("tmux kill-session -t " + session);
+    EXPECT_NE(screen.find("chat    qwen3-tiny"), std::string::npos) << screen;
+    EXPECT_NE(screen.find("prefix cache hit"), std::string::npos) << screen;
+}
+
 }  // namespace
 }  // namespace parlance::testing
