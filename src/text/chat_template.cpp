@@ -43,6 +43,7 @@ std::string ChatTemplate::render(const ChatTemplateInputs& in) const {
     if (in.tools.is_array() && !in.tools.empty()) globals["tools"] = in.tools;
     globals["add_generation_prompt"] = in.add_generation_prompt;
     for (const auto& [k, v] : in.kwargs.items()) globals[k] = v;
+    std::lock_guard<std::mutex> lock(*mutex_);
     try {
         jinja::context ctx(program_->lexed_source);
         jinja::global_from_json(ctx, common_json::parse(globals.dump()), /*mark_input=*/false);

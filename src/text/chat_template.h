@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -30,7 +31,8 @@ public:
     ChatTemplate(ChatTemplate&&) noexcept;
 
     // Error(InvalidArgument) when the template refuses the conversation (its raise_exception, a
-    // type error on the caller's data): the message says so, for a 400.
+    // type error on the caller's data): the message says so, for a 400. Thread-safe (renders are
+    // serialised: the engine's program is not documented as safe to run concurrently).
     std::string render(const ChatTemplateInputs& in) const;
 
     const std::string& source() const { return source_; }
@@ -40,6 +42,7 @@ private:
     std::string source_;
     nlohmann::ordered_json special_tokens_;
     std::unique_ptr<Program> program_;
+    std::unique_ptr<std::mutex> mutex_ = std::make_unique<std::mutex>();
 };
 
 // The template a model ships, or nullptr when it has none: chat_template.jinja, else
