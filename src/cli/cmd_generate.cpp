@@ -20,7 +20,7 @@ namespace {
 
 struct GenerateArgs {
     std::string model, prompt, prompt_file, format = "text", quantize, device = "cpu";
-    int max_tokens = 16, min_tokens = 0, threads = 0, kv_cache_mb = 256;
+    int max_tokens = 16, min_tokens = 0, threads = 0, kv_cache_mb = 256, speculative = 0;
     float temperature = 0.0f, top_p = 1.0f;
     int top_k = 0;
     uint64_t seed = 0;
@@ -46,6 +46,7 @@ void run(const GenerateArgs& a) {
     std::unique_ptr<LanguageModel> model = load_language_model(a.model, backend, {a.quantize});
     GenerationEngineOptions eo;
     eo.kv_cache_bytes = static_cast<size_t>(a.kv_cache_mb) << 20;
+    eo.speculative_ngram = a.speculative;
     GenerationEngine engine(*model, backend, eo);
 
     GenerationRequest r;
@@ -78,6 +79,11 @@ void run(const GenerateArgs& a) {
         j["ids"] = res.tokens;
         j["text"] = out;
         j["finish_reason"] = finish_reason(res.state);
+        if (a.speculative > 0) {
+            const GenerationStats st = engine.stats();
+            j["draft_tokens"] = st.draft_tokens;
+            j["draft_accepted"] = st.draft_accepted;
+        }
         std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else if (stream_text) {
         std::fputs(detok.flush().c_str(), stdout);
@@ -110,6 +116,9 @@ void register_generate(CLI::App& app, GlobalOptions& /*globals*/) {
         ->default_val("text")->check(CLI::IsMember({"text", "json"}));
     cmd->add_flag("--stream", a->stream, "Print text as tokens are generated (--format text)");
     cmd->add_option("--quantize", a->quantize, "Weights at load: f32|f16|q8_0|q5_k|q4_k (default: as stored; bf16 -> f32)");
+    cmd->add_option("--speculative", a->speculative,
+                    "Prompt-lookup speculative decoding: up to N draft tokens per step (same output; 0 = off)")
+        ->default_val(0)->check(CLI::Range(0, 16));
     cmd->add_option("--kv-cache-mb", a->kv_cache_mb, "KV cache size cap in MiB")->default_val(256)->check(CLI::Range(1, 1 << 20));
     cmd->add_option("-t,--threads", a->threads, "CPU threads (0 = all, up to 8)")->default_val(0);
     cmd->add_option("--device", a->device, "cpu|cuda|metal")->default_val("cpu");

@@ -37,6 +37,7 @@ struct ServeArgs {
     double chat_kv_cache_mb = 256;
     int chat_max_queue = 32;
     int chat_threads = 0;
+    int chat_speculative = 0;
 };
 
 // The chat side of the server: a language model on its own Backend (its engine thread computes
@@ -66,6 +67,7 @@ std::unique_ptr<ChatSide> load_chat(const ServeArgs& a, Logger& log) {
     GenerationServiceOptions so;
     so.engine.kv_cache_bytes = static_cast<size_t>(a.chat_kv_cache_mb * 1024 * 1024);
     so.max_queue = a.chat_max_queue;
+    so.engine.speculative_ngram = a.chat_speculative;
     c->service = std::make_unique<GenerationService>(*c->model, *c->backend, so, log);
     c->info.id = a.chat_model_id.empty() ? c->model->architecture() : a.chat_model_id;
     c->info.service = c->service.get();
@@ -235,6 +237,10 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
         ->default_val(256);
     cmd->add_option("--chat-max-queue", a->chat_max_queue, "Chat requests waiting to join the batch (then 429)")
         ->default_val(32);
+    cmd->add_option("--chat-speculative", a->chat_speculative,
+                    "Speculative decoding by prompt lookup: up to N draft tokens per step, verified in the same "
+                    "step; outputs are unchanged (0 = off)")
+        ->default_val(0)->check(CLI::Range(0, 16));
     cmd->add_option("--chat-threads", a->chat_threads, "CPU threads of the chat model (0 = as --threads)")->default_val(0);
     cmd->add_option("--max-stored-responses", a->server.max_stored_responses,
                     "Responses kept in memory for /v1/responses previous_response_id and GET (oldest dropped)")

@@ -177,6 +177,12 @@ std::string latency_line(const char* label, const std::string& name, const Serie
     return line + "\n";
 }
 
+std::string draft_acceptance(const Series& m) {
+    const double proposed = get(m, "parlance_chat_draft_tokens_total{outcome=\"proposed\"}");
+    if (proposed <= 0) return "- (no drafts)";
+    return num(100.0 * get(m, "parlance_chat_draft_tokens_total{outcome=\"accepted\"}") / proposed) + "%";
+}
+
 std::string frame(const std::vector<Server>& servers, const TopArgs& a) {
     std::ostringstream os;
     os << "parlance top: " << servers.size() << (servers.size() == 1 ? " server" : " servers") << ", every "
@@ -225,7 +231,8 @@ std::string frame(const std::vector<Server>& servers, const TopArgs& a) {
             const double total = kv.value("total_blocks", 0), used = kv.value("used_blocks", 0), cb = kv.value("cached_blocks", 0);
             os << "    prefix cache hit " << (prompt > 0 ? num(100.0 * cached / prompt) : std::string("-")) << "%, KV "
                << (total > 0 ? num(100.0 * used / total) : std::string("-")) << "% used + "
-               << (total > 0 ? num(100.0 * cb / total) : std::string("-")) << "% cached, draft acceptance n/a (no draft model)"
+               << (total > 0 ? num(100.0 * cb / total) : std::string("-")) << "% cached, draft acceptance "
+               << draft_acceptance(m)
                << ", requests " << c.value("completed", 0) << " done / " << c.value("cancelled", 0) << " cancelled / "
                << c.value("failed", 0) << " failed\n";
         }

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "engine/ngram_draft.h"
 #include "engine/sampler.h"
 
 namespace parlance {
@@ -110,11 +111,38 @@ GenerationResult GenerationEngine::result_of(Sequence& s) {
     return r;
 }
 
+// Appends a prompt-lookup draft to every decoding sequence that can take one.
+void GenerationEngine::propose_drafts() {
+    for (Sequence* s : scheduler_.running_sequences()) {
+        if (static_cast<int>(s->tokens.size()) - s->num_computed != 1 || s->sampling.repetition_penalty != 1.0f)
+            continue;
+        int room = std::min(o_.speculative_ngram, s->sampling.max_tokens - s->generated() - 1);
+        room = std::min(room, model_.max_context() - static_cast<int>(s->tokens.size()) - 1);
+        if (room <= 0) continue;
+        std::vector<int32_t> d = ngram_draft(s->tokens, room);
+        if (d.empty()) continue;
+        s->tokens.insert(s->tokens.end(), d.begin(), d.end());
+        s->draft = static_cast<int>(d.size());
+    }
+}
+
 std::vector<GenerationResult> GenerationEngine::step() {
     std::vector<GenerationResult> done;
+    if (o_.speculative_ngram > 0) propose_drafts();
     SchedulerOutput out = scheduler_.schedule();
     for (auto& s : out.finished) done.push_back(result_of(*s));
     stats_.preemptions += out.preempted;
+    // A draft whose sequence got no room in this step is withdrawn (preempted and finished ones
+    // the scheduler withdrew).
+    {
+        std::vector<Sequence*> in_step;
+        for (const ScheduledSeq& it : out.items) in_step.push_back(it.seq);
+        for (Sequence* s : scheduler_.running_sequences())
+            if (s->draft > 0 && std::find(in_step.begin(), in_step.end(), s) == in_step.end()) {
+                s->tokens.resize(s->tokens.size() - static_cast<size_t>(s->draft));
+                s->draft = 0;
+            }
+    }
     if (out.items.empty()) return done;
     for (const ScheduledSeq& it : out.items) {
         Extra& e = extra_[it.seq->id];
@@ -128,32 +156,84 @@ std::vector<GenerationResult> GenerationEngine::step() {
         storage_.copy_cells(cells, backend_);
     }
     StepBatch batch = build_batch(out);
+    // A drafted sequence needs the logits of every row: row i verifies draft token i.
+    bool any_draft = false;
+    for (const ScheduledSeq& it : out.items) any_draft = any_draft || it.seq->draft > 0;
+    if (any_draft) {
+        batch.outputs.clear();
+        int row = 0;
+        for (const ScheduledSeq& it : out.items) {
+            if (it.seq->draft > 0)
+                for (int i = 0; i < it.n; ++i) batch.outputs.push_back(row + i);
+            else if (it.sample)
+                batch.outputs.push_back(row + it.n - 1);
+            row += it.n;
+        }
+    }
     // Prompt chunks only: the step still writes their K/V; one row of logits is asked and ignored.
     if (batch.outputs.empty()) batch.outputs.push_back(0);
     model_.forward(batch, storage_, logits_);
-    std::vector<int32_t> sampled;
     const size_t V = static_cast<size_t>(model_.vocab_size());
-    size_t k = 0;
-    for (const ScheduledSeq& it : out.items) {
-        if (!it.sample) continue;
+    size_t k = 0;  // logits row
+    // Picks the token of one row for `s`, as if its tokens were its first `known` ones.
+    auto choose = [&](Sequence& s, Extra* e, size_t known) {
         std::span<float> row(logits_.data() + k * V, V);
-        auto e = extra_.find(it.seq->id);
-        if (e != extra_.end() && e->second.on_logits) e->second.on_logits(row);
-        const bool want_logprobs = e != extra_.end() && e->second.logprobs >= 0 && e->second.on_logprobs;
-        if (want_logprobs) raw_row_.assign(row.begin(), row.end());  // sampling changes the row
-        sampled.push_back(sample_next(row, it.seq->sampling, it.seq->tokens, it.seq->prompt_length));
-        if (want_logprobs) e->second.on_logprobs(token_logprobs(raw_row_, sampled.back(), e->second.logprobs));
         ++k;
+        if (e && e->on_logits) e->on_logits(row);
+        const bool want_logprobs = e && e->logprobs >= 0 && e->on_logprobs;
+        if (want_logprobs) raw_row_.assign(row.begin(), row.end());  // sampling changes the row
+        const int32_t t = sample_next(row, s.sampling, std::span<const int32_t>(s.tokens.data(), known), s.prompt_length);
+        if (want_logprobs) e->on_logprobs(token_logprobs(raw_row_, t, e->logprobs));
+        return t;
+    };
+    std::vector<int32_t> sampled;
+    std::vector<std::vector<int32_t>> emitted(out.items.size());
+    for (size_t j = 0; j < out.items.size(); ++j) {
+        ScheduledSeq& it = out.items[j];
+        Sequence& s = *it.seq;
+        auto ex = extra_.find(s.id);
+        Extra* e = ex != extra_.end() ? &ex->second : nullptr;
+        if (s.draft == 0) {
+            if (!it.sample) continue;
+            emitted[j].push_back(choose(s, e, s.tokens.size()));
+            sampled.push_back(emitted[j].back());
+            continue;
+        }
+        // Verify the draft: row i's token is what decoding would have produced after the real
+        // tokens and drafts 0..i-1; keep drafts while they agree, then the first disagreeing
+        // (or the next) token. A stop token or max_tokens ends it where decoding would have.
+        const size_t base = s.tokens.size() - static_cast<size_t>(s.draft);  // real tokens
+        int accepted = 0;
+        for (int i = 0; i < it.n; ++i) {
+            const int32_t t = choose(s, e, base + static_cast<size_t>(i));
+            emitted[j].push_back(t);
+            const auto& stops = s.sampling.stop_ids;
+            const bool stop = std::find(stops.begin(), stops.end(), t) != stops.end();
+            const int generated = static_cast<int>(base) + i + 1 - s.prompt_length;
+            const bool full = generated >= s.sampling.max_tokens ||
+                              static_cast<int>(base) + i + 1 >= model_.max_context();
+            if (stop || full || i + 1 >= it.n || i >= s.draft || t != s.tokens[base + static_cast<size_t>(i)]) break;
+            ++accepted;
+        }
+        k += static_cast<size_t>(it.n - static_cast<int>(emitted[j].size()));  // rows left unread
+        stats_.draft_tokens += static_cast<uint64_t>(s.draft);
+        stats_.draft_accepted += static_cast<uint64_t>(accepted);
+        // The accepted drafts are tokens now; the last emitted token goes through the scheduler
+        // as a decode's sampled token, and the rejected drafts' cells are released.
+        s.tokens.resize(base + static_cast<size_t>(accepted));
+        s.draft = 0;
+        it.n = 1 + accepted;
+        it.sample = true;
+        kv_.truncate(s.id, it.start + it.n);
+        sampled.push_back(emitted[j].back());
     }
     stats_.steps++;
     stats_.tokens_computed += out.tokens;
-    stats_.tokens_generated += sampled.size();
-    k = 0;
-    for (const ScheduledSeq& it : out.items) {
-        if (!it.sample) continue;
-        auto e = extra_.find(it.seq->id);
-        if (e != extra_.end() && e->second.on_token) e->second.on_token(sampled[k]);
-        ++k;
+    for (const auto& v : emitted) stats_.tokens_generated += v.size();
+    for (size_t j = 0; j < out.items.size(); ++j) {
+        auto e = extra_.find(out.items[j].seq->id);
+        if (e == extra_.end() || !e->second.on_token) continue;
+        for (int32_t t : emitted[j]) e->second.on_token(t);
     }
     for (auto& s : scheduler_.update_from_output(out, sampled)) done.push_back(result_of(*s));
     return done;

@@ -29,6 +29,11 @@ struct GenerationEngineOptions {
     int block_size = 16;                        // tokens per KV block
     int token_budget = 512;                     // tokens computed per step (chunked prefill)
     int max_running = 64;                       // sequences decoding at once
+    // Speculative decoding by prompt lookup (engine/ngram_draft): up to this many draft tokens
+    // per decoding sequence and step, verified in the same step (0 = off). Outputs are the same
+    // tokens as without (each position's token is chosen from the same logits by the same draw);
+    // requests with a repetition penalty decode without drafts.
+    int speculative_ngram = 0;
 };
 
 // A generated token's log-probability under the model's raw distribution (log-softmax of its
@@ -74,6 +79,8 @@ struct GenerationStats {
     uint64_t tokens_computed = 0;    // prompt and generated tokens through the model
     uint64_t tokens_generated = 0;
     uint64_t preemptions = 0;
+    uint64_t draft_tokens = 0;       // speculative tokens proposed and computed
+    uint64_t draft_accepted = 0;     // of them, kept
     KvCacheStats kv;
     size_t kv_bytes = 0;             // device bytes of the cache
 };
@@ -105,6 +112,7 @@ private:
         int cached = -1;
     };
     StepBatch build_batch(const SchedulerOutput& out) const;
+    void propose_drafts();
     GenerationResult result_of(Sequence& s);
 
     LanguageModel& model_;

@@ -214,6 +214,8 @@ void GenerationService::loop() {
         stats_.steps = g.steps;
         stats_.step_tokens_sampled = g.tokens_generated;
         stats_.step_tokens_computed = g.tokens_computed;
+        stats_.draft_tokens = g.draft_tokens;
+        stats_.draft_accepted = g.draft_accepted;
         stats_.busy_seconds += busy;
         stats_.kv = g.kv;
         stats_.kv_bytes = g.kv_bytes;

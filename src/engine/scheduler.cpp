@@ -76,6 +76,7 @@ void Scheduler::sweep(SchedulerOutput& out) {
         const SeqState v = verdict(**it);
         if (is_finished(v)) {
             (*it)->state = v;
+            withdraw_draft(**it);
             kv_.free((*it)->id);
             out.finished.push_back(std::move(*it));
             it = running_.erase(it);
@@ -83,6 +84,11 @@ void Scheduler::sweep(SchedulerOutput& out) {
             ++it;
         }
     }
+}
+
+void Scheduler::withdraw_draft(Sequence& s) {
+    s.tokens.resize(s.tokens.size() - static_cast<size_t>(s.draft));
+    s.draft = 0;
 }
 
 bool Scheduler::preempt_one(const Sequence* keep, SchedulerOutput& out) {
@@ -99,6 +105,7 @@ bool Scheduler::preempt_one(const Sequence* keep, SchedulerOutput& out) {
     std::unique_ptr<Sequence> s = std::move(*victim);
     running_.erase(victim);
     kv_.free(s->id);
+    withdraw_draft(*s);
     s->num_computed = 0;
     s->last_scheduled = 0;  // back in the queue: it competes as a newcomer of its arrival
     s->state = SeqState::Waiting;
@@ -140,6 +147,12 @@ bool Scheduler::admit(Sequence& s, int& budget, SchedulerOutput& out) {
     return true;
 }
 
+std::vector<Sequence*> Scheduler::running_sequences() const {
+    std::vector<Sequence*> out;
+    for (const auto& s : running_) out.push_back(s.get());
+    return out;
+}
+
 SchedulerOutput Scheduler::schedule() {
     ++step_;
     SchedulerOutput out;
@@ -149,20 +162,22 @@ SchedulerOutput Scheduler::schedule() {
         return std::make_tuple(static_cast<int>(s->priority), s->last_scheduled, s->arrival);
     };
 
-    // 1. Running decodes (one token each): by class, least recently scheduled first.
+    // 1. Running decodes (one token each, plus a speculative draft's tokens when the engine
+    // proposed one): by class, least recently scheduled first.
     std::vector<Sequence*> decodes, chunks;
     for (auto& s : running_) {
         const int remaining = static_cast<int>(s->tokens.size()) - s->num_computed;
-        (remaining == 1 ? decodes : chunks).push_back(s.get());
+        (remaining == 1 + s->draft ? decodes : chunks).push_back(s.get());
     }
     std::stable_sort(decodes.begin(), decodes.end(), [&](auto a, auto b) { return key(a) < key(b); });
     for (Sequence* s : decodes) {
         if (budget == 0) break;
         if (s->state != SeqState::Running) continue;  // preempted by an earlier one this step
-        if (!reserve(*s, 1, out)) continue;
+        const int n = std::min(1 + s->draft, budget);
+        if (!reserve(*s, n, out)) continue;
         s->last_scheduled = step_;
-        out.items.push_back({s, s->num_computed, 1, true});
-        budget -= 1;
+        out.items.push_back({s, s->num_computed, n, n == 1 + s->draft});
+        budget -= n;
     }
 
     // 2. Prompt chunks of running sequences and admissions of waiting ones, in one order: by

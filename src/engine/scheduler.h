@@ -63,6 +63,10 @@ public:
     // Marks a sequence cancelled; it leaves at the next schedule(). Unknown ids are ignored.
     void abort(SeqId id);
 
+    // The running sequences (the engine appends speculative drafts to decoding ones before a
+    // schedule and settles them after the step).
+    std::vector<Sequence*> running_sequences() const;
+
     bool has_work() const { return !waiting_.empty() || !running_.empty(); }
     size_t waiting() const { return waiting_.size(); }
     size_t running() const { return running_.size(); }
@@ -74,6 +78,8 @@ private:
     bool admit(Sequence& s, int& budget, SchedulerOutput& out);
     bool preempt_one(const Sequence* keep, SchedulerOutput& out);
     void insert_waiting(std::unique_ptr<Sequence> seq);
+    // Drops a speculative draft from the sequence's tokens (preempted, finished).
+    static void withdraw_draft(Sequence& s);
 
     KvCacheManager& kv_;
     SchedulerOptions o_;

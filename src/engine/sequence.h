@@ -64,6 +64,7 @@ struct Sequence {
     std::vector<int32_t> tokens;        // prompt + generated
     int prompt_length = 0;
     int num_computed = 0;               // tokens whose K/V are in the cache
+    int draft = 0;                      // trailing tokens that are a speculative draft (this step only)
     SamplingParams sampling;
     std::vector<EmbeddingSpan> spans;
     SeqState state = SeqState::Waiting;

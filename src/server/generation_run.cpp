@@ -2,6 +2,7 @@
 #include "server/generation_run.h"
 
 #include <algorithm>
+#include <deque>
 #include <optional>
 
 #include "core/error.h"
@@ -16,7 +17,7 @@ struct GenerationRun::Choice {
     IncrementalDetokenizer detok;
     StopStrings stops;
     ChatOutputParser parser;
-    std::vector<TokenLogprobs> pending_logprobs;  // arrived before their token
+    std::deque<TokenLogprobs> pending_logprobs;  // arrived before their tokens, in order
     int generated = 0;
     bool stopped = false;  // a stop string matched
     std::chrono::steady_clock::time_point last_token{};
@@ -89,8 +90,11 @@ bool GenerationRun::on_token(int index, int32_t token) {
     const bool is_eos = std::find(stops.begin(), stops.end(), token) != stops.end() && c.generated > s_.sampling.min_tokens;
     ChoiceDelta d;
     d.choice = index;
-    if (!is_eos) d.logprobs = std::move(c.pending_logprobs);
-    c.pending_logprobs.clear();
+    // Each token's log-probabilities arrive before it (a verified draft delivers several first).
+    if (!c.pending_logprobs.empty()) {
+        if (!is_eos) d.logprobs.push_back(std::move(c.pending_logprobs.front()));
+        c.pending_logprobs.pop_front();
+    }
     std::string text;
     if (!is_eos) {
         try {

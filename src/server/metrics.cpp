@@ -126,6 +126,11 @@ std::string generation_metrics_text(const GenerationServiceStats& s) {
        << "parlance_chat_step_tokens_total{kind=\"sampled\"} " << s.step_tokens_sampled << "\n"
        << "parlance_chat_step_tokens_total{kind=\"computed\"} " << s.step_tokens_computed << "\n";
     counter("parlance_chat_busy_seconds_total", "Seconds the chat engine thread spent in steps.", s.busy_seconds);
+    os << "# HELP parlance_chat_draft_tokens_total Speculative draft tokens (prompt lookup): proposed, and "
+          "accepted (kept because decoding would have produced them).\n"
+          "# TYPE parlance_chat_draft_tokens_total counter\n"
+       << "parlance_chat_draft_tokens_total{outcome=\"proposed\"} " << s.draft_tokens << "\n"
+       << "parlance_chat_draft_tokens_total{outcome=\"accepted\"} " << s.draft_accepted << "\n";
     gauge("parlance_chat_kv_cache_capacity_bytes", "Bytes of the chat model's paged KV cache.", s.kv_bytes);
     os << "# HELP parlance_chat_kv_cache_blocks Chat KV cache blocks by state.\n"
           "# TYPE parlance_chat_kv_cache_blocks gauge\n"

@@ -512,5 +512,37 @@ TEST_F(Chat, TopShowsTheChatModel) {
     EXPECT_NE(screen.find("prefix cache hit"), std::string::npos) << screen;
 }
 
+// --chat-speculative: prompt-lookup drafts change nothing in what comes back (greedy, sampled,
+// n choices, logprobs), and their counts reach /metrics.
+TEST_F(Chat, SpeculativeDecodingChangesNoOutput) {
+    Server spec("--chat-model " + quoted((dir_->path() / "qwen3").string()) +
+                " --chat-model-id qwen3-tiny --chat-speculative 4");
+    std::string rep;
+    for (int i = 0; i < 10; ++i) rep += "red green blue yellow. ";
+    for (const json& extra : {json{{"temperature", 0}}, json{{"temperature", 1.0}, {"seed", 5}, {"n", 2}},
+                              json{{"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2}}}) {
+        json r{{"model", "qwen3-tiny"},
+               {"messages", json::array({{{"role", "user"}, {"content", rep}}})},
+               {"max_tokens", 24},
+               {"ignore_eos", true}};
+        r.update(extra);
+        const auto [s1, plain] = post(r);
+        const auto file = dir_->path() / "spec.json";
+        std::ofstream(file) << r.dump();
+        const json fast = json::parse(Server::curl("-s -H 'Content-Type: application/json' --data-binary @" +
+                                                   quoted(file.string()) + " " + spec.url("/v1/chat/completions")));
+        ASSERT_EQ(s1, 200);
+        ASSERT_EQ(fast["choices"].size(), plain["choices"].size()) << fast.dump();
+        for (size_t i = 0; i < plain["choices"].size(); ++i) {
+            EXPECT_EQ(fast["choices"][i]["message"], plain["choices"][i]["message"]) << extra.dump();
+            EXPECT_EQ(fast["choices"][i]["logprobs"], plain["choices"][i]["logprobs"]) << extra.dump();
+        }
+    }
+    const std::string m = Server::curl("-s " + spec.url("/metrics"));
+    const size_t at = m.find("parlance_chat_draft_tokens_total{outcome=\"proposed\"} ");
+    ASSERT_NE(at, std::string::npos);
+    EXPECT_GT(std::stod(m.substr(at + 53)), 0) << m.substr(at, 120);
+}
+
 }  // namespace
 }  // namespace parlance::testing

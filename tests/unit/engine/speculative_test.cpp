@@ -1,0 +1,111 @@
+// Speculative decoding by prompt lookup: drafts, and the promise that they change nothing but
+// speed: on the tiny Qwen3 (tests/fixtures/qwen3/tiny), greedy and sampled continuations with
+// drafts are the tokens decoding gives without them, alone and batched, with stops and
+// max_tokens landing where they would, and stop tokens inside a draft honoured.
+#include <gtest/gtest.h>
+
+#include "core/backend.h"
+#include "engine/generation_engine.h"
+#include "engine/ngram_draft.h"
+#include "models/registry.h"
+#include "qwen3_fixture.h"
+#include "test_support.h"
+
+namespace parlance {
+namespace {
+
+using nlohmann::json;
+
+TEST(NgramDraft, ProposesWhatFollowedTheLastMatch) {
+    using V = std::vector<int32_t>;
+    // ... 1 2 3 [4 5 6] ... 1 2 3 -> 4 5 6 (the 3-gram), capped at max_draft.
+    EXPECT_EQ(ngram_draft(V{1, 2, 3, 4, 5, 6, 9, 1, 2, 3}, 3), (V{4, 5, 6}));
+    EXPECT_EQ(ngram_draft(V{1, 2, 3, 4, 5, 6, 9, 1, 2, 3}, 2), (V{4, 5}));
+    // The most recent occurrence wins; shorter n-grams when longer ones do not recur.
+    EXPECT_EQ(ngram_draft(V{7, 1, 8, 7, 2, 9, 7}, 2), (V{2, 9}));
+    EXPECT_EQ(ngram_draft(V{1, 2, 3, 4}, 4), V{});
+    EXPECT_EQ(ngram_draft(V{5}, 4), V{});
+    EXPECT_EQ(ngram_draft(V{5, 5}, 4), (V{5}));
+    EXPECT_EQ(ngram_draft(V{1, 2, 1, 2}, 0), V{});
+}
+
+struct Outcome {
+    std::vector<std::vector<int32_t>> tokens;
+    std::vector<SeqState> states;
+    GenerationStats stats;
+};
+
+Outcome generate(LanguageModel& m, Backend& b, const std::vector<GenerationRequest>& reqs, int speculative, bool together) {
+    GenerationEngineOptions o;
+    o.kv_cache_bytes = size_t(64) << 20;
+    o.speculative_ngram = speculative;
+    Outcome out;
+    auto collect = [&](GenerationEngine& e) {
+        for (auto& r : e.run_to_completion()) {
+            out.tokens.push_back(r.tokens);
+            out.states.push_back(r.state);
+        }
+        const GenerationStats s = e.stats();
+        out.stats.draft_tokens += s.draft_tokens;
+        out.stats.draft_accepted += s.draft_accepted;
+    };
+    if (together) {
+        GenerationEngine e(m, b, o);
+        for (const auto& r : reqs) e.submit(r);
+        collect(e);
+    } else {
+        for (const auto& r : reqs) {
+            GenerationEngine e(m, b, o);
+            e.submit(r);
+            collect(e);
+        }
+    }
+    return out;
+}
+
+TEST(Speculative, SameTokensAsDecodingAloneAndBatched) {
+    testing::TempDir d;
+    Backend backend(BackendOptions{"cpu", 0, true});
+    auto model = load_language_model(testing::write_qwen3("tiny", d.path()), backend, {});
+    const json ref = testing::qwen3_reference("tiny");
+    const auto tok = [&](const std::string& s) { return model->tokenizer().encode(s, true); };
+    std::vector<GenerationRequest> reqs;
+    auto add = [&](std::vector<int32_t> prompt, float temperature, uint64_t seed, std::vector<int32_t> stops, int max) {
+        GenerationRequest r;
+        r.prompt = std::move(prompt);
+        r.sampling.max_tokens = max;
+        r.sampling.temperature = temperature;
+        r.sampling.seed = seed;
+        r.sampling.stop_ids = std::move(stops);
+        reqs.push_back(std::move(r));
+    };
+    for (int i : {0, 2, 4}) {  // one token, two KV blocks, non-ASCII
+        const auto prompt = ref["cases"][i]["prompt_ids"].get<std::vector<int32_t>>();
+        add(prompt, 0.0f, 0, {}, 32);
+        add(prompt, 0.9f, 7, {}, 32);
+    }
+    // Text that repeats itself, so drafts are proposed (and some accepted) on every step.
+    std::string rep;
+    for (int i = 0; i < 12; ++i) rep += "one two three four five six. ";
+    add(tok(rep), 0.0f, 0, {}, 48);
+    add(tok(rep), 1.2f, 3, {}, 48);
+    // A stop: the greedy run's 10th token; drafts that hold it must end the sequence there.
+    const auto plain = generate(*model, backend, {reqs.back()}, 0, false);
+    add(tok(rep), 1.2f, 3, {plain.tokens[0][9]}, 48);
+    const Outcome off = generate(*model, backend, reqs, 0, false);
+    EXPECT_EQ(off.states.back(), SeqState::FinishedStop);
+    for (bool together : {false, true}) {
+        const Outcome on = generate(*model, backend, reqs, 4, together);
+        ASSERT_EQ(on.tokens.size(), off.tokens.size());
+        for (size_t i = 0; i < reqs.size(); ++i) {
+            EXPECT_EQ(on.tokens[i], off.tokens[i]) << "request " << i << (together ? " (batched)" : " (alone)");
+            EXPECT_EQ(on.states[i], off.states[i]) << i;
+        }
+        EXPECT_GT(on.stats.draft_tokens, 0u);
+        std::cout << "[speculative] " << (together ? "batched" : "alone") << ": " << on.stats.draft_accepted << " of "
+                  << on.stats.draft_tokens << " draft tokens accepted\n";
+    }
+}
+
+}  // namespace
+}  // namespace parlance
