@@ -5,6 +5,8 @@
 // request whose first N prompt tokens were sent before (a prefix-cache hit) next to a cold one.
 // Usage: node bench/chat_bench.mjs --url URL --model ID [--concurrency 1,8,32] [--requests 2]
 //        [--max-tokens 64] [--prefix 2000 --reps 3]
+import http from 'node:http';
+
 const args = Object.fromEntries(process.argv.slice(2).reduce((a, v, i, all) => {
   if (v.startsWith('--')) a.push([v.slice(2), all[i + 1]]);
   return a;
@@ -13,37 +15,48 @@ const url = args.url, model = args.model;
 const maxTokens = Number(args['max-tokens'] ?? 64);
 const requests = Number(args.requests ?? 2);
 
-async function chat(messages, max) {
+// One streamed chat completion on a fresh connection (no keep-alive: a server closing an idle
+// pooled connection must not fail a request).
+function chat(messages, max) {
+  const body = JSON.stringify({ model, messages, max_tokens: max, temperature: 0, ignore_eos: true, stream: true,
+                                stream_options: { include_usage: true } });
   const t0 = performance.now();
-  const r = await fetch(url + '/v1/chat/completions', {
-    method: 'POST', headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ model, messages, max_tokens: max, temperature: 0, ignore_eos: true, stream: true,
-                           stream_options: { include_usage: true } }),
-  });
-  if (!r.ok) throw new Error(`HTTP ${r.status}: ${await r.text()}`);
-  const reader = r.body.getReader();
-  const dec = new TextDecoder();
-  let buf = '', ttft = null, tokens = 0, chunks = 0;
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buf += dec.decode(value, { stream: true });
-    let at;
-    while ((at = buf.indexOf('\n\n')) >= 0) {
-      const ev = buf.slice(0, at);
-      buf = buf.slice(at + 2);
-      if (!ev.startsWith('data: ') || ev === 'data: [DONE]') continue;
-      const j = JSON.parse(ev.slice(6));
-      if (j.usage && j.usage.completion_tokens) tokens = j.usage.completion_tokens;
-      for (const c of j.choices ?? []) {
-        if ((c.delta?.content ?? '') !== '' || (c.delta?.reasoning_content ?? '') !== '') {
-          chunks++;
-          if (ttft === null) ttft = performance.now() - t0;
-        }
+  return new Promise((resolve, reject) => {
+    const req = http.request(url + '/v1/chat/completions', {
+      method: 'POST', agent: false,
+      headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), Connection: 'close' },
+    }, (res) => {
+      if (res.statusCode !== 200) {
+        let text = '';
+        res.on('data', (d) => { text += d; });
+        res.on('end', () => reject(new Error(`HTTP ${res.statusCode}: ${text}`)));
+        return;
       }
-    }
-  }
-  return { ttft: ttft ?? performance.now() - t0, tokens: tokens || chunks, ms: performance.now() - t0 };
+      let buf = '', ttft = null, tokens = 0, chunks = 0;
+      res.setEncoding('utf8');
+      res.on('data', (d) => {
+        buf += d;
+        let at;
+        while ((at = buf.indexOf('\n\n')) >= 0) {
+          const ev = buf.slice(0, at);
+          buf = buf.slice(at + 2);
+          if (!ev.startsWith('data: ') || ev === 'data: [DONE]') continue;
+          const j = JSON.parse(ev.slice(6));
+          if (j.usage && j.usage.completion_tokens) tokens = j.usage.completion_tokens;
+          for (const c of j.choices ?? []) {
+            if ((c.delta?.content ?? '') !== '' || (c.delta?.reasoning_content ?? '') !== '') {
+              chunks++;
+              if (ttft === null) ttft = performance.now() - t0;
+            }
+          }
+        }
+      });
+      res.on('end', () => resolve({ ttft: ttft ?? performance.now() - t0, tokens: tokens || chunks, ms: performance.now() - t0 }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
 }
 
 const pct = (xs, q) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(q * s.length))]; };
