@@ -119,8 +119,10 @@ double quantile(const std::vector<std::pair<double, double>>& b, double q) {
 std::string seconds(double s) {
     if (std::isnan(s)) return "-";
     char buf[32];
-    if (s < 1) std::snprintf(buf, sizeof buf, "%.0fms", s * 1000);
-    else std::snprintf(buf, sizeof buf, "%.2fs", s);
+    if (s < 1)
+        std::snprintf(buf, sizeof buf, "%.0fms", s * 1000);
+    else
+        std::snprintf(buf, sizeof buf, "%.2fs", s);
     return buf;
 }
 
@@ -199,7 +201,9 @@ std::string frame(const std::vector<Server>& servers, const TopArgs& a) {
         const Scrape* prev = s.history.size() >= 2 ? &s.history[s.history.size() - 2] : nullptr;
         const Scrape* win = window_start(s, a.window);
         const double dt = prev ? std::chrono::duration<double>(now.at - prev->at).count() : 0;
-        auto rate = [&](const std::string& key) { return prev && dt > 0 ? (get(m, key) - get(prev->metrics, key)) / dt : NAN; };
+        auto rate = [&](const std::string& key) {
+            return prev && dt > 0 ? (get(m, key) - get(prev->metrics, key)) / dt : NAN;
+        };
         if (st.is_object()) {
             os << "  " << (st.value("ready", false) ? "ready" : "loading") << ", " << st.value("device", "?") << ", up "
                << num(st.value("uptime_seconds", 0.0) / 60.0, 1) << " min, rss "
@@ -207,9 +211,10 @@ std::string frame(const std::vector<Server>& servers, const TopArgs& a) {
         }
         os << "\n";
         // Speech.
-        os << "  speech  " << (st.is_object() ? st.value("model", "?") : "?") << ": queue " << get(m, "parlance_queue_depth")
-           << ", active " << get(m, "parlance_active_requests") << ", live sessions " << get(m, "parlance_realtime_sessions")
-           << ", decode " << (prev ? num(rate("parlance_decode_tokens_total")) : std::string("-")) << " tok/s\n";
+        os << "  speech  " << (st.is_object() ? st.value("model", "?") : "?") << ": queue "
+           << get(m, "parlance_queue_depth") << ", active " << get(m, "parlance_active_requests") << ", live sessions "
+           << get(m, "parlance_realtime_sessions") << ", decode "
+           << (prev ? num(rate("parlance_decode_tokens_total")) : std::string("-")) << " tok/s\n";
         // Chat.
         if (st.is_object() && st.contains("chat")) {
             const auto& c = st["chat"];
@@ -228,13 +233,13 @@ std::string frame(const std::vector<Server>& servers, const TopArgs& a) {
             const double prompt = get(m, "parlance_chat_prompt_tokens_total");
             const double cached = get(m, "parlance_chat_cached_prompt_tokens_total");
             const auto& kv = c.value("kv_cache", nlohmann::json::object());
-            const double total = kv.value("total_blocks", 0), used = kv.value("used_blocks", 0), cb = kv.value("cached_blocks", 0);
+            const double total = kv.value("total_blocks", 0), used = kv.value("used_blocks", 0),
+                         cb = kv.value("cached_blocks", 0);
             os << "    prefix cache hit " << (prompt > 0 ? num(100.0 * cached / prompt) : std::string("-")) << "%, KV "
                << (total > 0 ? num(100.0 * used / total) : std::string("-")) << "% used + "
                << (total > 0 ? num(100.0 * cb / total) : std::string("-")) << "% cached, draft acceptance "
-               << draft_acceptance(m)
-               << ", requests " << c.value("completed", 0) << " done / " << c.value("cancelled", 0) << " cancelled / "
-               << c.value("failed", 0) << " failed\n";
+               << draft_acceptance(m) << ", requests " << c.value("completed", 0) << " done / "
+               << c.value("cancelled", 0) << " cancelled / " << c.value("failed", 0) << " failed\n";
         }
         // HTTP.
         double total = 0, e4 = 0, e5 = 0;

@@ -129,7 +129,8 @@ void GenerationService::loop() {
         for (auto& job : fresh) {
             if (abort_all) {
                 if (job->r.on_done)
-                    job->r.on_done({}, std::make_exception_ptr(Error(ErrorKind::Cancelled, "the server is shutting down")));
+                    job->r.on_done({},
+                                   std::make_exception_ptr(Error(ErrorKind::Cancelled, "the server is shutting down")));
                 continue;
             }
             admit(std::move(job));

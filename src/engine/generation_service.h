@@ -28,13 +28,13 @@ struct GenerationServiceOptions {
 };
 
 struct GenerationServiceStats {
-    int queued = 0;    // requests waiting
-    int running = 0;   // sequences in the engine
+    int queued = 0;   // requests waiting
+    int running = 0;  // sequences in the engine
     uint64_t completed = 0, cancelled = 0, failed = 0;
     uint64_t prompt_tokens = 0, cached_prompt_tokens = 0, generated_tokens = 0;
     uint64_t steps = 0;
-    uint64_t step_tokens_sampled = 0;   // over all steps: tokens sampled (the decode batch widths' sum)
-    uint64_t step_tokens_computed = 0;  // over all steps: tokens through the model (prompt chunks included)
+    uint64_t step_tokens_sampled = 0;               // over all steps: tokens sampled (the decode batch widths' sum)
+    uint64_t step_tokens_computed = 0;              // over all steps: tokens through the model (prompt chunks included)
     uint64_t draft_tokens = 0, draft_accepted = 0;  // speculative decoding (prompt lookup)
     double busy_seconds = 0.0;
     size_t kv_bytes = 0;
@@ -78,7 +78,7 @@ private:
     LanguageModel& model_;
     Logger& log_;
     GenerationServiceOptions options_;
-    GenerationEngine engine_;  // the thread's
+    GenerationEngine engine_;                      // the thread's
     std::map<SeqId, std::pair<Job*, int>> owner_;  // the thread's: sequence -> (job, choice)
     std::vector<std::unique_ptr<Job>> jobs_;       // the thread's: admitted
     mutable std::mutex mutex_;

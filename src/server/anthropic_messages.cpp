@@ -19,7 +19,8 @@ std::string block_text(const ordered_json& c, const std::string& param) {
         const std::string p = param + "." + std::to_string(i);
         if (!c[i].is_object()) refuse(p, p + " must be a content block", "invalid_type");
         const std::string type = string(c[i].value("type", ordered_json()), p + ".type");
-        if (type != "text") refuse(p + ".type", "content blocks of type " + ApiError::quote(type) + " are not supported here");
+        if (type != "text")
+            refuse(p + ".type", "content blocks of type " + ApiError::quote(type) + " are not supported here");
         out += string(c[i].value("text", ordered_json()), p + ".text");
     }
     return out;
@@ -51,9 +52,11 @@ void convert_message(const ordered_json& m, size_t i, ordered_json& out) {
         } else if (type == "tool_use" && role == "assistant") {
             const ordered_json& input = blk.value("input", ordered_json::object());
             if (!input.is_object()) refuse(b + ".input", b + ".input must be an object", "invalid_type");
-            calls.push_back({{"id", string(blk.value("id", ordered_json()), b + ".id")},
-                             {"type", "function"},
-                             {"function", {{"name", string(blk.value("name", ordered_json()), b + ".name")}, {"arguments", input}}}});
+            calls.push_back(
+                {{"id", string(blk.value("id", ordered_json()), b + ".id")},
+                 {"type", "function"},
+                 {"function",
+                  {{"name", string(blk.value("name", ordered_json()), b + ".name")}, {"arguments", input}}}});
         } else if (type == "tool_result" && role == "user") {
             const ordered_json& rc = blk.value("content", ordered_json(""));
             out.push_back({{"role", "tool"},
@@ -81,14 +84,22 @@ std::string dump(const ordered_json& j) {
 
 std::string anthropic_error_type(int status) {
     switch (status) {
-        case 400: return "invalid_request_error";
-        case 401: return "authentication_error";
-        case 403: return "permission_error";
-        case 404: return "not_found_error";
-        case 413: return "request_too_large";
-        case 429: return "rate_limit_error";
-        case 503: return "overloaded_error";
-        default: return "api_error";
+        case 400:
+            return "invalid_request_error";
+        case 401:
+            return "authentication_error";
+        case 403:
+            return "permission_error";
+        case 404:
+            return "not_found_error";
+        case 413:
+            return "request_too_large";
+        case 429:
+            return "rate_limit_error";
+        case 503:
+            return "overloaded_error";
+        default:
+            return "api_error";
     }
 }
 
@@ -96,7 +107,8 @@ std::string anthropic_error_type(int status) {
 // then tool_use blocks, in the order the model wrote them).
 class MessagesWriter final : public RunSink {
 public:
-    MessagesWriter(const ChatModel& m, const MessagesRequest& r, std::string id, int prompt_tokens, ResponseCallbacks cb)
+    MessagesWriter(const ChatModel& m, const MessagesRequest& r, std::string id, int prompt_tokens,
+                   ResponseCallbacks cb)
         : m_(m), stream_(r.chat.stream), id_(std::move(id)), cb_(std::move(cb)), prompt_(prompt_tokens) {}
 
     void delta(const ChoiceDelta& d) override {
@@ -105,16 +117,20 @@ public:
         if (!d.content.empty()) append("text", d.content);
         for (const ParsedToolCall& call : d.tool_calls) {
             close();
-            const std::string tid = "toolu_" + id_.substr(std::min<size_t>(id_.size(), 4)) + "_" + std::to_string(++calls_);
+            const std::string tid =
+                "toolu_" + id_.substr(std::min<size_t>(id_.size(), 4)) + "_" + std::to_string(++calls_);
             ordered_json input = ordered_json::parse(call.arguments, nullptr, false);
             blocks_.push_back({{"type", "tool_use"}, {"id", tid}, {"name", call.name}, {"input", input}});
             if (stream_) {
-                event("content_block_start", {{"type", "content_block_start"},
-                                              {"index", blocks_.size() - 1},
-                                              {"content_block", {{"type", "tool_use"}, {"id", tid}, {"name", call.name}, {"input", ordered_json::object()}}}});
-                event("content_block_delta", {{"type", "content_block_delta"},
-                                              {"index", blocks_.size() - 1},
-                                              {"delta", {{"type", "input_json_delta"}, {"partial_json", call.arguments}}}});
+                event("content_block_start",
+                      {{"type", "content_block_start"},
+                       {"index", blocks_.size() - 1},
+                       {"content_block",
+                        {{"type", "tool_use"}, {"id", tid}, {"name", call.name}, {"input", ordered_json::object()}}}});
+                event("content_block_delta",
+                      {{"type", "content_block_delta"},
+                       {"index", blocks_.size() - 1},
+                       {"delta", {{"type", "input_json_delta"}, {"partial_json", call.arguments}}}});
                 event("content_block_stop", {{"type", "content_block_stop"}, {"index", blocks_.size() - 1}});
             }
         }
@@ -123,10 +139,14 @@ public:
     void choice_end(const ChoiceEnd& e) override {
         start();
         close();
-        if (e.reason == "length") stop_reason_ = "max_tokens";
-        else if (!e.stop_sequence.empty()) stop_reason_ = "stop_sequence", stop_sequence_ = e.stop_sequence;
-        else if (e.reason == "tool_calls") stop_reason_ = "tool_use";
-        else stop_reason_ = "end_turn";
+        if (e.reason == "length")
+            stop_reason_ = "max_tokens";
+        else if (!e.stop_sequence.empty())
+            stop_reason_ = "stop_sequence", stop_sequence_ = e.stop_sequence;
+        else if (e.reason == "tool_calls")
+            stop_reason_ = "tool_use";
+        else
+            stop_reason_ = "end_turn";
     }
 
     void end(int prompt, int completion, int cached) override {
@@ -181,7 +201,8 @@ private:
             if (type == "thinking") blk["signature"] = "";
             blocks_.push_back(blk);
             if (stream_)
-                event("content_block_start", {{"type", "content_block_start"}, {"index", blocks_.size() - 1}, {"content_block", blk}});
+                event("content_block_start",
+                      {{"type", "content_block_start"}, {"index", blocks_.size() - 1}, {"content_block", blk}});
         }
         blocks_.back()[field] = blocks_.back()[field].get<std::string>() + text;
         if (stream_)
@@ -222,8 +243,8 @@ MessagesRequest parse_messages_request(const std::string& body, bool count_token
     if (count_tokens)
         only_known(j, {"model", "messages", "system", "tools", "tool_choice", "thinking"});
     else
-        only_known(j, {"model", "messages", "system", "max_tokens", "stop_sequences", "stream", "temperature",
-                       "top_p", "top_k", "tools", "tool_choice", "thinking", "metadata"});
+        only_known(j, {"model", "messages", "system", "max_tokens", "stop_sequences", "stream", "temperature", "top_p",
+                       "top_k", "tools", "tool_choice", "thinking", "metadata"});
     MessagesRequest r;
     ChatRequest& c = r.chat;
     c.temperature = 1.0f;
@@ -268,17 +289,25 @@ MessagesRequest parse_messages_request(const std::string& body, bool count_token
         const ordered_json& tc = j["tool_choice"];
         if (!tc.is_object()) refuse("tool_choice", "tool_choice must be an object", "invalid_type");
         const std::string type = string(tc.value("type", ordered_json()), "tool_choice.type");
-        if (type == "auto") c.tool_choice = "auto";
-        else if (type == "any") c.tool_choice = "required";
-        else if (type == "none") c.tool_choice = "none";
-        else if (type == "tool") c.tool_choice = "function", c.forced_function = string(tc.value("name", ordered_json()), "tool_choice.name");
-        else refuse("tool_choice.type", "tool_choice.type must be auto, any, tool or none");
+        if (type == "auto")
+            c.tool_choice = "auto";
+        else if (type == "any")
+            c.tool_choice = "required";
+        else if (type == "none")
+            c.tool_choice = "none";
+        else if (type == "tool")
+            c.tool_choice = "function",
+            c.forced_function = string(tc.value("name", ordered_json()), "tool_choice.name");
+        else
+            refuse("tool_choice.type", "tool_choice.type must be auto, any, tool or none");
         if (c.tool_choice != "auto" && c.tool_choice != "none" && (!c.tools.is_array() || c.tools.empty()))
             refuse("tool_choice", "tool_choice " + ApiError::quote(type) + " needs tools");
         if (c.tool_choice == "function") {
             bool found = false;
             for (const auto& t : c.tools) found = found || t["function"]["name"] == c.forced_function;
-            if (!found) refuse("tool_choice.name", "tool_choice names " + ApiError::quote(c.forced_function) + ", which is not among tools");
+            if (!found)
+                refuse("tool_choice.name",
+                       "tool_choice names " + ApiError::quote(c.forced_function) + ", which is not among tools");
         }
     }
     // Anthropic's default is no extended thinking; Qwen3's template thinks unless told not to.
@@ -294,7 +323,8 @@ MessagesRequest parse_messages_request(const std::string& body, bool count_token
         }
     }
     c.template_kwargs["enable_thinking"] = r.thinking;
-    if (has(j, "metadata") && !j["metadata"].is_object()) refuse("metadata", "metadata must be an object", "invalid_type");
+    if (has(j, "metadata") && !j["metadata"].is_object())
+        refuse("metadata", "metadata must be an object", "invalid_type");
     return r;
 }
 

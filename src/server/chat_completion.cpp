@@ -26,8 +26,14 @@ ordered_json bytes_of(const std::string& s) {
 class ChatWriter final : public RunSink {
 public:
     ChatWriter(const ChatModel& m, const ChatRequest& r, std::string id, int64_t created, ResponseCallbacks cb)
-        : m_(m), stream_(r.stream), usage_chunk_(r.include_usage), logprobs_(r.logprobs),
-          as_ids_(r.return_tokens_as_token_ids), id_(std::move(id)), created_(created), cb_(std::move(cb)),
+        : m_(m),
+          stream_(r.stream),
+          usage_chunk_(r.include_usage),
+          logprobs_(r.logprobs),
+          as_ids_(r.return_tokens_as_token_ids),
+          id_(std::move(id)),
+          created_(created),
+          cb_(std::move(cb)),
           choices_(r.n) {}
 
     void delta(const ChoiceDelta& d) override {
@@ -66,7 +72,8 @@ public:
             delta["content"] = "";
             c.started = true;
         }
-        ordered_json ch{{"index", e.choice}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", e.reason}};
+        ordered_json ch{
+            {"index", e.choice}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", e.reason}};
         cb_.on_event(dump(chunk(ordered_json::array({std::move(ch)}))), false, "");
     }
 
@@ -94,8 +101,8 @@ public:
             ch["finish_reason"] = c.finish;
             choices.push_back(std::move(ch));
         }
-        ordered_json body{{"id", id_},           {"object", "chat.completion"}, {"created", created_},
-                          {"model", m_.id},      {"system_fingerprint", "parlance"}, {"choices", std::move(choices)},
+        ordered_json body{{"id", id_},      {"object", "chat.completion"},      {"created", created_},
+                          {"model", m_.id}, {"system_fingerprint", "parlance"}, {"choices", std::move(choices)},
                           {"usage", usage}};
         cb_.on_done(200, dump(body) + "\n");
     }
@@ -130,12 +137,8 @@ private:
     }
 
     ordered_json chunk(ordered_json choices) const {
-        ordered_json c{{"id", id_},
-                       {"object", "chat.completion.chunk"},
-                       {"created", created_},
-                       {"model", m_.id},
-                       {"system_fingerprint", "parlance"},
-                       {"choices", std::move(choices)}};
+        ordered_json c{{"id", id_},      {"object", "chat.completion.chunk"}, {"created", created_},
+                       {"model", m_.id}, {"system_fingerprint", "parlance"},  {"choices", std::move(choices)}};
         if (usage_chunk_) c["usage"] = nullptr;
         return c;
     }
@@ -159,7 +162,8 @@ ordered_json openai_usage(int prompt, int completion, int cached) {
 
 ordered_json openai_logprob(const Tokenizer& tok, const TokenLogprobs& l, bool as_ids) {
     auto text = [&](int32_t id) { return as_ids ? "token_id:" + std::to_string(id) : token_bytes_or_empty(tok, id); };
-    ordered_json e{{"token", text(l.token)}, {"logprob", l.logprob}, {"bytes", bytes_of(token_bytes_or_empty(tok, l.token))}};
+    ordered_json e{
+        {"token", text(l.token)}, {"logprob", l.logprob}, {"bytes", bytes_of(token_bytes_or_empty(tok, l.token))}};
     ordered_json top = ordered_json::array();
     for (const auto& [id, lp] : l.top)
         top.push_back({{"token", text(id)}, {"logprob", lp}, {"bytes", bytes_of(token_bytes_or_empty(tok, id))}});
@@ -182,7 +186,8 @@ RunSettings chat_run_settings(const ChatModel& model, const ChatRequest& req) {
     // tool_choice required / named: the assistant's turn starts inside a tool call.
     std::string forced;
     if (req.tool_choice == "required") forced = "\n{\"name\": \"";
-    if (req.tool_choice == "function") forced = "\n{\"name\": " + ordered_json(req.forced_function).dump() + ", \"arguments\": ";
+    if (req.tool_choice == "function")
+        forced = "\n{\"name\": " + ordered_json(req.forced_function).dump() + ", \"arguments\": ";
     if (!forced.empty()) text += "<tool_call>" + forced;
     RunSettings s;
     s.prompt = model.tokenizer->encode(text, /*parse_special=*/true);
@@ -197,12 +202,14 @@ RunSettings chat_run_settings(const ChatModel& model, const ChatRequest& req) {
     s.sampling.frequency_penalty = req.frequency_penalty;
     s.sampling.repetition_penalty = req.repetition_penalty;
     // Without a seed every request draws its own.
-    s.sampling.seed = req.seed ? *req.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+    s.sampling.seed =
+        req.seed ? *req.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
     if (!req.ignore_eos) s.sampling.stop_ids = model.stop_ids;
     s.n = req.n;
     s.logprobs = req.logprobs ? req.top_logprobs : -1;
     s.stop = req.stop;
-    const bool thinking = !(req.template_kwargs.contains("enable_thinking") && req.template_kwargs["enable_thinking"] == false);
+    const bool thinking =
+        !(req.template_kwargs.contains("enable_thinking") && req.template_kwargs["enable_thinking"] == false);
     s.output.reasoning = thinking;
     const std::string tail = text.substr(text.size() - std::min<size_t>(text.size(), 9));
     s.output.starts_in_reasoning = thinking && forced.empty() && tail.find("<think>") != std::string::npos;

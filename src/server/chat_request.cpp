@@ -30,7 +30,8 @@ std::string text_content(const ordered_json& c, const std::string& param, bool n
         if (!part.is_object() || !part.contains("type")) bad(p, p + " must be an object with a type", "invalid_type");
         const std::string type = string(part["type"], p + ".type");
         if (type != "text")
-            bad(p + ".type", "content parts of type " + ApiError::quote(type) + " are not supported by this model (text only)",
+            bad(p + ".type",
+                "content parts of type " + ApiError::quote(type) + " are not supported by this model (text only)",
                 "unsupported_value");
         out += string(part.value("text", ordered_json()), p + ".text");
     }
@@ -72,10 +73,11 @@ ordered_json parse_messages(const ordered_json& m) {
         const auto& msg = m[i];
         if (!msg.is_object()) bad(p, p + " must be an object", "invalid_type");
         const std::string role = string(msg.value("role", ordered_json()), p + ".role");
-        static const std::set<std::string> known{"role", "content", "name", "tool_calls", "tool_call_id",
-                                                 "reasoning_content", "refusal"};
+        static const std::set<std::string> known{"role",         "content",           "name",   "tool_calls",
+                                                 "tool_call_id", "reasoning_content", "refusal"};
         for (const auto& [k, v] : msg.items())
-            if (!known.count(k)) bad(p + "." + k, "unrecognized field " + ApiError::quote(k) + " in " + p, "unknown_parameter");
+            if (!known.count(k))
+                bad(p + "." + k, "unrecognized field " + ApiError::quote(k) + " in " + p, "unknown_parameter");
         ordered_json o;
         if (role == "system" || role == "developer" || role == "user") {
             o["role"] = role == "developer" ? "system" : role;
@@ -88,8 +90,8 @@ ordered_json parse_messages(const ordered_json& m) {
                 o["reasoning_content"] = string(msg["reasoning_content"], p + ".reasoning_content");
             if (msg.contains("tool_calls") && !msg["tool_calls"].is_null())
                 o["tool_calls"] = parse_tool_calls(msg["tool_calls"], p + ".tool_calls");
-            if (o["content"].get<std::string>().empty() && !o.contains("tool_calls") && !o.contains("reasoning_content") &&
-                !msg.contains("content"))
+            if (o["content"].get<std::string>().empty() && !o.contains("tool_calls") &&
+                !o.contains("reasoning_content") && !msg.contains("content"))
                 bad(p + ".content", "an assistant message needs content or tool_calls");
         } else if (role == "tool") {
             o["role"] = "tool";
@@ -135,12 +137,35 @@ ordered_json parse_tools(const ordered_json& t) {
 
 ChatRequest parse_chat_request(const std::string& body) {
     ordered_json j = parse_object(body);
-    static const std::set<std::string> known{
-        "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options", "max_tokens",
-        "max_completion_tokens", "min_tokens", "ignore_eos", "temperature", "top_p", "top_k", "min_p",
-        "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "stop", "n", "logprobs", "top_logprobs",
-        "return_tokens_as_token_ids", "chat_template_kwargs", "reasoning_effort", "response_format", "user",
-        "add_generation_prompt"};
+    static const std::set<std::string> known{"model",
+                                             "messages",
+                                             "tools",
+                                             "tool_choice",
+                                             "parallel_tool_calls",
+                                             "stream",
+                                             "stream_options",
+                                             "max_tokens",
+                                             "max_completion_tokens",
+                                             "min_tokens",
+                                             "ignore_eos",
+                                             "temperature",
+                                             "top_p",
+                                             "top_k",
+                                             "min_p",
+                                             "presence_penalty",
+                                             "frequency_penalty",
+                                             "repetition_penalty",
+                                             "seed",
+                                             "stop",
+                                             "n",
+                                             "logprobs",
+                                             "top_logprobs",
+                                             "return_tokens_as_token_ids",
+                                             "chat_template_kwargs",
+                                             "reasoning_effort",
+                                             "response_format",
+                                             "user",
+                                             "add_generation_prompt"};
     only_known(j, known);
     ChatRequest r;
     if (!j.contains("model")) bad("model", "model is required", "missing_required_parameter");
@@ -160,7 +185,8 @@ ChatRequest parse_chat_request(const std::string& body) {
             r.tool_choice = "function";
             r.forced_function = string(tc["function"].value("name", ordered_json()), "tool_choice.function.name");
         } else {
-            bad("tool_choice", "tool_choice must be a string or {\"type\": \"function\", \"function\": {\"name\": ...}}",
+            bad("tool_choice",
+                "tool_choice must be a string or {\"type\": \"function\", \"function\": {\"name\": ...}}",
                 "invalid_type");
         }
         if (r.tool_choice != "auto" && r.tool_choice != "none" && (!r.tools.is_array() || r.tools.empty()))
@@ -168,7 +194,9 @@ ChatRequest parse_chat_request(const std::string& body) {
         if (r.tool_choice == "function") {
             bool found = false;
             for (const auto& t : r.tools) found = found || t["function"]["name"] == r.forced_function;
-            if (!found) bad("tool_choice", "tool_choice names " + ApiError::quote(r.forced_function) + ", which is not among tools");
+            if (!found)
+                bad("tool_choice",
+                    "tool_choice names " + ApiError::quote(r.forced_function) + ", which is not among tools");
         }
     }
     if (has("parallel_tool_calls")) boolean(j["parallel_tool_calls"], "parallel_tool_calls");
@@ -178,8 +206,10 @@ ChatRequest parse_chat_request(const std::string& body) {
         if (!so.is_object()) bad("stream_options", "stream_options must be an object", "invalid_type");
         if (!r.stream) bad("stream_options", "stream_options is only allowed with stream: true");
         for (const auto& [k, v] : so.items()) {
-            if (k == "include_usage") r.include_usage = boolean(v, "stream_options.include_usage");
-            else bad("stream_options." + k, "unrecognized stream option " + ApiError::quote(k), "unknown_parameter");
+            if (k == "include_usage")
+                r.include_usage = boolean(v, "stream_options.include_usage");
+            else
+                bad("stream_options." + k, "unrecognized stream option " + ApiError::quote(k), "unknown_parameter");
         }
     }
     if (has("max_tokens") && has("max_completion_tokens") && j["max_tokens"] != j["max_completion_tokens"])
@@ -197,7 +227,8 @@ ChatRequest parse_chat_request(const std::string& body) {
     if (has("top_k")) r.top_k = integer(j["top_k"], "top_k", -1, 1 << 20);
     if (r.top_k < 0) r.top_k = 0;  // vLLM: -1 means all
     if (has("min_p")) r.min_p = static_cast<float>(number(j["min_p"], "min_p", 0, 1));
-    if (has("presence_penalty")) r.presence_penalty = static_cast<float>(number(j["presence_penalty"], "presence_penalty", -2, 2));
+    if (has("presence_penalty"))
+        r.presence_penalty = static_cast<float>(number(j["presence_penalty"], "presence_penalty", -2, 2));
     if (has("frequency_penalty"))
         r.frequency_penalty = static_cast<float>(number(j["frequency_penalty"], "frequency_penalty", -2, 2));
     if (has("repetition_penalty")) {
@@ -220,7 +251,8 @@ ChatRequest parse_chat_request(const std::string& body) {
         r.template_kwargs = j["chat_template_kwargs"];
         for (const char* reserved : {"messages", "tools", "add_generation_prompt"})
             if (r.template_kwargs.contains(reserved))
-                bad(std::string("chat_template_kwargs.") + reserved, "set " + std::string(reserved) + " at the top level");
+                bad(std::string("chat_template_kwargs.") + reserved,
+                    "set " + std::string(reserved) + " at the top level");
     }
     if (has("reasoning_effort")) {
         // Qwen3 thinks or does not: "none" turns thinking off; any effort turns it on.
@@ -234,15 +266,18 @@ ChatRequest parse_chat_request(const std::string& body) {
     }
     if (has("response_format")) {
         const auto& rf = j["response_format"];
-        if (!rf.is_object() || !rf.contains("type")) bad("response_format", "response_format must be {\"type\": ...}", "invalid_type");
+        if (!rf.is_object() || !rf.contains("type"))
+            bad("response_format", "response_format must be {\"type\": ...}", "invalid_type");
         const std::string type = string(rf["type"], "response_format.type");
         if (type != "text")
-            bad("response_format.type", "response_format " + ApiError::quote(type) +
-                                            " is not supported yet (constrained decoding is not implemented); use \"text\"",
+            bad("response_format.type",
+                "response_format " + ApiError::quote(type) +
+                    " is not supported yet (constrained decoding is not implemented); use \"text\"",
                 "unsupported_value");
     }
     if (has("user")) string(j["user"], "user");
-    if (has("add_generation_prompt")) r.add_generation_prompt = boolean(j["add_generation_prompt"], "add_generation_prompt");
+    if (has("add_generation_prompt"))
+        r.add_generation_prompt = boolean(j["add_generation_prompt"], "add_generation_prompt");
     return r;
 }
 

@@ -13,7 +13,8 @@
 namespace parlance::server {
 
 struct GenerationRun::Choice {
-    Choice(const Tokenizer& tok, const RunSettings& s) : detok(tok, /*skip_special=*/true), stops(s.stop), parser(s.output) {}
+    Choice(const Tokenizer& tok, const RunSettings& s)
+        : detok(tok, /*skip_special=*/true), stops(s.stop), parser(s.output) {}
     IncrementalDetokenizer detok;
     StopStrings stops;
     ChatOutputParser parser;
@@ -87,7 +88,8 @@ bool GenerationRun::on_token(int index, int32_t token) {
         c.last_token = now;
     }
     const auto& stops = s_.sampling.stop_ids;
-    const bool is_eos = std::find(stops.begin(), stops.end(), token) != stops.end() && c.generated > s_.sampling.min_tokens;
+    const bool is_eos =
+        std::find(stops.begin(), stops.end(), token) != stops.end() && c.generated > s_.sampling.min_tokens;
     ChoiceDelta d;
     d.choice = index;
     // Each token's log-probabilities arrive before it (a verified draft delivers several first).
@@ -120,7 +122,8 @@ void GenerationRun::on_done(std::vector<GenerationResult> results, std::exceptio
         } catch (const ApiError& e) {
             return sink_->error(e.status, e.what(), e.param, e.code);
         } catch (const Error& e) {
-            if (e.kind() == ErrorKind::TooLarge) return sink_->error(400, e.what(), "messages", "context_length_exceeded");
+            if (e.kind() == ErrorKind::TooLarge)
+                return sink_->error(400, e.what(), "messages", "context_length_exceeded");
             ApiError a = ApiError::from(e);
             return sink_->error(a.status, a.what(), a.param, a.code);
         } catch (const std::exception& e) {

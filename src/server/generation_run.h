@@ -8,8 +8,8 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,7 +34,7 @@ struct ChatModel {
 
 struct RunSettings {
     std::vector<int32_t> prompt;
-    SamplingParams sampling;        // stop_ids set unless the request ignores end-of-sequence
+    SamplingParams sampling;  // stop_ids set unless the request ignores end-of-sequence
     int n = 1;
     int logprobs = -1;              // as GenerationRequest::logprobs
     std::vector<std::string> stop;  // stop strings

@@ -4,12 +4,12 @@
 #include <array>
 #include <cmath>
 #include <csignal>
-#include <ctime>
-#include <random>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -22,16 +22,16 @@
 #include <nlohmann/json.hpp>
 
 #include "audio/decode.h"
+#include "server/anthropic_messages.h"
 #include "server/api_error.h"
 #include "server/audio_budget.h"
 #include "server/auth.h"
-#include "server/anthropic_messages.h"
 #include "server/chat_completion.h"
-#include "server/responses_api.h"
-#include "server/text_completion.h"
 #include "server/multipart.h"
 #include "server/realtime_connection.h"
+#include "server/responses_api.h"
 #include "server/routes.h"
+#include "server/text_completion.h"
 #include "server/transcription_form.h"
 #include "server/web_page.h"
 
@@ -244,7 +244,8 @@ private:
             const auto auth = request_[http::field::authorization];
             if (!bearer_matches(auth, server_.options.api_key) &&
                 !(route_.id == RouteId::Realtime && subprotocol_key_matches()) &&
-                !(is_anthropic(route_.id) && constant_time_equal(std::string(request_["x-api-key"]), server_.options.api_key)))
+                !(is_anthropic(route_.id) &&
+                  constant_time_equal(std::string(request_["x-api-key"]), server_.options.api_key)))
                 throw ApiError(401, auth.empty() ? "missing API key (Authorization: Bearer ...)" : "invalid API key",
                                "", "invalid_api_key");
         }
@@ -318,7 +319,8 @@ private:
                 only(http::verb::get);
                 auto r = server_.responses.response(id);
                 if (!r) throw ApiError(404, "no stored response " + ApiError::quote(id), "response_id", "not_found");
-                return send(200, "application/json", r->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+                return send(200, "application/json",
+                            r->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
             }
             case RouteId::Unknown:
                 break;
@@ -606,8 +608,8 @@ private:
     void check_model_id(const ChatModel& chat, const std::string& requested) const {
         if (requested != chat.id)
             throw ApiError(404,
-                           "the model " + ApiError::quote(requested) + " does not exist (this server's chat model is '" +
-                               chat.id + "')",
+                           "the model " + ApiError::quote(requested) +
+                               " does not exist (this server's chat model is '" + chat.id + "')",
                            "model", "model_not_found");
     }
     // Admits a validated generation request: bounded, cancelled by a disconnect; `work` runs on

@@ -41,7 +41,8 @@ double number(const ordered_json& v, const std::string& param, double lo, double
 int integer(const ordered_json& v, const std::string& param, int64_t lo, int64_t hi) {
     if (!v.is_number_integer()) refuse(param, param + " must be an integer", "invalid_type");
     const int64_t x = v.get<int64_t>();
-    if (x < lo || x > hi) refuse(param, param + " must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+    if (x < lo || x > hi)
+        refuse(param, param + " must be between " + std::to_string(lo) + " and " + std::to_string(hi));
     return static_cast<int>(x);
 }
 

@@ -12,7 +12,8 @@ namespace parlance::server::fields {
 
 using nlohmann::ordered_json;
 
-[[noreturn]] void refuse(const std::string& param, const std::string& message, const std::string& code = "invalid_value");
+[[noreturn]] void refuse(const std::string& param, const std::string& message,
+                         const std::string& code = "invalid_value");
 
 // The body as a JSON object (400 when it is not).
 ordered_json parse_object(const std::string& body);

@@ -26,7 +26,9 @@ std::string LatencyHistogram::render(const std::string& name, const std::string&
         cumulative += counts_[i];
         os << name << "_bucket{le=\"" << bounds_[i] << "\"} " << cumulative << "\n";
     }
-    os << name << "_bucket{le=\"+Inf\"} " << count_ << "\n" << name << "_sum " << sum_ << "\n" << name << "_count " << count_ << "\n";
+    os << name << "_bucket{le=\"+Inf\"} " << count_ << "\n"
+       << name << "_sum " << sum_ << "\n"
+       << name << "_count " << count_ << "\n";
     return os.str();
 }
 
@@ -34,7 +36,8 @@ std::string GenerationLatency::render() const {
     return first_token.render("parlance_chat_time_to_first_token_seconds",
                               "From a generation request's admission to its first token.") +
            inter_token.render("parlance_chat_inter_token_seconds", "Between consecutive tokens of a choice.") +
-           end_to_end.render("parlance_chat_request_seconds", "From admission to the last token of a generation request.");
+           end_to_end.render("parlance_chat_request_seconds",
+                             "From admission to the last token of a generation request.");
 }
 
 }  // namespace parlance::server

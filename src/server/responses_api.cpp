@@ -75,7 +75,8 @@ void convert_input(const ordered_json& input, ordered_json& conv) {
         conv.push_back({{"role", "user"}, {"content", input.get<std::string>()}});
         return;
     }
-    if (!input.is_array() || input.empty()) refuse("input", "input must be a string or a non-empty array of items", "invalid_type");
+    if (!input.is_array() || input.empty())
+        refuse("input", "input must be a string or a non-empty array of items", "invalid_type");
     for (size_t i = 0; i < input.size(); ++i) {
         const std::string p = "input[" + std::to_string(i) + "]";
         const ordered_json& it = input[i];
@@ -90,12 +91,15 @@ void convert_input(const ordered_json& input, ordered_json& conv) {
         } else if (type == "function_call") {
             const std::string args = string(it.value("arguments", ordered_json()), p + ".arguments");
             ordered_json parsed = ordered_json::parse(args, nullptr, false);
-            if (!parsed.is_object()) refuse(p + ".arguments", p + ".arguments must be a JSON object serialised as a string");
-            ordered_json call{{"id", string(it.value("call_id", ordered_json()), p + ".call_id")},
-                              {"type", "function"},
-                              {"function", {{"name", string(it.value("name", ordered_json()), p + ".name")}, {"arguments", parsed}}}};
+            if (!parsed.is_object())
+                refuse(p + ".arguments", p + ".arguments must be a JSON object serialised as a string");
+            ordered_json call{
+                {"id", string(it.value("call_id", ordered_json()), p + ".call_id")},
+                {"type", "function"},
+                {"function", {{"name", string(it.value("name", ordered_json()), p + ".name")}, {"arguments", parsed}}}};
             // Calls follow their assistant message (or start one).
-            if (conv.empty() || conv.back()["role"] != "assistant") conv.push_back({{"role", "assistant"}, {"content", ""}});
+            if (conv.empty() || conv.back()["role"] != "assistant")
+                conv.push_back({{"role", "assistant"}, {"content", ""}});
             conv.back()["tool_calls"].push_back(std::move(call));
         } else if (type == "function_call_output") {
             conv.push_back({{"role", "tool"},
@@ -115,8 +119,8 @@ std::string dump(const ordered_json& j) {
 
 class ResponsesWriter final : public RunSink {
 public:
-    ResponsesWriter(const ChatModel& m, const ResponsesRequest& r, std::string id, int64_t created, ResponseStore& store,
-                    ResponseCallbacks cb)
+    ResponsesWriter(const ChatModel& m, const ResponsesRequest& r, std::string id, int64_t created,
+                    ResponseStore& store, ResponseCallbacks cb)
         : m_(m), r_(r), id_(std::move(id)), created_(created), store_(store), cb_(std::move(cb)) {}
 
     void delta(const ChoiceDelta& d) override {
@@ -133,9 +137,11 @@ public:
                               {"call_id", "call_" + id_.substr(5) + "_" + n},
                               {"name", call.name}};
             output_.push_back(item);
-            calls_.push_back({{"id", item["call_id"]},
-                              {"type", "function"},
-                              {"function", {{"name", call.name}, {"arguments", ordered_json::parse(call.arguments, nullptr, false)}}}});
+            calls_.push_back(
+                {{"id", item["call_id"]},
+                 {"type", "function"},
+                 {"function",
+                  {{"name", call.name}, {"arguments", ordered_json::parse(call.arguments, nullptr, false)}}}});
             if (!r_.chat.stream) continue;
             ordered_json added = item;
             added["status"] = "in_progress";
@@ -223,33 +229,47 @@ private:
         event("response.created", {{"response", response("in_progress")}});
         event("response.in_progress", {{"response", response("in_progress")}});
     }
-    std::string item_id() const { return (open_ == "reasoning" ? "rs_" : "msg_") + id_.substr(5) + "_" + std::to_string(output_.size() - 1); }
+    std::string item_id() const {
+        return (open_ == "reasoning" ? "rs_" : "msg_") + id_.substr(5) + "_" + std::to_string(output_.size() - 1);
+    }
     // Appends to the open item of `kind` (reasoning or message), opening it first.
     void append(const std::string& kind, const std::string& text) {
         if (open_ != kind) {
             close();
             open_ = kind;
-            ordered_json item = kind == "reasoning"
-                                    ? ordered_json{{"id", ""}, {"type", "reasoning"}, {"summary", ordered_json::array()},
-                                                   {"content", ordered_json::array({{{"type", "reasoning_text"}, {"text", ""}}})}}
-                                    : ordered_json{{"id", ""}, {"type", "message"}, {"status", "in_progress"}, {"role", "assistant"},
-                                                   {"content", ordered_json::array({{{"type", "output_text"}, {"text", ""}, {"annotations", ordered_json::array()}}})}};
+            ordered_json item =
+                kind == "reasoning"
+                    ? ordered_json{{"id", ""},
+                                   {"type", "reasoning"},
+                                   {"summary", ordered_json::array()},
+                                   {"content", ordered_json::array({{{"type", "reasoning_text"}, {"text", ""}}})}}
+                    : ordered_json{
+                          {"id", ""},
+                          {"type", "message"},
+                          {"status", "in_progress"},
+                          {"role", "assistant"},
+                          {"content",
+                           ordered_json::array(
+                               {{{"type", "output_text"}, {"text", ""}, {"annotations", ordered_json::array()}}})}};
             output_.push_back(item);
             output_.back()["id"] = item_id();
             if (r_.chat.stream) {
                 ordered_json added = output_.back();
                 added["content"] = ordered_json::array();
                 event("response.output_item.added", {{"output_index", output_.size() - 1}, {"item", added}});
-                event("response.content_part.added", {{"item_id", item_id()}, {"output_index", output_.size() - 1},
-                                                      {"content_index", 0}, {"part", output_.back()["content"][0]}});
+                event("response.content_part.added", {{"item_id", item_id()},
+                                                      {"output_index", output_.size() - 1},
+                                                      {"content_index", 0},
+                                                      {"part", output_.back()["content"][0]}});
             }
         }
         ordered_json& part = output_.back()["content"][0];
         part["text"] = part["text"].get<std::string>() + text;
         (kind == "reasoning" ? reasoning_ : text_) += text;
         if (r_.chat.stream)
-            event(kind == "reasoning" ? "response.reasoning_text.delta" : "response.output_text.delta",
-                  {{"item_id", item_id()}, {"output_index", output_.size() - 1}, {"content_index", 0}, {"delta", text}});
+            event(
+                kind == "reasoning" ? "response.reasoning_text.delta" : "response.output_text.delta",
+                {{"item_id", item_id()}, {"output_index", output_.size() - 1}, {"content_index", 0}, {"delta", text}});
     }
     void close() {
         if (open_.empty()) return;
@@ -257,7 +277,10 @@ private:
         if (r_.chat.stream) {
             const ordered_json& part = output_.back()["content"][0];
             event(open_ == "reasoning" ? "response.reasoning_text.done" : "response.output_text.done",
-                  {{"item_id", item_id()}, {"output_index", output_.size() - 1}, {"content_index", 0}, {"text", part["text"]}});
+                  {{"item_id", item_id()},
+                   {"output_index", output_.size() - 1},
+                   {"content_index", 0},
+                   {"text", part["text"]}});
             event("response.content_part.done",
                   {{"item_id", item_id()}, {"output_index", output_.size() - 1}, {"content_index", 0}, {"part", part}});
             event("response.output_item.done", {{"output_index", output_.size() - 1}, {"item", output_.back()}});
@@ -282,9 +305,9 @@ private:
 
 ResponsesRequest parse_responses_request(const std::string& body, const ResponseStore& store) {
     ordered_json j = parse_object(body);
-    only_known(j, {"model", "input", "instructions", "previous_response_id", "tools", "tool_choice", "max_output_tokens",
-                   "temperature", "top_p", "stream", "store", "metadata", "reasoning", "text", "parallel_tool_calls",
-                   "user", "truncation", "include"});
+    only_known(j, {"model", "input", "instructions", "previous_response_id", "tools", "tool_choice",
+                   "max_output_tokens", "temperature", "top_p", "stream", "store", "metadata", "reasoning", "text",
+                   "parallel_tool_calls", "user", "truncation", "include"});
     ResponsesRequest r;
     ChatRequest& c = r.chat;
     if (!has(j, "model")) refuse("model", "model is required", "missing_required_parameter");
@@ -295,8 +318,9 @@ ResponsesRequest parse_responses_request(const std::string& body, const Response
         r.previous_response_id = string(j["previous_response_id"], "previous_response_id");
         auto prev = store.conversation(r.previous_response_id);
         if (!prev)
-            throw ApiError(404, "no stored response " + ApiError::quote(r.previous_response_id) +
-                                    " (responses are kept in memory, the oldest dropped past the store's capacity)",
+            throw ApiError(404,
+                           "no stored response " + ApiError::quote(r.previous_response_id) +
+                               " (responses are kept in memory, the oldest dropped past the store's capacity)",
                            "previous_response_id", "not_found");
         r.conversation = *prev;
     }
@@ -328,7 +352,8 @@ ResponsesRequest parse_responses_request(const std::string& body, const Response
         if (tc.is_string()) {
             c.tool_choice = tc.get<std::string>();
             if (c.tool_choice != "auto" && c.tool_choice != "none" && c.tool_choice != "required")
-                refuse("tool_choice", "tool_choice must be auto, none, required or {\"type\": \"function\", \"name\": ...}");
+                refuse("tool_choice",
+                       "tool_choice must be auto, none, required or {\"type\": \"function\", \"name\": ...}");
         } else if (tc.is_object() && tc.value("type", "") == "function") {
             c.tool_choice = "function";
             c.forced_function = string(tc.value("name", ordered_json()), "tool_choice.name");
@@ -340,7 +365,9 @@ ResponsesRequest parse_responses_request(const std::string& body, const Response
         if (c.tool_choice == "function") {
             bool found = false;
             for (const auto& t : c.tools) found = found || t["function"]["name"] == c.forced_function;
-            if (!found) refuse("tool_choice", "tool_choice names " + ApiError::quote(c.forced_function) + ", which is not among tools");
+            if (!found)
+                refuse("tool_choice",
+                       "tool_choice names " + ApiError::quote(c.forced_function) + ", which is not among tools");
         }
     }
     if (has(j, "max_output_tokens")) c.max_tokens = integer(j["max_output_tokens"], "max_output_tokens", 1, 1 << 20);
@@ -352,7 +379,8 @@ ResponsesRequest parse_responses_request(const std::string& body, const Response
     if (has(j, "stream")) c.stream = boolean(j["stream"], "stream");
     if (has(j, "store")) r.store = boolean(j["store"], "store");
     if (has(j, "metadata")) {
-        if (!j["metadata"].is_object() || j["metadata"].size() > 16) refuse("metadata", "metadata is an object of at most 16 strings");
+        if (!j["metadata"].is_object() || j["metadata"].size() > 16)
+            refuse("metadata", "metadata is an object of at most 16 strings");
         for (const auto& [k, v] : j["metadata"].items()) string(v, "metadata." + k);
         r.metadata = j["metadata"];
     }
@@ -360,13 +388,15 @@ ResponsesRequest parse_responses_request(const std::string& body, const Response
         const ordered_json& re = j["reasoning"];
         if (!re.is_object()) refuse("reasoning", "reasoning must be an object", "invalid_type");
         only_known(re, {"effort", "summary"}, "reasoning");
-        if (has(re, "effort")) c.template_kwargs["enable_thinking"] = string(re["effort"], "reasoning.effort") != "none";
+        if (has(re, "effort"))
+            c.template_kwargs["enable_thinking"] = string(re["effort"], "reasoning.effort") != "none";
     }
     if (has(j, "text")) {
         const ordered_json& t = j["text"];
         if (!t.is_object()) refuse("text", "text must be an object", "invalid_type");
         if (has(t, "format") && t["format"].value("type", "") != "text")
-            refuse("text.format", "text formats other than \"text\" (json_schema) are not supported yet", "unsupported_value");
+            refuse("text.format", "text formats other than \"text\" (json_schema) are not supported yet",
+                   "unsupported_value");
     }
     if (has(j, "parallel_tool_calls")) boolean(j["parallel_tool_calls"], "parallel_tool_calls");
     if (has(j, "user")) string(j["user"], "user");

@@ -42,8 +42,8 @@ private:
 };
 
 struct ResponsesRequest {
-    ChatRequest chat;                         // the messages with the history and instructions in
-    nlohmann::ordered_json conversation;      // history + this input, without instructions (stored)
+    ChatRequest chat;                     // the messages with the history and instructions in
+    nlohmann::ordered_json conversation;  // history + this input, without instructions (stored)
     std::string instructions;
     std::string previous_response_id;
     bool store = true;
@@ -54,8 +54,7 @@ struct ResponsesRequest {
 
 // Throws ApiError(400) naming the field; 404 for an unknown previous_response_id.
 ResponsesRequest parse_responses_request(const std::string& body, const ResponseStore& store);
-std::shared_ptr<RunSink> make_responses_writer(const ChatModel& model, const ResponsesRequest& request,
-                                               std::string id, int64_t created, ResponseStore& store,
-                                               ResponseCallbacks callbacks);
+std::shared_ptr<RunSink> make_responses_writer(const ChatModel& model, const ResponsesRequest& request, std::string id,
+                                               int64_t created, ResponseStore& store, ResponseCallbacks callbacks);
 
 }  // namespace parlance::server

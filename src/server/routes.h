@@ -8,22 +8,22 @@
 namespace parlance::server {
 
 enum class RouteId {
-    Page,            // GET /  (the web page; carries no data, open)
-    Health,          // GET /health  (open: load balancers probe it)
-    Metrics,         // GET /metrics  (needs the key unless --metrics-public)
-    Models,          // GET /v1/models
-    Model,           // GET /v1/models/{id}
-    Status,          // GET /v1/status
-    Transcriptions,  // POST /v1/audio/transcriptions
-    Translations,    // POST /v1/audio/translations
-    Realtime,        // GET /v1/realtime (WebSocket: live transcription sessions)
-    ChatCompletions, // POST /v1/chat/completions
-    Completions,     // POST /v1/completions
-    Messages,        // POST /v1/messages (Anthropic)
-    CountTokens,     // POST /v1/messages/count_tokens (Anthropic)
-    Responses,       // POST /v1/responses
-    Response,        // GET, DELETE /v1/responses/{id}
-    Unknown,         // anything else: 404 (401 first under /v1/ when a key is set)
+    Page,             // GET /  (the web page; carries no data, open)
+    Health,           // GET /health  (open: load balancers probe it)
+    Metrics,          // GET /metrics  (needs the key unless --metrics-public)
+    Models,           // GET /v1/models
+    Model,            // GET /v1/models/{id}
+    Status,           // GET /v1/status
+    Transcriptions,   // POST /v1/audio/transcriptions
+    Translations,     // POST /v1/audio/translations
+    Realtime,         // GET /v1/realtime (WebSocket: live transcription sessions)
+    ChatCompletions,  // POST /v1/chat/completions
+    Completions,      // POST /v1/completions
+    Messages,         // POST /v1/messages (Anthropic)
+    CountTokens,      // POST /v1/messages/count_tokens (Anthropic)
+    Responses,        // POST /v1/responses
+    Response,         // GET, DELETE /v1/responses/{id}
+    Unknown,          // anything else: 404 (401 first under /v1/ when a key is set)
 };
 
 struct Route {

@@ -15,10 +15,30 @@ using namespace fields;
 
 CompletionRequest parse_completion_request(const std::string& body) {
     ordered_json j = parse_object(body);
-    only_known(j, {"model", "prompt", "echo", "stream", "stream_options", "max_tokens", "min_tokens", "ignore_eos",
-                   "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
-                   "repetition_penalty", "seed", "stop", "n", "best_of", "logprobs", "return_tokens_as_token_ids",
-                   "suffix", "logit_bias", "user"});
+    only_known(j, {"model",
+                   "prompt",
+                   "echo",
+                   "stream",
+                   "stream_options",
+                   "max_tokens",
+                   "min_tokens",
+                   "ignore_eos",
+                   "temperature",
+                   "top_p",
+                   "top_k",
+                   "min_p",
+                   "presence_penalty",
+                   "frequency_penalty",
+                   "repetition_penalty",
+                   "seed",
+                   "stop",
+                   "n",
+                   "best_of",
+                   "logprobs",
+                   "return_tokens_as_token_ids",
+                   "suffix",
+                   "logit_bias",
+                   "user"});
     CompletionRequest r;
     if (!has(j, "model")) refuse("model", "model is required", "missing_required_parameter");
     r.model = string(j["model"], "model");
@@ -72,7 +92,8 @@ CompletionRequest parse_completion_request(const std::string& body) {
     if (has(j, "best_of") && integer(j["best_of"], "best_of", 1, kMaxChoices) != r.n)
         refuse("best_of", "best_of other than n is not supported");
     if (has(j, "logprobs")) r.logprobs = integer(j["logprobs"], "logprobs", 0, 5);
-    if (r.echo && r.logprobs) refuse("echo", "echo with logprobs (the prompt's log-probabilities) is not supported yet");
+    if (r.echo && r.logprobs)
+        refuse("echo", "echo with logprobs (the prompt's log-probabilities) is not supported yet");
     if (has(j, "return_tokens_as_token_ids"))
         r.return_tokens_as_token_ids = boolean(j["return_tokens_as_token_ids"], "return_tokens_as_token_ids");
     if (has(j, "user")) string(j["user"], "user");
@@ -96,7 +117,8 @@ RunSettings completion_run_settings(const ChatModel& model, const CompletionRequ
     s.sampling.presence_penalty = req.presence_penalty;
     s.sampling.frequency_penalty = req.frequency_penalty;
     s.sampling.repetition_penalty = req.repetition_penalty;
-    s.sampling.seed = req.seed ? *req.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+    s.sampling.seed =
+        req.seed ? *req.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
     if (!req.ignore_eos) s.sampling.stop_ids = model.stop_ids;
     s.n = req.n;
     s.logprobs = req.logprobs ? *req.logprobs : -1;
@@ -184,7 +206,9 @@ private:
         ordered_json tokens = ordered_json::array(), token_logprobs = ordered_json::array(),
                      top_logprobs = ordered_json::array(), text_offset = ordered_json::array();
         ordered_json json() const {
-            return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs},
+            return {{"tokens", tokens},
+                    {"token_logprobs", token_logprobs},
+                    {"top_logprobs", top_logprobs},
                     {"text_offset", text_offset}};
         }
     };
@@ -196,7 +220,8 @@ private:
     };
 
     std::string token(int32_t id) const {
-        return r_.return_tokens_as_token_ids ? "token_id:" + std::to_string(id) : token_bytes_or_empty(*m_.tokenizer, id);
+        return r_.return_tokens_as_token_ids ? "token_id:" + std::to_string(id)
+                                             : token_bytes_or_empty(*m_.tokenizer, id);
     }
     void add_logprob(Logprobs& lp, const TokenLogprobs& l, size_t offset) const {
         lp.tokens.push_back(token(l.token));
@@ -213,13 +238,18 @@ private:
         for (const auto& v : from.text_offset) to.text_offset.push_back(v);
     }
     ordered_json base() const {
-        return {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", m_.id},
+        return {{"id", id_},
+                {"object", "text_completion"},
+                {"created", created_},
+                {"model", m_.id},
                 {"system_fingerprint", "parlance"}};
     }
     ordered_json chunk(int index, const std::string& text, ordered_json logprobs, ordered_json finish) const {
         ordered_json c = base();
-        c["choices"] = ordered_json::array(
-            {{{"text", text}, {"index", index}, {"logprobs", std::move(logprobs)}, {"finish_reason", std::move(finish)}}});
+        c["choices"] = ordered_json::array({{{"text", text},
+                                             {"index", index},
+                                             {"logprobs", std::move(logprobs)},
+                                             {"finish_reason", std::move(finish)}}});
         if (r_.include_usage) c["usage"] = nullptr;
         return c;
     }

@@ -16,9 +16,9 @@ namespace parlance::server {
 
 struct CompletionRequest {
     std::string model;
-    std::string prompt;              // text, or
-    std::vector<int32_t> prompt_ids; // token ids
-    bool echo = false;               // the prompt's text before the completion
+    std::string prompt;               // text, or
+    std::vector<int32_t> prompt_ids;  // token ids
+    bool echo = false;                // the prompt's text before the completion
     bool stream = false, include_usage = false;
     int max_tokens = 16;
     int min_tokens = 0;

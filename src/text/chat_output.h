@@ -25,9 +25,9 @@ struct ChatOutputDelta {
 };
 
 struct ChatOutputOptions {
-    bool reasoning = true;          // recognise <think>...</think> at the start
+    bool reasoning = true;             // recognise <think>...</think> at the start
     bool starts_in_reasoning = false;  // the prompt already opened <think>
-    bool tool_calls = false;        // recognise <tool_call> blocks (the request has tools)
+    bool tool_calls = false;           // recognise <tool_call> blocks (the request has tools)
     // The prompt already opened a tool call with this text (tool_choice required or named:
     // "\n{\"name\": \"" ...): the output continues its body.
     std::string forced_call;
@@ -50,8 +50,8 @@ private:
 
     ChatOutputOptions o_;
     State state_ = State::Start;
-    std::string pending_;      // text not yet classified (may hold a tag's start)
-    std::string call_;         // the body of the open tool call
+    std::string pending_;           // text not yet classified (may hold a tag's start)
+    std::string call_;              // the body of the open tool call
     bool after_reasoning_ = false;  // strip the blank lines that follow </think>
     int malformed_ = 0, calls_ = 0;
 };

@@ -51,7 +51,8 @@ std::string ChatTemplate::render(const ChatTemplateInputs& in) const {
         const jinja::value result = runtime.execute(program_->program);
         return jinja::runtime::gather_string_parts(result)->as_string().str();
     } catch (const std::exception& e) {
-        throw Error(ErrorKind::InvalidArgument, std::string("the model's chat template refused the conversation: ") + e.what());
+        throw Error(ErrorKind::InvalidArgument,
+                    std::string("the model's chat template refused the conversation: ") + e.what());
     }
 }
 
@@ -94,10 +95,12 @@ std::unique_ptr<ChatTemplate> load_chat_template(const ModelFiles& files) {
             source = ct.get<std::string>();
         } else if (ct.is_array()) {
             for (const auto& t : ct)
-                if (t.is_object() && t.value("name", "") == "default" && t.contains("template") && t["template"].is_string())
+                if (t.is_object() && t.value("name", "") == "default" && t.contains("template") &&
+                    t["template"].is_string())
                     source = t["template"].get<std::string>();
             if (source.empty())
-                throw Error(ErrorKind::InvalidModel, "tokenizer_config.json: chat_template is a list without a \"default\" template");
+                throw Error(ErrorKind::InvalidModel,
+                            "tokenizer_config.json: chat_template is a list without a \"default\" template");
         } else {
             throw Error(ErrorKind::InvalidModel, "tokenizer_config.json: chat_template is neither a string nor a list");
         }
@@ -110,7 +113,8 @@ std::unique_ptr<ChatTemplate> load_chat_template(const ModelFiles& files) {
             auto id_token = [&](const char* key, const char* name) {
                 if (!md.contains(key) || !md[key].is_number_integer()) return;
                 const int64_t id = md[key].get<int64_t>();
-                if (id >= 0 && id < static_cast<int64_t>(tokens.size()) && tokens[id].is_string()) special[name] = tokens[id];
+                if (id >= 0 && id < static_cast<int64_t>(tokens.size()) && tokens[id].is_string())
+                    special[name] = tokens[id];
             };
             id_token("tokenizer.ggml.bos_token_id", "bos_token");
             id_token("tokenizer.ggml.eos_token_id", "eos_token");

@@ -17,9 +17,9 @@ namespace parlance {
 
 struct ChatTemplateInputs {
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();  // OpenAI-shaped messages
-    nlohmann::ordered_json tools;         // null, or the request's tools (an array)
-    bool add_generation_prompt = true;    // end with the assistant's turn header
-    nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();  // e.g. {"enable_thinking": false}
+    nlohmann::ordered_json tools;                                       // null, or the request's tools (an array)
+    bool add_generation_prompt = true;                                  // end with the assistant's turn header
+    nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();   // e.g. {"enable_thinking": false}
 };
 
 class ChatTemplate {

@@ -40,9 +40,9 @@ protected:
         static std::atomic<int> n{0};
         const auto file = dir_->path() / ("body" + std::to_string(++n) + ".json");
         std::ofstream(file) << body.dump();
-        const std::string out = Server::curl("-s -N -o - -w '\\n%{http_code}' -H 'Content-Type: application/json' " +
-                                             extra + " --data-binary @" + quoted(file.string()) + " " +
-                                             server_->url(path));
+        const std::string out =
+            Server::curl("-s -N -o - -w '\\n%{http_code}' -H 'Content-Type: application/json' " + extra +
+                         " --data-binary @" + quoted(file.string()) + " " + server_->url(path));
         const size_t nl = out.rfind('\n');
         return {std::stoi(out.substr(nl + 1)), out.substr(0, nl)};
     }
@@ -102,8 +102,9 @@ protected:
     static json long_system(const std::string& user) {
         std::string sys = "You are a careful assistant.";
         for (int i = 0; i < 12; ++i) sys += " Always answer in complete sentences and check every fact twice.";
-        return {{"model", "qwen3-tiny"},
-                {"messages", json::array({{{"role", "system"}, {"content", sys}}, {{"role", "user"}, {"content", user}}})}};
+        return {
+            {"model", "qwen3-tiny"},
+            {"messages", json::array({{{"role", "system"}, {"content", sys}}, {{"role", "user"}, {"content", user}}})}};
     }
     static double metric(const std::string& name) {
         const std::string text = Server::curl("-s " + server_->url("/metrics"));
@@ -123,7 +124,11 @@ TEST_F(Chat, GreedyIdsAndLogprobsMatchTransformers) {
         SCOPED_TRACE(c["name"].get<std::string>());
         json r = request(c["template_case"]);
         const int n = c["max_tokens"];
-        r.update({{"max_tokens", n}, {"min_tokens", n}, {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 5},
+        r.update({{"max_tokens", n},
+                  {"min_tokens", n},
+                  {"temperature", 0},
+                  {"logprobs", true},
+                  {"top_logprobs", 5},
                   {"return_tokens_as_token_ids", true}});
         auto [status, body] = post(r);
         ASSERT_EQ(status, 200) << body.dump();
@@ -198,7 +203,8 @@ TEST_F(Chat, ChoicesShareOnePrefillAndSeedsReproduce) {
     std::set<std::string> distinct;
     for (int i = 0; i < 3; ++i) {
         EXPECT_EQ(a["choices"][i]["index"], i);
-        EXPECT_EQ(a["choices"][i]["message"]["content"], b["choices"][i]["message"]["content"]) << "seeded: reproducible";
+        EXPECT_EQ(a["choices"][i]["message"]["content"], b["choices"][i]["message"]["content"])
+            << "seeded: reproducible";
         distinct.insert(a["choices"][i]["message"]["content"].get<std::string>());
     }
     EXPECT_EQ(distinct.size(), 3u) << "each choice samples with its own seed";
@@ -218,7 +224,8 @@ TEST_F(Chat, ConcurrentRequestsEqualAlone) {
     for (const auto& r : reqs) alone.push_back(post(r).second["choices"][0]["message"]["content"]);
     std::vector<std::future<std::pair<int, json>>> futures;
     for (const auto& r : reqs) futures.push_back(std::async(std::launch::async, [r] { return post(r); }));
-    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(futures[i].get().second["choices"][0]["message"]["content"], alone[i]);
+    for (size_t i = 0; i < reqs.size(); ++i)
+        EXPECT_EQ(futures[i].get().second["choices"][0]["message"]["content"], alone[i]);
 }
 
 TEST_F(Chat, PrefixCacheHitGivesTheSameOutput) {
@@ -263,7 +270,9 @@ TEST_F(Chat, NamedToolChoiceNeverInventsACall) {
     // The prompt opens the named call; the random model's continuation is not JSON, so there is
     // no tool call: the text comes back as content.
     json r = request("tools");
-    r.update({{"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true},
+    r.update({{"max_tokens", 6},
+              {"temperature", 0},
+              {"ignore_eos", true},
               {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}});
     auto [status, body] = post(r);
     ASSERT_EQ(status, 200) << body.dump();
@@ -294,7 +303,8 @@ TEST_F(Chat, ErrorsNameTheField) {
     bad["max_tokens"] = 5000;  // the tiny model's context is 4096
     expect(bad, 400, "max_tokens");
     bad = r;
-    bad["messages"] = json::array({{{"role", "user"}, {"content", std::string(30000, 'a') + " " + std::string(30000, 'b')}}});
+    bad["messages"] =
+        json::array({{{"role", "user"}, {"content", std::string(30000, 'a') + " " + std::string(30000, 'b')}}});
     bad["max_tokens"] = 1;
     auto [s, b] = post(bad);  // ~4,000+ tokens of prompt: past the context
     EXPECT_EQ(s, 400) << b.dump();
@@ -327,8 +337,13 @@ TEST_F(Chat, TextCompletionsGiveTransformersGreedyIds) {
     for (const auto& c : ref["cases"]) {
         SCOPED_TRACE(c["name"].get<std::string>());
         const int n = c["greedy_fixed"]["max_new_tokens"];
-        json r{{"model", "qwen3-tiny"}, {"prompt", c["text"]}, {"max_tokens", n}, {"min_tokens", n},
-               {"temperature", 0}, {"logprobs", 0}, {"return_tokens_as_token_ids", true}};
+        json r{{"model", "qwen3-tiny"},
+               {"prompt", c["text"]},
+               {"max_tokens", n},
+               {"min_tokens", n},
+               {"temperature", 0},
+               {"logprobs", 0},
+               {"return_tokens_as_token_ids", true}};
         for (int as_ids = 0; as_ids < 2; ++as_ids) {
             if (as_ids) r["prompt"] = c["prompt_ids"];
             auto [status, body] = post(r, "/v1/completions");
@@ -342,7 +357,11 @@ TEST_F(Chat, TextCompletionsGiveTransformersGreedyIds) {
         }
     }
     // Streamed text equals the whole; echo puts the prompt first.
-    json r{{"model", "qwen3-tiny"}, {"prompt", "The quick brown fox"}, {"max_tokens", 10}, {"temperature", 0}, {"ignore_eos", true}};
+    json r{{"model", "qwen3-tiny"},
+           {"prompt", "The quick brown fox"},
+           {"max_tokens", 10},
+           {"temperature", 0},
+           {"ignore_eos", true}};
     const std::string whole = post(r, "/v1/completions").second["choices"][0]["text"];
     r["stream"] = true;
     std::string streamed;
@@ -384,7 +403,8 @@ TEST_F(Chat, AnthropicMessagesMatchChatCompletions) {
     EXPECT_EQ(mb["usage"]["input_tokens"].get<int>() + mb["usage"]["cache_read_input_tokens"].get<int>(),
               cb["usage"]["prompt_tokens"]);
     const json count = post({{"model", "qwen3-tiny"}, {"system", msg["system"]}, {"messages", msg["messages"]}},
-                            "/v1/messages/count_tokens").second;
+                            "/v1/messages/count_tokens")
+                           .second;
     EXPECT_EQ(count["input_tokens"], cb["usage"]["prompt_tokens"]);
     // The random model may end early on <|im_end|>; both paths see the same ids either way.
     std::string text;
@@ -433,8 +453,11 @@ TEST_F(Chat, ResponsesContinueStoreAndStream) {
               {"temperature", 0}};
     auto [cs, cb] = post(chat);
     ASSERT_EQ(cs, 200);
-    json req{{"model", "qwen3-tiny"}, {"instructions", "You are a terse assistant."}, {"input", "Name a colour."},
-             {"max_output_tokens", 8}, {"temperature", 0}};
+    json req{{"model", "qwen3-tiny"},
+             {"instructions", "You are a terse assistant."},
+             {"input", "Name a colour."},
+             {"max_output_tokens", 8},
+             {"temperature", 0}};
     auto [rs, r1] = post(req, "/v1/responses");
     ASSERT_EQ(rs, 200) << r1.dump();
     EXPECT_EQ(r1["object"], "response");
@@ -445,8 +468,11 @@ TEST_F(Chat, ResponsesContinueStoreAndStream) {
     EXPECT_EQ(text, cb["choices"][0]["message"]["content"]);
     EXPECT_EQ(r1["status"], cb["choices"][0]["finish_reason"] == "length" ? "incomplete" : "completed");
     // Continuation: the history (its input and output) is in the next prompt.
-    json next{{"model", "qwen3-tiny"}, {"previous_response_id", r1["id"]}, {"input", "Another one."},
-              {"max_output_tokens", 4}, {"temperature", 0}};
+    json next{{"model", "qwen3-tiny"},
+              {"previous_response_id", r1["id"]},
+              {"input", "Another one."},
+              {"max_output_tokens", 4},
+              {"temperature", 0}};
     auto [ns, r2] = post(next, "/v1/responses");
     ASSERT_EQ(ns, 200) << r2.dump();
     EXPECT_EQ(r2["previous_response_id"], r1["id"]);
@@ -486,9 +512,11 @@ TEST_F(Chat, TopShowsTheChatModel) {
     r.update({{"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true}});
     ASSERT_EQ(post(r).first, 200);
     std::string out;
-    ASSERT_EQ(run_command(quoted(parlance_binary().string()) + " top --once --url " + server_->url("") + " 2>&1", &out), 0)
+    ASSERT_EQ(run_command(quoted(parlance_binary().string()) + " top --once --url " + server_->url("") + " 2>&1", &out),
+              0)
         << out;
-    for (const char* want : {"chat    qwen3-tiny", "TTFT", "ITL", "E2E", "prefix cache hit", "live sessions", "http    requests"})
+    for (const char* want :
+         {"chat    qwen3-tiny", "TTFT", "ITL", "E2E", "prefix cache hit", "live sessions", "http    requests"})
         EXPECT_NE(out.find(want), std::string::npos) << want << " in\n" << out;
     // Percentiles of a histogram that has observations are numbers, not "-".
     EXPECT_EQ(out.find("TTFT    p50 -"), std::string::npos) << out;
@@ -553,18 +581,25 @@ TEST_F(Chat, LoadKeepsMemoryFlat) {
         for (int i = 0; i < 12; ++i)
             f.push_back(std::async(std::launch::async, [r, i] {
                 json q = long_system("Load round " + std::to_string(r) + " request " + std::to_string(i));
-                q.update({{"max_tokens", 12}, {"temperature", 0.7}, {"seed", i}, {"ignore_eos", true}, {"n", i % 4 == 0 ? 2 : 1}});
+                q.update({{"max_tokens", 12},
+                          {"temperature", 0.7},
+                          {"seed", i},
+                          {"ignore_eos", true},
+                          {"n", i % 4 == 0 ? 2 : 1}});
                 if (i % 2) q["stream"] = true;
                 return post_raw(q).first;
             }));
         for (auto& x : f) EXPECT_EQ(x.get(), 200);
     };
-    auto rss = [&] { return json::parse(Server::curl("-s " + server_->url("/v1/status")))["resident_memory_bytes"].get<int64_t>(); };
+    auto rss = [&] {
+        return json::parse(Server::curl("-s " + server_->url("/v1/status")))["resident_memory_bytes"].get<int64_t>();
+    };
     round(0);
     const int64_t before = rss();
     for (int r = 1; r <= 4; ++r) round(r);
     const int64_t after = rss();
-    std::cout << "[chat load] 48 requests after the first 12: resident " << (before >> 20) << " -> " << (after >> 20) << " MiB\n";
+    std::cout << "[chat load] 48 requests after the first 12: resident " << (before >> 20) << " -> " << (after >> 20)
+              << " MiB\n";
     EXPECT_LT(after - before, int64_t(24) << 20);
     const json st = json::parse(Server::curl("-s " + server_->url("/v1/status")));
     EXPECT_EQ(st["chat"]["queue"], 0);

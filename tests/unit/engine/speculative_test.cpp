@@ -35,7 +35,8 @@ struct Outcome {
     GenerationStats stats;
 };
 
-Outcome generate(LanguageModel& m, Backend& b, const std::vector<GenerationRequest>& reqs, int speculative, bool together) {
+Outcome generate(LanguageModel& m, Backend& b, const std::vector<GenerationRequest>& reqs, int speculative,
+                 bool together) {
     GenerationEngineOptions o;
     o.kv_cache_bytes = size_t(64) << 20;
     o.speculative_ngram = speculative;

@@ -70,7 +70,8 @@ TEST(ChatRequest, RefusalsNameTheField) {
     EXPECT_EQ(refused("{\"model\": \"m\", " + kUser + ", \"top_p\": 0}"), "top_p");
     EXPECT_EQ(refused("{\"model\": \"m\", " + kUser + ", \"n\": 9}"), "n");
     EXPECT_EQ(refused("{\"model\": \"m\", " + kUser + ", \"max_tokens\": 0}"), "max_tokens");
-    EXPECT_EQ(refused("{\"model\": \"m\", " + kUser + ", \"max_tokens\": 5, \"max_completion_tokens\": 6}"), "max_tokens");
+    EXPECT_EQ(refused("{\"model\": \"m\", " + kUser + ", \"max_tokens\": 5, \"max_completion_tokens\": 6}"),
+              "max_tokens");
     EXPECT_EQ(refused("{\"model\": \"m\", " + kUser + ", \"max_tokens\": 5, \"min_tokens\": 6}"), "min_tokens");
     EXPECT_EQ(refused("{\"model\": \"m\", " + kUser + ", \"top_logprobs\": 3}"), "top_logprobs");
     EXPECT_EQ(refused("{\"model\": \"m\", " + kUser + ", \"logprobs\": true, \"top_logprobs\": 21}"), "top_logprobs");

@@ -114,7 +114,8 @@ TEST(ChatOutput, ToolCalls) {
 TEST(ChatOutput, MalformedCallsAreReportedNeverInvented) {
     ChatOutputOptions o;
     o.tool_calls = true;
-    for (const std::string body : {"{\"name\": 3}", "not json", "{\"arguments\": {}}", "{\"name\": \"f\", \"arguments\": [1]}"}) {
+    for (const std::string body :
+         {"{\"name\": 3}", "not json", "{\"arguments\": {}}", "{\"name\": \"f\", \"arguments\": [1]}"}) {
         ChatOutputParser* p = nullptr;
         ChatOutputDelta d = run(o, "<tool_call>" + body + "</tool_call>", 3, &p);
         EXPECT_TRUE(d.tool_calls.empty()) << body;

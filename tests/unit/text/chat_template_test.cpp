@@ -53,7 +53,8 @@ TEST(ChatTemplate, Qwen3MatchesTransformers) {
 TEST(ChatTemplate, RefusalsAreErrors) {
     // A template that does not parse is a bad model; one that raises is a bad request.
     EXPECT_THROW(ChatTemplate("{% for m in messages %}{{ m.content }}", {}), Error);
-    ChatTemplate strict("{% if messages[0].role != 'user' %}{{ raise_exception('first must be user') }}{% endif %}ok", {});
+    ChatTemplate strict("{% if messages[0].role != 'user' %}{{ raise_exception('first must be user') }}{% endif %}ok",
+                        {});
     ChatTemplateInputs in;
     in.messages = ordered_json::array({{{"role", "assistant"}, {"content", "x"}}});
     try {
@@ -70,9 +71,10 @@ TEST(ChatTemplate, RefusalsAreErrors) {
 TEST(ChatTemplate, SpecialTokensAndListTemplates) {
     ModelFiles m;
     m.root = "/nonexistent";
-    m.tokenizer_config = {{"bos_token", {{"content", "<s>"}}},
-                          {"chat_template", nlohmann::json::array({{{"name", "tool_use"}, {"template", "T"}},
-                                                                   {{"name", "default"}, {"template", "{{ bos_token }}D"}}})}};
+    m.tokenizer_config = {
+        {"bos_token", {{"content", "<s>"}}},
+        {"chat_template", nlohmann::json::array({{{"name", "tool_use"}, {"template", "T"}},
+                                                 {{"name", "default"}, {"template", "{{ bos_token }}D"}}})}};
     auto t = load_chat_template(m);
     ASSERT_TRUE(t);
     EXPECT_EQ(t->render({}), "<s>D");
