@@ -247,7 +247,7 @@ MessagesRequest parse_messages_request(const std::string& body, bool count_token
                        "top_k", "tools", "tool_choice", "thinking", "metadata"});
     MessagesRequest r;
     ChatRequest& c = r.chat;
-    c.temperature = 1.0f;
+    c.sampling.temperature = 1.0f;
     if (!has(j, "model")) refuse("model", "model: field required", "missing_required_parameter");
     c.model = string(j["model"], "model");
     if (!count_tokens) {
@@ -259,14 +259,16 @@ MessagesRequest parse_messages_request(const std::string& body, bool count_token
     if (!has(j, "messages") || !j["messages"].is_array() || j["messages"].empty())
         refuse("messages", "messages: a non-empty array is required", "invalid_type");
     for (size_t i = 0; i < j["messages"].size(); ++i) convert_message(j["messages"][i], i, c.messages);
-    if (has(j, "stop_sequences")) c.stop = stop_strings(j["stop_sequences"], "stop_sequences", kMaxStopStrings);
+    if (has(j, "stop_sequences"))
+        c.sampling.stop = stop_strings(j["stop_sequences"], "stop_sequences", kMaxStopStrings);
     if (has(j, "stream")) c.stream = boolean(j["stream"], "stream");
-    if (has(j, "temperature")) c.temperature = static_cast<float>(number(j["temperature"], "temperature", 0, 1));
+    if (has(j, "temperature"))
+        c.sampling.temperature = static_cast<float>(number(j["temperature"], "temperature", 0, 1));
     if (has(j, "top_p")) {
-        c.top_p = static_cast<float>(number(j["top_p"], "top_p", 0, 1));
-        if (c.top_p <= 0) refuse("top_p", "top_p must be greater than 0");
+        c.sampling.top_p = static_cast<float>(number(j["top_p"], "top_p", 0, 1));
+        if (c.sampling.top_p <= 0) refuse("top_p", "top_p must be greater than 0");
     }
-    if (has(j, "top_k")) c.top_k = integer(j["top_k"], "top_k", 0, 1 << 20);
+    if (has(j, "top_k")) c.sampling.top_k = integer(j["top_k"], "top_k", 0, 1 << 20);
     if (has(j, "tools")) {
         if (!j["tools"].is_array()) refuse("tools", "tools must be an array", "invalid_type");
         c.tools = ordered_json::array();

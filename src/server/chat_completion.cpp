@@ -2,7 +2,6 @@
 #include "server/chat_completion.h"
 
 #include <functional>
-#include <random>
 
 #include "core/error.h"
 #include "server/api_error.h"
@@ -193,21 +192,9 @@ RunSettings chat_run_settings(const ChatModel& model, const ChatRequest& req) {
     s.prompt = model.tokenizer->encode(text, /*parse_special=*/true);
     if (s.prompt.empty()) throw ApiError(400, "the conversation renders to an empty prompt", "messages");
     s.sampling.max_tokens = fit_context(model, s.prompt.size(), req.max_tokens, "messages", "max_tokens");
-    s.sampling.min_tokens = req.min_tokens;
-    s.sampling.temperature = req.temperature;
-    s.sampling.top_k = req.top_k;
-    s.sampling.top_p = req.top_p;
-    s.sampling.min_p = req.min_p;
-    s.sampling.presence_penalty = req.presence_penalty;
-    s.sampling.frequency_penalty = req.frequency_penalty;
-    s.sampling.repetition_penalty = req.repetition_penalty;
-    // Without a seed every request draws its own.
-    s.sampling.seed =
-        req.seed ? *req.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-    if (!req.ignore_eos) s.sampling.stop_ids = model.stop_ids;
+    apply_sampling(req.sampling, model, s);
     s.n = req.n;
     s.logprobs = req.logprobs ? req.top_logprobs : -1;
-    s.stop = req.stop;
     const bool thinking =
         !(req.template_kwargs.contains("enable_thinking") && req.template_kwargs["enable_thinking"] == false);
     s.output.reasoning = thinking;

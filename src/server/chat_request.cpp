@@ -137,35 +137,10 @@ ordered_json parse_tools(const ordered_json& t) {
 
 ChatRequest parse_chat_request(const std::string& body) {
     ordered_json j = parse_object(body);
-    static const std::set<std::string> known{"model",
-                                             "messages",
-                                             "tools",
-                                             "tool_choice",
-                                             "parallel_tool_calls",
-                                             "stream",
-                                             "stream_options",
-                                             "max_tokens",
-                                             "max_completion_tokens",
-                                             "min_tokens",
-                                             "ignore_eos",
-                                             "temperature",
-                                             "top_p",
-                                             "top_k",
-                                             "min_p",
-                                             "presence_penalty",
-                                             "frequency_penalty",
-                                             "repetition_penalty",
-                                             "seed",
-                                             "stop",
-                                             "n",
-                                             "logprobs",
-                                             "top_logprobs",
-                                             "return_tokens_as_token_ids",
-                                             "chat_template_kwargs",
-                                             "reasoning_effort",
-                                             "response_format",
-                                             "user",
-                                             "add_generation_prompt"};
+    static const std::set<std::string> known = with_sampling(
+        {"model", "messages", "tools", "tool_choice", "parallel_tool_calls", "stream", "stream_options", "max_tokens",
+         "max_completion_tokens", "n", "logprobs", "top_logprobs", "return_tokens_as_token_ids", "chat_template_kwargs",
+         "reasoning_effort", "response_format", "user", "add_generation_prompt"});
     only_known(j, known);
     ChatRequest r;
     if (!j.contains("model")) bad("model", "model is required", "missing_required_parameter");
@@ -216,27 +191,8 @@ ChatRequest parse_chat_request(const std::string& body) {
         bad("max_tokens", "max_tokens and max_completion_tokens disagree: give one");
     for (const char* k : {"max_completion_tokens", "max_tokens"})
         if (has(k)) r.max_tokens = integer(j[k], k, 1, 1 << 20);
-    if (has("min_tokens")) r.min_tokens = integer(j["min_tokens"], "min_tokens", 0, 1 << 20);
-    if (r.max_tokens && r.min_tokens > *r.max_tokens) bad("min_tokens", "min_tokens is more than max_tokens");
-    if (has("ignore_eos")) r.ignore_eos = boolean(j["ignore_eos"], "ignore_eos");
-    if (has("temperature")) r.temperature = static_cast<float>(number(j["temperature"], "temperature", 0, 2));
-    if (has("top_p")) {
-        r.top_p = static_cast<float>(number(j["top_p"], "top_p", 0, 1));
-        if (r.top_p <= 0) bad("top_p", "top_p must be greater than 0");
-    }
-    if (has("top_k")) r.top_k = integer(j["top_k"], "top_k", -1, 1 << 20);
-    if (r.top_k < 0) r.top_k = 0;  // vLLM: -1 means all
-    if (has("min_p")) r.min_p = static_cast<float>(number(j["min_p"], "min_p", 0, 1));
-    if (has("presence_penalty"))
-        r.presence_penalty = static_cast<float>(number(j["presence_penalty"], "presence_penalty", -2, 2));
-    if (has("frequency_penalty"))
-        r.frequency_penalty = static_cast<float>(number(j["frequency_penalty"], "frequency_penalty", -2, 2));
-    if (has("repetition_penalty")) {
-        r.repetition_penalty = static_cast<float>(number(j["repetition_penalty"], "repetition_penalty", 0, 10));
-        if (r.repetition_penalty <= 0) bad("repetition_penalty", "repetition_penalty must be greater than 0");
-    }
-    if (has("seed")) r.seed = fields::seed(j["seed"], "seed");
-    if (has("stop")) r.stop = stop_strings(j["stop"], "stop", kMaxStopStrings);
+    read_sampling(j, r.sampling, kMaxStopStrings);
+    if (r.max_tokens && r.sampling.min_tokens > *r.max_tokens) bad("min_tokens", "min_tokens is more than max_tokens");
     if (has("n")) r.n = integer(j["n"], "n", 1, kMaxChoices);
     if (has("logprobs")) r.logprobs = boolean(j["logprobs"], "logprobs");
     if (has("top_logprobs")) {

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/json_fields.h"
+
 namespace parlance::server {
 
 struct ChatRequest {
@@ -26,17 +28,7 @@ struct ChatRequest {
     bool stream = false;
     bool include_usage = false;
     std::optional<int> max_tokens;  // max_completion_tokens (or the older max_tokens)
-    int min_tokens = 0;
-    bool ignore_eos = false;
-    float temperature = 1.0f;
-    float top_p = 1.0f;
-    int top_k = 0;
-    float min_p = 0.0f;
-    float presence_penalty = 0.0f;
-    float frequency_penalty = 0.0f;
-    float repetition_penalty = 1.0f;
-    std::optional<uint64_t> seed;
-    std::vector<std::string> stop;
+    fields::Sampling sampling;
     int n = 1;
     bool logprobs = false;
     int top_logprobs = 0;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <deque>
 #include <optional>
+#include <random>
 
 #include "core/error.h"
 #include "server/api_error.h"
@@ -30,6 +31,20 @@ std::string token_bytes_or_empty(const Tokenizer& tok, int32_t id) {
     } catch (const Error&) {
         return {};
     }
+}
+
+void apply_sampling(const fields::Sampling& f, const ChatModel& model, RunSettings& s) {
+    s.sampling.min_tokens = f.min_tokens;
+    s.sampling.temperature = f.temperature;
+    s.sampling.top_k = f.top_k;
+    s.sampling.top_p = f.top_p;
+    s.sampling.min_p = f.min_p;
+    s.sampling.presence_penalty = f.presence_penalty;
+    s.sampling.frequency_penalty = f.frequency_penalty;
+    s.sampling.repetition_penalty = f.repetition_penalty;
+    s.sampling.seed = f.seed ? *f.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+    if (!f.ignore_eos) s.sampling.stop_ids = model.stop_ids;
+    s.stop = f.stop;
 }
 
 int fit_context(const ChatModel& model, size_t prompt_tokens, std::optional<int> max_tokens,

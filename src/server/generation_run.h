@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/generation_service.h"
+#include "server/json_fields.h"
 #include "server/latency_histogram.h"
 #include "text/chat_output.h"
 #include "text/chat_template.h"
@@ -96,6 +97,10 @@ private:
     std::shared_ptr<RunSink> sink_;
     std::vector<std::unique_ptr<Choice>> choices_;
 };
+
+// Fills the sampling parameters (all but max_tokens), the end-of-sequence ids (unless the request
+// ignores them) and the stop strings; without a seed every request draws its own.
+void apply_sampling(const fields::Sampling& f, const ChatModel& model, RunSettings& s);
 
 // Checks that the prompt and max_tokens fit the model's context (ApiError 400
 // context_length_exceeded naming `max_tokens_param` or `prompt_param`); returns max_tokens, or

@@ -1,6 +1,7 @@
 // JSON field readers (see json_fields.h).
 #include "server/json_fields.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "server/api_error.h"
@@ -74,6 +75,35 @@ std::vector<std::string> stop_strings(const ordered_json& v, const std::string& 
     for (const auto& x : out)
         if (x.empty() || x.size() > 256) refuse(param, "a stop string is 1 to 256 bytes");
     return out;
+}
+
+std::set<std::string> with_sampling(std::set<std::string> known) {
+    for (const char* k : {"min_tokens", "ignore_eos", "temperature", "top_p", "top_k", "min_p", "presence_penalty",
+                          "frequency_penalty", "repetition_penalty", "seed", "stop"})
+        known.insert(k);
+    return known;
+}
+
+void read_sampling(const ordered_json& j, Sampling& s, size_t max_stop) {
+    if (has(j, "min_tokens")) s.min_tokens = integer(j["min_tokens"], "min_tokens", 0, 1 << 20);
+    if (has(j, "ignore_eos")) s.ignore_eos = boolean(j["ignore_eos"], "ignore_eos");
+    if (has(j, "temperature")) s.temperature = static_cast<float>(number(j["temperature"], "temperature", 0, 2));
+    if (has(j, "top_p")) {
+        s.top_p = static_cast<float>(number(j["top_p"], "top_p", 0, 1));
+        if (s.top_p <= 0) refuse("top_p", "top_p must be greater than 0");
+    }
+    if (has(j, "top_k")) s.top_k = std::max(0, integer(j["top_k"], "top_k", -1, 1 << 20));  // vLLM: -1 = all
+    if (has(j, "min_p")) s.min_p = static_cast<float>(number(j["min_p"], "min_p", 0, 1));
+    if (has(j, "presence_penalty"))
+        s.presence_penalty = static_cast<float>(number(j["presence_penalty"], "presence_penalty", -2, 2));
+    if (has(j, "frequency_penalty"))
+        s.frequency_penalty = static_cast<float>(number(j["frequency_penalty"], "frequency_penalty", -2, 2));
+    if (has(j, "repetition_penalty")) {
+        s.repetition_penalty = static_cast<float>(number(j["repetition_penalty"], "repetition_penalty", 0, 10));
+        if (s.repetition_penalty <= 0) refuse("repetition_penalty", "repetition_penalty must be greater than 0");
+    }
+    if (has(j, "seed")) s.seed = seed(j["seed"], "seed");
+    if (has(j, "stop")) s.stop = stop_strings(j["stop"], "stop", max_stop);
 }
 
 }  // namespace parlance::server::fields

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -29,5 +31,21 @@ std::string string(const ordered_json& v, const std::string& param);
 uint64_t seed(const ordered_json& v, const std::string& param);
 // A string or an array of at most `max` non-empty strings of at most 256 bytes.
 std::vector<std::string> stop_strings(const ordered_json& v, const std::string& param, size_t max);
+
+// The sampling controls OpenAI's chat and text completions share (with vLLM's extensions).
+struct Sampling {
+    int min_tokens = 0;
+    bool ignore_eos = false;
+    float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
+    int top_k = 0;
+    float presence_penalty = 0.0f, frequency_penalty = 0.0f, repetition_penalty = 1.0f;
+    std::optional<uint64_t> seed;
+    std::vector<std::string> stop;
+};
+// Reads those of `j`'s fields that are present: min_tokens, ignore_eos, temperature (0..2),
+// top_p, top_k (-1 = all), min_p, the three penalties, seed, stop (at most `max_stop`).
+void read_sampling(const ordered_json& j, Sampling& s, size_t max_stop);
+// `known` and the names read_sampling reads, for only_known().
+std::set<std::string> with_sampling(std::set<std::string> known);
 
 }  // namespace parlance::server::fields

@@ -209,11 +209,11 @@ private:
                 {"previous_response_id",
                  r_.previous_response_id.empty() ? ordered_json(nullptr) : ordered_json(r_.previous_response_id)},
                 {"store", r_.store},
-                {"temperature", r_.chat.temperature},
+                {"temperature", r_.chat.sampling.temperature},
                 {"text", {{"format", {{"type", "text"}}}}},
                 {"tool_choice", r_.tool_choice_echo},
                 {"tools", r_.tools_echo},
-                {"top_p", r_.chat.top_p},
+                {"top_p", r_.chat.sampling.top_p},
                 {"truncation", "disabled"},
                 {"usage", nullptr},
                 {"metadata", r_.metadata}};
@@ -371,10 +371,11 @@ ResponsesRequest parse_responses_request(const std::string& body, const Response
         }
     }
     if (has(j, "max_output_tokens")) c.max_tokens = integer(j["max_output_tokens"], "max_output_tokens", 1, 1 << 20);
-    if (has(j, "temperature")) c.temperature = static_cast<float>(number(j["temperature"], "temperature", 0, 2));
+    if (has(j, "temperature"))
+        c.sampling.temperature = static_cast<float>(number(j["temperature"], "temperature", 0, 2));
     if (has(j, "top_p")) {
-        c.top_p = static_cast<float>(number(j["top_p"], "top_p", 0, 1));
-        if (c.top_p <= 0) refuse("top_p", "top_p must be greater than 0");
+        c.sampling.top_p = static_cast<float>(number(j["top_p"], "top_p", 0, 1));
+        if (c.sampling.top_p <= 0) refuse("top_p", "top_p must be greater than 0");
     }
     if (has(j, "stream")) c.stream = boolean(j["stream"], "stream");
     if (has(j, "store")) r.store = boolean(j["store"], "store");

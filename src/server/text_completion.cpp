@@ -1,8 +1,6 @@
 // /v1/completions: the request, its prompt and its response writer (see text_completion.h).
 #include "server/text_completion.h"
 
-#include <random>
-
 #include "server/api_error.h"
 #include "server/chat_completion.h"
 #include "server/chat_request.h"
@@ -15,30 +13,10 @@ using namespace fields;
 
 CompletionRequest parse_completion_request(const std::string& body) {
     ordered_json j = parse_object(body);
-    only_known(j, {"model",
-                   "prompt",
-                   "echo",
-                   "stream",
-                   "stream_options",
-                   "max_tokens",
-                   "min_tokens",
-                   "ignore_eos",
-                   "temperature",
-                   "top_p",
-                   "top_k",
-                   "min_p",
-                   "presence_penalty",
-                   "frequency_penalty",
-                   "repetition_penalty",
-                   "seed",
-                   "stop",
-                   "n",
-                   "best_of",
-                   "logprobs",
-                   "return_tokens_as_token_ids",
-                   "suffix",
-                   "logit_bias",
-                   "user"});
+    static const std::set<std::string> known =
+        with_sampling({"model", "prompt", "echo", "stream", "stream_options", "max_tokens", "n", "best_of", "logprobs",
+                       "return_tokens_as_token_ids", "suffix", "logit_bias", "user"});
+    only_known(j, known);
     CompletionRequest r;
     if (!has(j, "model")) refuse("model", "model is required", "missing_required_parameter");
     r.model = string(j["model"], "model");
@@ -68,26 +46,8 @@ CompletionRequest parse_completion_request(const std::string& body) {
         if (has(so, "include_usage")) r.include_usage = boolean(so["include_usage"], "stream_options.include_usage");
     }
     if (has(j, "max_tokens")) r.max_tokens = integer(j["max_tokens"], "max_tokens", 1, 1 << 20);
-    if (has(j, "min_tokens")) r.min_tokens = integer(j["min_tokens"], "min_tokens", 0, 1 << 20);
-    if (r.min_tokens > r.max_tokens) refuse("min_tokens", "min_tokens is more than max_tokens");
-    if (has(j, "ignore_eos")) r.ignore_eos = boolean(j["ignore_eos"], "ignore_eos");
-    if (has(j, "temperature")) r.temperature = static_cast<float>(number(j["temperature"], "temperature", 0, 2));
-    if (has(j, "top_p")) {
-        r.top_p = static_cast<float>(number(j["top_p"], "top_p", 0, 1));
-        if (r.top_p <= 0) refuse("top_p", "top_p must be greater than 0");
-    }
-    if (has(j, "top_k")) r.top_k = std::max(0, integer(j["top_k"], "top_k", -1, 1 << 20));
-    if (has(j, "min_p")) r.min_p = static_cast<float>(number(j["min_p"], "min_p", 0, 1));
-    if (has(j, "presence_penalty"))
-        r.presence_penalty = static_cast<float>(number(j["presence_penalty"], "presence_penalty", -2, 2));
-    if (has(j, "frequency_penalty"))
-        r.frequency_penalty = static_cast<float>(number(j["frequency_penalty"], "frequency_penalty", -2, 2));
-    if (has(j, "repetition_penalty")) {
-        r.repetition_penalty = static_cast<float>(number(j["repetition_penalty"], "repetition_penalty", 0, 10));
-        if (r.repetition_penalty <= 0) refuse("repetition_penalty", "repetition_penalty must be greater than 0");
-    }
-    if (has(j, "seed")) r.seed = fields::seed(j["seed"], "seed");
-    if (has(j, "stop")) r.stop = stop_strings(j["stop"], "stop", kMaxStopStrings);
+    read_sampling(j, r.sampling, kMaxStopStrings);
+    if (r.sampling.min_tokens > r.max_tokens) refuse("min_tokens", "min_tokens is more than max_tokens");
     if (has(j, "n")) r.n = integer(j["n"], "n", 1, kMaxChoices);
     if (has(j, "best_of") && integer(j["best_of"], "best_of", 1, kMaxChoices) != r.n)
         refuse("best_of", "best_of other than n is not supported");
@@ -109,20 +69,9 @@ RunSettings completion_run_settings(const ChatModel& model, const CompletionRequ
             throw ApiError(400, "prompt token id " + std::to_string(s.prompt[i]) + " is outside the vocabulary",
                            "prompt[" + std::to_string(i) + "]");
     s.sampling.max_tokens = fit_context(model, s.prompt.size(), req.max_tokens, "prompt", "max_tokens");
-    s.sampling.min_tokens = req.min_tokens;
-    s.sampling.temperature = req.temperature;
-    s.sampling.top_k = req.top_k;
-    s.sampling.top_p = req.top_p;
-    s.sampling.min_p = req.min_p;
-    s.sampling.presence_penalty = req.presence_penalty;
-    s.sampling.frequency_penalty = req.frequency_penalty;
-    s.sampling.repetition_penalty = req.repetition_penalty;
-    s.sampling.seed =
-        req.seed ? *req.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-    if (!req.ignore_eos) s.sampling.stop_ids = model.stop_ids;
+    apply_sampling(req.sampling, model, s);
     s.n = req.n;
     s.logprobs = req.logprobs ? *req.logprobs : -1;
-    s.stop = req.stop;
     s.output.reasoning = false;  // raw text: nothing is split out
     s.output.tool_calls = false;
     return s;

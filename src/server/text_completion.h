@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "server/generation_run.h"
+#include "server/json_fields.h"
 
 namespace parlance::server {
 
@@ -21,13 +22,7 @@ struct CompletionRequest {
     bool echo = false;                // the prompt's text before the completion
     bool stream = false, include_usage = false;
     int max_tokens = 16;
-    int min_tokens = 0;
-    bool ignore_eos = false;
-    float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
-    int top_k = 0;
-    float presence_penalty = 0.0f, frequency_penalty = 0.0f, repetition_penalty = 1.0f;
-    std::optional<uint64_t> seed;
-    std::vector<std::string> stop;
+    fields::Sampling sampling;
     int n = 1;
     std::optional<int> logprobs;  // 0..5 alternatives
     bool return_tokens_as_token_ids = false;

@@ -44,8 +44,8 @@ TEST(ChatRequest, AcceptsTheFullShape) {
     EXPECT_TRUE(r.include_usage);
     EXPECT_EQ(*r.max_tokens, 9);
     EXPECT_EQ(r.n, 3);
-    EXPECT_EQ(r.stop.size(), 2u);
-    EXPECT_EQ(*r.seed, 7u);
+    EXPECT_EQ(r.sampling.stop.size(), 2u);
+    EXPECT_EQ(*r.sampling.seed, 7u);
     EXPECT_EQ(r.template_kwargs["enable_thinking"], false);
 }
 
