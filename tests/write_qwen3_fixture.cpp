@@ -1,6 +1,6 @@
 // Writes the checkpoint of a Qwen3 reference (tests/fixtures/qwen3/<config>) so that
 // `parlance parity tests/fixtures/qwen3/<config> --model DIR` can be run by hand:
-//   build/tests/write_qwen3_fixture tiny /tmp/qwen3-tiny [--gguf] [--f32|--f16] [--edit JSON]
+//   build/tests/write_qwen3_fixture tiny /tmp/qwen3-tiny [--gguf] [--f32|--f16|--q8_0|--q4_k] [--edit JSON]
 // --edit merges JSON into the config first (e.g. the full Qwen3-0.6B widths for benchmarks:
 // '{"hidden_size":1024,"intermediate_size":3072}' on layout-0.6b); such a checkpoint has no reference.
 #include <cstdio>
@@ -10,7 +10,7 @@
 
 int main(int argc, char** argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: %s CONFIG OUT_DIR [--gguf] [--f32|--f16|--q8_0] [--edit JSON]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s CONFIG OUT_DIR [--gguf] [--f32|--f16|--q8_0|--q4_k] [--edit JSON]\n", argv[0]);
         return 2;
     }
     parlance::testing::Qwen3Checkpoint how;
@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
         else if (a == "--f32") how.dtype = GGML_TYPE_F32;
         else if (a == "--f16") how.dtype = GGML_TYPE_F16;
         else if (a == "--q8_0") how.dtype = GGML_TYPE_Q8_0;  // GGUF only (safetensors cannot hold it)
+        else if (a == "--q4_k") how.dtype = GGML_TYPE_Q4_K;  // GGUF only; rows of 256 (edit the dimensions)
         else {
             std::fprintf(stderr, "unknown option %s\n", a.c_str());
             return 2;

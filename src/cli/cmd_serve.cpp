@@ -76,6 +76,8 @@ std::unique_ptr<ChatSide> load_chat(const ServeArgs& a, Logger& log) {
     c->info.stop_ids = c->model->stop_ids();
     c->info.max_context = c->model->max_context();
     c->info.latency = &c->latency;
+    c->info.grammar_vocabulary = std::make_shared<GrammarVocabulary>(
+        c->model->tokenizer(), static_cast<size_t>(c->model->vocab_size()), c->model->stop_ids());
     log.info("chat model '", c->info.id, "': ", c->model->architecture(), ", ", c->model->weight_summary(), ", ",
              so.engine.kv_cache_bytes >> 20, " MiB KV cache, context ", c->info.max_context);
     return c;

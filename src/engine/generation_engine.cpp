@@ -49,7 +49,13 @@ TokenLogprobs token_logprobs(std::span<const float> row, int32_t token, int top)
 GenerationEngine::GenerationEngine(LanguageModel& model, Backend& backend, const GenerationEngineOptions& options)
     : model_(model), backend_(backend), o_(options), kv_(blocks_in(options, model.kv_spec()), options.block_size),
       storage_(model.kv_spec(), static_cast<int64_t>(kv_.num_blocks()) * options.block_size, backend),
-      scheduler_(kv_, SchedulerOptions{options.max_running, options.token_budget, model.max_context()}) {}
+      scheduler_(kv_, SchedulerOptions{options.max_running, options.token_budget, model.max_context()}) {
+    if (o_.draft_model && o_.speculative_draft > 0) {
+        check_draft_compatible(model_, *o_.draft_model);
+        draft_ = std::make_unique<DraftModel>(*o_.draft_model, o_.draft_backend ? *o_.draft_backend : backend_,
+                                              o_.draft_kv_cache_bytes, o_.block_size);
+    }
+}
 
 SeqId GenerationEngine::submit(GenerationRequest r) {
     if (r.prompt.empty()) throw Error(ErrorKind::InvalidArgument, "the prompt is empty");
@@ -75,7 +81,7 @@ SeqId GenerationEngine::submit(GenerationRequest r) {
     const SeqId id = s->id;
     scheduler_.add_request(std::move(s));
     extra_[id] = Extra{std::move(r.on_token), std::move(r.on_logits), std::min(r.logprobs, kMaxTopLogprobs),
-                       std::move(r.on_logprobs), -1};
+                       std::move(r.on_logprobs), -1, r.constraint ? r.constraint->clone() : nullptr};
     return id;
 }
 
@@ -108,39 +114,88 @@ GenerationResult GenerationEngine::result_of(Sequence& s) {
         r.cached_prompt_tokens = std::max(0, it->second.cached);
         extra_.erase(it);
     }
+    if (draft_) draft_->drop(s.id);
     return r;
 }
 
-// Appends a prompt-lookup draft to every decoding sequence that can take one.
+// Appends a draft (the draft model's, else a prompt lookup's) to every decoding sequence that
+// can take one: not one with a repetition penalty (its logits depend on the tokens before in a
+// way drafts would change), an output constraint, or embeddings (a draft model cannot see them).
 void GenerationEngine::propose_drafts() {
+    const int k = draft_ ? o_.speculative_draft : o_.speculative_ngram;
+    std::vector<Sequence*> seqs;
+    std::vector<DraftModel::Ask> asks;
     for (Sequence* s : scheduler_.running_sequences()) {
         if (static_cast<int>(s->tokens.size()) - s->num_computed != 1 || s->sampling.repetition_penalty != 1.0f)
             continue;
-        int room = std::min(o_.speculative_ngram, s->sampling.max_tokens - s->generated() - 1);
+        auto e = extra_.find(s->id);
+        if (e != extra_.end() && e->second.constraint) continue;
+        int room = std::min(k, s->sampling.max_tokens - s->generated() - 1);
         room = std::min(room, model_.max_context() - static_cast<int>(s->tokens.size()) - 1);
         if (room <= 0) continue;
-        std::vector<int32_t> d = ngram_draft(s->tokens, room);
-        if (d.empty()) continue;
-        s->tokens.insert(s->tokens.end(), d.begin(), d.end());
-        s->draft = static_cast<int>(d.size());
+        if (!draft_) {
+            std::vector<int32_t> d = ngram_draft(s->tokens, room);
+            if (d.empty()) continue;
+            s->tokens.insert(s->tokens.end(), d.begin(), d.end());
+            s->draft = static_cast<int>(d.size());
+            continue;
+        }
+        if (!s->spans.empty()) continue;
+        seqs.push_back(s);
+        asks.push_back({s->id, s->tokens, s->cache_key, room});
     }
+    if (!draft_ || asks.empty()) return;
+    const std::vector<std::vector<int32_t>> d = draft_->propose(asks, k);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+        if (d[i].empty()) continue;
+        seqs[i]->tokens.insert(seqs[i]->tokens.end(), d[i].begin(), d[i].end());
+        seqs[i]->draft = static_cast<int>(d[i].size());
+    }
+}
+
+int32_t GenerationEngine::choose_constrained(std::span<float> row, const Sequence& s,
+                                             std::span<const int32_t> tokens, TokenConstraint& c) {
+    int32_t t = -1;
+    if (s.sampling.temperature <= 0.0f) {
+        // Greedy: the unconstrained argmax is the constrained one whenever it is allowed, which
+        // spares masking the whole vocabulary on most steps.
+        constrained_row_.assign(row.begin(), row.end());
+        t = sample_next(row, s.sampling, tokens, s.prompt_length);
+        if (c.allows(t)) {
+            c.accept(t);
+            return t;
+        }
+        std::copy(constrained_row_.begin(), constrained_row_.end(), row.begin());
+    }
+    c.mask(row);
+    t = sample_next(row, s.sampling, tokens, s.prompt_length);
+    if (!c.allows(t)) {
+        // Nothing allowed survived (min_tokens suppressing the end the constraint requires):
+        // the sequence ends rather than break its constraint.
+        if (s.sampling.stop_ids.empty())
+            throw Error(ErrorKind::Internal, "the output constraint left no token to generate");
+        t = s.sampling.stop_ids.front();
+    }
+    c.accept(t);
+    return t;
 }
 
 std::vector<GenerationResult> GenerationEngine::step() {
     std::vector<GenerationResult> done;
-    if (o_.speculative_ngram > 0) propose_drafts();
+    if (o_.speculative_ngram > 0 || draft_) propose_drafts();
     SchedulerOutput out = scheduler_.schedule();
     for (auto& s : out.finished) done.push_back(result_of(*s));
     stats_.preemptions += out.preempted;
     // A draft whose sequence got no room in this step is withdrawn (preempted and finished ones
     // the scheduler withdrew).
-    {
+    if (o_.speculative_ngram > 0 || draft_) {
         std::vector<Sequence*> in_step;
         for (const ScheduledSeq& it : out.items) in_step.push_back(it.seq);
         for (Sequence* s : scheduler_.running_sequences())
             if (s->draft > 0 && std::find(in_step.begin(), in_step.end(), s) == in_step.end()) {
                 s->tokens.resize(s->tokens.size() - static_cast<size_t>(s->draft));
                 s->draft = 0;
+                if (draft_) draft_->settle(s->id, static_cast<int>(s->tokens.size()));
             }
     }
     if (out.items.empty()) return done;
@@ -182,7 +237,13 @@ std::vector<GenerationResult> GenerationEngine::step() {
         if (e && e->on_logits) e->on_logits(row);
         const bool want_logprobs = e && e->logprobs >= 0 && e->on_logprobs;
         if (want_logprobs) raw_row_.assign(row.begin(), row.end());  // sampling changes the row
-        const int32_t t = sample_next(row, s.sampling, std::span<const int32_t>(s.tokens.data(), known), s.prompt_length);
+        const std::span<const int32_t> tokens(s.tokens.data(), known);
+        int32_t t;
+        if (TokenConstraint* c = e ? e->constraint.get() : nullptr) {
+            t = choose_constrained(row, s, tokens, *c);
+        } else {
+            t = sample_next(row, s.sampling, tokens, s.prompt_length);
+        }
         if (want_logprobs) e->on_logprobs(token_logprobs(raw_row_, t, e->logprobs));
         return t;
     };
@@ -222,6 +283,7 @@ std::vector<GenerationResult> GenerationEngine::step() {
         // as a decode's sampled token, and the rejected drafts' cells are released.
         s.tokens.resize(base + static_cast<size_t>(accepted));
         s.draft = 0;
+        if (draft_) draft_->settle(s.id, static_cast<int>(s.tokens.size()));
         it.n = 1 + accepted;
         it.sample = true;
         kv_.truncate(s.id, it.start + it.n);
@@ -251,6 +313,7 @@ GenerationStats GenerationEngine::stats() const {
     GenerationStats s = stats_;
     s.kv = kv_.stats();
     s.kv_bytes = storage_.bytes();
+    if (draft_) s.draft_model_steps = draft_->steps();
     return s;
 }
 

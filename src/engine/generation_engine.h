@@ -18,8 +18,10 @@
 #include "core/backend.h"
 #include "core/kv_storage.h"
 #include "core/kv_cache_manager.h"
+#include "engine/draft_model.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "core/token_constraint.h"
 #include "models/language_model.h"
 
 namespace parlance {
@@ -34,6 +36,14 @@ struct GenerationEngineOptions {
     // tokens as without (each position's token is chosen from the same logits by the same draw);
     // requests with a repetition penalty decode without drafts.
     int speculative_ngram = 0;
+    // Speculative decoding with a draft model (engine/draft_model): a smaller model with the same
+    // tokenizer (checked: Error(InvalidModel) otherwise) proposes up to `speculative_draft` tokens
+    // per decoding sequence and step, verified like prompt-lookup drafts (which it replaces).
+    // The draft runs on `draft_backend` (the engine's when null) with its own KV cache.
+    LanguageModel* draft_model = nullptr;
+    Backend* draft_backend = nullptr;
+    int speculative_draft = 0;
+    size_t draft_kv_cache_bytes = size_t(64) << 20;
 };
 
 // A generated token's log-probability under the model's raw distribution (log-softmax of its
@@ -64,6 +74,10 @@ struct GenerationRequest {
     // likely tokens'. Delivered to on_logprobs (engine thread) before on_token for the same token.
     int logprobs = -1;
     std::function<void(const TokenLogprobs&)> on_logprobs;
+    // Structured output: the tokens may only follow this constraint (the engine clones it per
+    // sequence; null = unconstrained). A constrained sequence decodes without drafts. Greedy: the
+    // argmax if allowed, else the argmax of the allowed tokens; sampling: from the allowed ones.
+    std::shared_ptr<const TokenConstraint> constraint;
 };
 
 struct GenerationResult {
@@ -81,6 +95,7 @@ struct GenerationStats {
     uint64_t preemptions = 0;
     uint64_t draft_tokens = 0;       // speculative tokens proposed and computed
     uint64_t draft_accepted = 0;     // of them, kept
+    uint64_t draft_model_steps = 0;  // the draft model's own steps (draft-model speculation)
     KvCacheStats kv;
     size_t kv_bytes = 0;             // device bytes of the cache
 };
@@ -110,9 +125,12 @@ private:
         int logprobs = -1;
         std::function<void(const TokenLogprobs&)> on_logprobs;
         int cached = -1;
+        std::unique_ptr<TokenConstraint> constraint;
     };
     StepBatch build_batch(const SchedulerOutput& out) const;
     void propose_drafts();
+    int32_t choose_constrained(std::span<float> row, const Sequence& s, std::span<const int32_t> tokens,
+                               TokenConstraint& c);
     GenerationResult result_of(Sequence& s);
 
     LanguageModel& model_;
@@ -121,11 +139,13 @@ private:
     KvCacheManager kv_;
     KvStorage storage_;
     Scheduler scheduler_;
+    std::unique_ptr<DraftModel> draft_;
     SeqId next_id_ = 1;
     std::map<SeqId, Extra> extra_;
     GenerationStats stats_;
     std::vector<float> logits_;
     std::vector<float> raw_row_;  // a row before sampling changes it (log-probabilities)
+    std::vector<float> constrained_row_;  // the same, to choose again under a constraint
 };
 
 }  // namespace parlance

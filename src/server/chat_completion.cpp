@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "server/api_error.h"
+#include "text/structured_output.h"
 
 namespace parlance::server {
 
@@ -202,7 +203,30 @@ RunSettings chat_run_settings(const ChatModel& model, const ChatRequest& req) {
     s.output.starts_in_reasoning = thinking && forced.empty() && tail.find("<think>") != std::string::npos;
     s.output.tool_calls = req.tools.is_array() && !req.tools.empty() && req.tool_choice != "none";
     s.output.forced_call = forced;
+    if (!req.response_schema.is_null()) s.constraint = structured_output_constraint(model, req, s.output);
     return s;
+}
+
+std::shared_ptr<const TokenConstraint> structured_output_constraint(const ChatModel& model, const ChatRequest& req,
+                                                                    const ChatOutputOptions& output) {
+    if (!model.grammar_vocabulary)
+        throw ApiError(400, "this model does not support structured output", req.response_schema_param,
+                       "unsupported_value");
+    StructuredOutputSpec spec;
+    spec.schema = req.response_schema;
+    spec.reasoning = output.reasoning;
+    spec.starts_in_reasoning = output.starts_in_reasoning;
+    if (output.tool_calls)
+        for (const auto& t : req.tools) spec.tools.push_back({t["function"]["name"], t["function"].value("parameters", ordered_json())});
+    std::string grammar;
+    try {
+        grammar = structured_output_grammar(spec);
+        return make_grammar_constraint(grammar, model.grammar_vocabulary);
+    } catch (const Error& e) {
+        const std::string param = req.response_schema_param == "response_format" ? "response_format.json_schema.schema"
+                                                                                 : req.response_schema_param;
+        throw ApiError(400, std::string("the schema cannot be enforced: ") + e.what(), param, "invalid_value");
+    }
 }
 
 std::shared_ptr<RunSink> make_chat_writer(const ChatModel& model, const ChatRequest& request, std::string id,

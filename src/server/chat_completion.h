@@ -18,6 +18,11 @@ namespace parlance::server {
 // prompt); ApiError(400) when the template refuses it or it does not fit the context.
 RunSettings chat_run_settings(const ChatModel& model, const ChatRequest& request);
 
+// The token constraint of a request's response_schema (JSON of that schema, after reasoning or
+// as tool calls when the output allows them); ApiError(400) when the schema cannot be enforced.
+std::shared_ptr<const TokenConstraint> structured_output_constraint(const ChatModel& model, const ChatRequest& request,
+                                                                    const ChatOutputOptions& output);
+
 std::shared_ptr<RunSink> make_chat_writer(const ChatModel& model, const ChatRequest& request, std::string id,
                                           int64_t created, ResponseCallbacks callbacks);
 

@@ -1,6 +1,8 @@
 // parse_chat_request (see chat_request.h).
 #include "server/chat_request.h"
 
+#include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "server/api_error.h"
@@ -225,16 +227,48 @@ ChatRequest parse_chat_request(const std::string& body) {
         if (!rf.is_object() || !rf.contains("type"))
             bad("response_format", "response_format must be {\"type\": ...}", "invalid_type");
         const std::string type = string(rf["type"], "response_format.type");
-        if (type != "text")
+        for (const auto& [k, v] : rf.items())
+            if (k != "type" && !(type == "json_schema" && k == "json_schema"))
+                bad("response_format." + k, "unknown field response_format." + k + " for type " + ApiError::quote(type),
+                    "unknown_parameter");
+        if (type == "json_object") {
+            r.response_schema = {{"type", "object"}};
+        } else if (type == "json_schema") {
+            if (!rf.contains("json_schema"))
+                bad("response_format.json_schema", "response_format json_schema needs a json_schema object",
+                    "missing_required_parameter");
+            r.response_schema = parse_json_schema_format(rf["json_schema"], "response_format.json_schema");
+        } else if (type != "text") {
             bad("response_format.type",
-                "response_format " + ApiError::quote(type) +
-                    " is not supported yet (constrained decoding is not implemented); use \"text\"",
-                "unsupported_value");
+                "response_format.type must be \"text\", \"json_object\" or \"json_schema\", not " + ApiError::quote(type));
+        }
+        r.response_schema_param = "response_format";
+        if (!r.response_schema.is_null() && (r.tool_choice == "required" || r.tool_choice == "function"))
+            bad("response_format", "response_format cannot be combined with a tool_choice that forces a tool call");
+        if (!r.response_schema.is_null() && r.sampling.ignore_eos)
+            bad("ignore_eos", "ignore_eos cannot be combined with a structured response_format (it must end)");
     }
     if (has("user")) string(j["user"], "user");
     if (has("add_generation_prompt"))
         r.add_generation_prompt = boolean(j["add_generation_prompt"], "add_generation_prompt");
     return r;
+}
+
+ordered_json parse_json_schema_format(const ordered_json& f, const std::string& param) {
+    if (!f.is_object()) bad(param, param + " must be an object", "invalid_type");
+    for (const auto& [k, v] : f.items())
+        if (k != "name" && k != "schema" && k != "strict" && k != "description" && k != "type")
+            bad(param + "." + k, "unknown field " + param + "." + k, "unknown_parameter");
+    // OpenAI requires a name of letters, digits, '_' and '-' (64 at most).
+    const std::string name = string(f.value("name", ordered_json()), param + ".name");
+    if (name.empty() || name.size() > 64 ||
+        !std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; }))
+        bad(param + ".name", param + ".name must be 1-64 letters, digits, '_' or '-'");
+    if (f.contains("strict") && !f["strict"].is_null()) boolean(f["strict"], param + ".strict");
+    if (f.contains("description") && !f["description"].is_null()) string(f["description"], param + ".description");
+    if (!f.contains("schema") || f["schema"].is_null()) return ordered_json::object();
+    if (!f["schema"].is_object()) bad(param + ".schema", param + ".schema must be a JSON schema object", "invalid_type");
+    return f["schema"];
 }
 
 }  // namespace parlance::server

@@ -35,7 +35,15 @@ struct ChatRequest {
     bool return_tokens_as_token_ids = false;
     nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
     bool add_generation_prompt = true;
+    // response_format json_object / json_schema (Responses: text.format): the content's JSON
+    // schema, decoded under its grammar (null: free text); the field it came from, for errors.
+    nlohmann::ordered_json response_schema;
+    std::string response_schema_param;
 };
+
+// A json_schema format's {name, schema, strict, description} (`param` names it in errors): its
+// schema ({} when absent, which allows any JSON value).
+nlohmann::ordered_json parse_json_schema_format(const nlohmann::ordered_json& format, const std::string& param);
 
 inline constexpr int kMaxChoices = 8;
 inline constexpr int kMaxStopStrings = 16;

@@ -78,6 +78,7 @@ void GenerationRun::start(std::shared_ptr<std::atomic<bool>> cancelled) {
     r.n = s_.n;
     r.request.prompt = s_.prompt;
     r.request.sampling = s_.sampling;
+    r.request.constraint = s_.constraint;
     r.request.cancelled = std::move(cancelled);
     r.request.logprobs = s_.logprobs;
     auto self = shared_from_this();

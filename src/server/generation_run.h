@@ -18,6 +18,7 @@
 #include "server/latency_histogram.h"
 #include "text/chat_output.h"
 #include "text/chat_template.h"
+#include "text/grammar_constraint.h"
 #include "text/tokenizer.h"
 
 namespace parlance::server {
@@ -31,6 +32,8 @@ struct ChatModel {
     std::vector<int32_t> stop_ids;
     int max_context = 0;
     GenerationLatency* latency = nullptr;  // where runs record their latencies (optional)
+    // The vocabulary as code points, for structured output (null: response formats refused).
+    std::shared_ptr<const GrammarVocabulary> grammar_vocabulary;
 };
 
 struct RunSettings {
@@ -40,6 +43,7 @@ struct RunSettings {
     int logprobs = -1;              // as GenerationRequest::logprobs
     std::vector<std::string> stop;  // stop strings
     ChatOutputOptions output;       // reasoning / tool-call parsing
+    std::shared_ptr<const TokenConstraint> constraint;  // structured output (each choice its copy)
 };
 
 // How a writer's output reaches the HTTP connection.

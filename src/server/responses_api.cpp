@@ -210,7 +210,7 @@ private:
                  r_.previous_response_id.empty() ? ordered_json(nullptr) : ordered_json(r_.previous_response_id)},
                 {"store", r_.store},
                 {"temperature", r_.chat.sampling.temperature},
-                {"text", {{"format", {{"type", "text"}}}}},
+                {"text", {{"format", r_.text_format}}},
                 {"tool_choice", r_.tool_choice_echo},
                 {"tools", r_.tools_echo},
                 {"top_p", r_.chat.sampling.top_p},
@@ -395,9 +395,25 @@ ResponsesRequest parse_responses_request(const std::string& body, const Response
     if (has(j, "text")) {
         const ordered_json& t = j["text"];
         if (!t.is_object()) refuse("text", "text must be an object", "invalid_type");
-        if (has(t, "format") && t["format"].value("type", "") != "text")
-            refuse("text.format", "text formats other than \"text\" (json_schema) are not supported yet",
-                   "unsupported_value");
+        only_known(t, {"format", "verbosity"}, "text");
+        if (has(t, "format")) {
+            const ordered_json& f = t["format"];
+            if (!f.is_object() || !f.contains("type"))
+                refuse("text.format", "text.format must be {\"type\": ...}", "invalid_type");
+            const std::string type = string(f["type"], "text.format.type");
+            if (type == "json_object") {
+                only_known(f, {"type"}, "text.format");
+                c.response_schema = {{"type", "object"}};
+            } else if (type == "json_schema") {
+                c.response_schema = parse_json_schema_format(f, "text.format");
+            } else if (type != "text") {
+                refuse("text.format.type", "text.format.type must be \"text\", \"json_object\" or \"json_schema\"");
+            }
+            c.response_schema_param = "text.format";
+            if (!c.response_schema.is_null() && (c.tool_choice == "required" || c.tool_choice == "function"))
+                refuse("text.format", "text.format cannot be combined with a tool_choice that forces a tool call");
+            r.text_format = f;
+        }
     }
     if (has(j, "parallel_tool_calls")) boolean(j["parallel_tool_calls"], "parallel_tool_calls");
     if (has(j, "user")) string(j["user"], "user");

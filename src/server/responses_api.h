@@ -50,6 +50,7 @@ struct ResponsesRequest {
     nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
     nlohmann::ordered_json tools_echo = nlohmann::ordered_json::array();  // as the client gave them
     nlohmann::ordered_json tool_choice_echo = "auto";
+    nlohmann::ordered_json text_format = {{"type", "text"}};  // text.format, echoed
 };
 
 // Throws ApiError(400) naming the field; 404 for an unknown previous_response_id.

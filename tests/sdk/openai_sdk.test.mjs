@@ -133,6 +133,24 @@ test('chat completion, tools are accepted and a non-JSON call is not invented', 
   assert.ok(r.choices[0].message.content.startsWith('<tool_call>'));
 });
 
+test('chat completion, response_format json_schema: parse() gives an object of the schema', async () => {
+  const schema = {
+    type: 'object', additionalProperties: false, required: ['mood', 'level'],
+    properties: { mood: { type: 'string', enum: ['calm', 'busy'] }, level: { type: 'integer' } },
+  };
+  const r = await client.chat.completions.parse(chat({
+    max_tokens: 120, reasoning_effort: 'none', temperature: 0.7, seed: 3,
+    response_format: { type: 'json_schema', json_schema: { name: 'mood', strict: true, schema } },
+  }));
+  const parsed = r.choices[0].message.parsed;
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.ok(['calm', 'busy'].includes(parsed.mood), JSON.stringify(parsed));
+  assert.ok(Number.isInteger(parsed.level));
+  assert.deepEqual(Object.keys(parsed).sort(), ['level', 'mood']);
+  await assert.rejects(client.chat.completions.create(chat({ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'frob' } } } })),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format.json_schema.schema');
+});
+
 test('chat completion errors are typed APIErrors naming the field', async () => {
   await assert.rejects(client.chat.completions.create(chat({ temperature: 5 })),
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'temperature');

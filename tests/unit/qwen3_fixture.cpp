@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/gguf_writer.h"
 #include "core/safetensors_writer.h"
+#include "core/dtype.h"
 #include "core/tensor_data.h"
 #include "test_support.h"
 
@@ -120,7 +121,11 @@ fs::path write_qwen3(const std::string& config, const fs::path& dir, const Qwen3
     fs::create_directories(dir);
     std::vector<TensorData> tensors;
     for (const Param& p : params(cfg)) {
-        const std::vector<float> v = synthetic_weight(p.hf, p.shape, seed);
+        std::vector<float> v = synthetic_weight(p.hf, p.shape, seed);
+        if (how.rounded_through != GGML_TYPE_COUNT && !p.norm) {
+            const TensorData q = TensorData::from_f32(p.hf, p.shape, v, how.rounded_through);
+            v = decode_to_f32(q.bytes.data(), how.rounded_through, static_cast<int64_t>(v.size()));
+        }
         const ggml_type t = how.gguf && p.norm ? GGML_TYPE_F32 : how.dtype;
         tensors.push_back(TensorData::from_f32(how.gguf ? p.gguf : p.hf, p.shape, v, t));
     }
@@ -149,7 +154,8 @@ fs::path write_qwen3(const std::string& config, const fs::path& dir, const Qwen3
         w.set_f32("qwen3.rope.freq_base", cfg["rope_parameters"]["rope_theta"].get<float>());
         if (how.dtype == GGML_TYPE_F16) w.set_u32("general.file_type", 1);  // llama.cpp's MOSTLY_F16
         if (how.dtype == GGML_TYPE_F32) w.set_u32("general.file_type", 0);
-        if (how.dtype == GGML_TYPE_Q8_0) w.set_u32("general.file_type", 7);  // MOSTLY_Q8_0
+        if (how.dtype == GGML_TYPE_Q8_0) w.set_u32("general.file_type", 7);   // MOSTLY_Q8_0
+        if (how.dtype == GGML_TYPE_Q4_K) w.set_u32("general.file_type", 14);  // MOSTLY_Q4_K_S (every matrix q4_K)
         write_gguf_tokenizer(w, cfg["vocab_size"].get<int64_t>());
         for (TensorData& t : tensors) w.add_tensor(std::move(t));
         w.write(dir / "model.gguf");

@@ -22,6 +22,9 @@ struct Qwen3Checkpoint {
     ggml_type dtype = GGML_TYPE_BF16;  // matrices and embeddings; norms are stored alike (HF) or f32 (GGUF)
     int shards = 1;                    // > 1: model-0000i-of-0000N.safetensors + index
     bool gguf = false;                 // llama.cpp's names, keys and token arrays instead
+    // Matrices rounded through this quantized type before being stored as `dtype` (the exact
+    // values a quantized file of the same weights holds; GGML_TYPE_COUNT = none).
+    ggml_type rounded_through = GGML_TYPE_COUNT;
 };
 
 nlohmann::json qwen3_reference(const std::string& config);

@@ -506,6 +506,87 @@ TEST_F(Chat, ResponsesContinueStoreAndStream) {
     EXPECT_EQ(bad["error"]["param"], "frobnicate");
 }
 
+// response_format json_schema / json_object and the Responses API's text.format: the random model's
+// output, constrained, is JSON of the schema, streamed or not; n choices each; bad formats are 400s.
+TEST_F(Chat, StructuredOutputIsJsonOfTheSchema) {
+    const json schema = json::parse(R"({"type": "object", "properties": {
+        "colour": {"enum": ["red", "green", "bleu clair"]}, "count": {"type": "integer"}, "ok": {"type": "boolean"}},
+        "required": ["colour", "count", "ok"], "additionalProperties": false})");
+    auto check = [&](const std::string& text) {
+        const json j = json::parse(text, nullptr, false);
+        ASSERT_TRUE(j.is_object()) << text;
+        EXPECT_TRUE(j["count"].is_number_integer() && j["ok"].is_boolean()) << text;
+        const json& colours = schema["properties"]["colour"]["enum"];
+        EXPECT_NE(std::find(colours.begin(), colours.end(), j["colour"]), colours.end()) << text;
+    };
+    json r{{"model", "qwen3-tiny"},
+           {"messages", json::array({{{"role", "user"}, {"content", "Pick a colour; answer in JSON."}}})},
+           {"max_tokens", 200},
+           {"reasoning_effort", "none"},
+           {"n", 2},
+           {"temperature", 0.9},
+           {"seed", 4},
+           {"response_format",
+            {{"type", "json_schema"}, {"json_schema", {{"name", "pick"}, {"strict", true}, {"schema", schema}}}}}};
+    auto [status, body] = post(r);
+    ASSERT_EQ(status, 200) << body.dump();
+    ASSERT_EQ(body["choices"].size(), 2u);
+    for (const json& c : body["choices"]) {
+        EXPECT_EQ(c["finish_reason"], "stop") << c.dump();
+        check(c["message"]["content"]);
+    }
+    // Streamed: the deltas join to the same content.
+    r["n"] = 1;
+    auto [s1, one] = post(r);
+    std::string streamed;
+    for (const json& e : stream(r))
+        if (!e["choices"].empty() && e["choices"][0]["delta"].contains("content"))
+            streamed += e["choices"][0]["delta"]["content"].get<std::string>();
+    EXPECT_EQ(streamed, one["choices"][0]["message"]["content"]);
+    // json_object: any object.
+    r["response_format"] = {{"type", "json_object"}};
+    r["temperature"] = 0;
+    auto [s2, obj] = post(r);
+    ASSERT_EQ(s2, 200) << obj.dump();
+    const std::string content = obj["choices"][0]["message"]["content"];
+    if (obj["choices"][0]["finish_reason"] == "stop") {
+        EXPECT_TRUE(json::parse(content, nullptr, false).is_object()) << content;
+    } else {
+        EXPECT_EQ(content.rfind("{", 0), 0u) << content;  // cut by max_tokens, but an object so far
+    }
+    // The Responses API's text.format.
+    json rr{{"model", "qwen3-tiny"},
+            {"input", "Pick a colour; answer in JSON."},
+            {"max_output_tokens", 200},
+            {"reasoning", {{"effort", "none"}}},
+            {"text", {{"format", {{"type", "json_schema"}, {"name", "pick"}, {"schema", schema}}}}}};
+    auto [s3, resp] = post(rr, "/v1/responses");
+    ASSERT_EQ(s3, 200) << resp.dump();
+    EXPECT_EQ(resp["text"]["format"]["type"], "json_schema");
+    for (const json& item : resp["output"])
+        if (item["type"] == "message") check(item["content"][0]["text"]);
+    // Errors name the field.
+    auto expect = [&](json body, const std::string& param, const std::string& path = "/v1/chat/completions") {
+        auto [s, b] = post(body, path);
+        EXPECT_EQ(s, 400) << body.dump() << " -> " << b.dump();
+        EXPECT_EQ(b["error"]["param"], param) << b.dump();
+    };
+    json bad = r;
+    bad["response_format"] = {{"type", "yaml"}};
+    expect(bad, "response_format.type");
+    bad["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "frob"}}}}}};
+    expect(bad, "response_format.json_schema.schema");
+    bad["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "no spaces"}, {"schema", schema}}}};
+    expect(bad, "response_format.json_schema.name");
+    bad = request("tools");
+    bad["tool_choice"] = "required";
+    bad["response_format"] = {{"type", "json_object"}};
+    expect(bad, "response_format");
+    json rbad = rr;
+    rbad["text"]["format"]["schema"] = {{"type", "frob"}};
+    expect(rbad, "text.format", "/v1/responses");
+}
+
 // `parlance top` against this server: one frame with --once, and the live monitor in tmux.
 TEST_F(Chat, TopShowsTheChatModel) {
     json r = request("one_user_turn");

@@ -119,6 +119,59 @@ TEST(Qwen3Parity, LlamaCppGgufMatchesTransformers) {
     expect_parity("tiny", testing::write_qwen3("tiny", d.path(), {GGML_TYPE_BF16, 1, true}));
 }
 
+// llama.cpp's quantized GGUF files (blocks from ggml's own quantizers, llama.cpp's names and
+// keys), q8_0 and q4_K (every matrix), on a layout with rows of 256. Against an f32 file holding
+// exactly the values those blocks decode to, the last-position logits differ only by what ggml's
+// quantized dot products add (activations rounded to 8 bits); against the unrounded weights,
+// by the quantization itself (q4_K: 4.5 bits per weight). A wrong block layout gives noise.
+TEST(Qwen3Quantized, GgufQ8_0AndQ4KComputeWhatTheirBlocksHold) {
+    const json edit = {{"hidden_size", 256}, {"intermediate_size", 512}, {"head_dim", 64},
+                       {"num_attention_heads", 4}, {"num_key_value_heads", 2}};
+    TempDir d;
+    std::vector<int32_t> prompt;
+    auto last_logits = [&](const std::filesystem::path& path) {
+        auto l = load(path);
+        if (prompt.empty()) prompt = l->model->tokenizer().encode("The quick brown fox jumps over the lazy dog, again.");
+        GenerationRequest r;
+        r.prompt = prompt;
+        r.sampling.max_tokens = 1;
+        std::vector<float> row;
+        r.on_logits = [&](std::span<const float> x) { row.assign(x.begin(), x.end()); };
+        GenerationEngine e(*l->model, l->backend, {});
+        e.submit(r);
+        e.run_to_completion();
+        return std::make_pair(row, l->model->weight_summary());
+    };
+    auto compare = [](const std::vector<float>& got, const std::vector<float>& ref) {
+        double diff = 0, peak = 0, dot = 0, na = 0, nb = 0;
+        for (size_t i = 0; i < ref.size(); ++i) {
+            diff = std::max(diff, static_cast<double>(std::abs(got[i] - ref[i])));
+            peak = std::max(peak, static_cast<double>(std::abs(ref[i])));
+            dot += double(got[i]) * ref[i];
+            na += double(got[i]) * got[i];
+            nb += double(ref[i]) * ref[i];
+        }
+        return std::make_pair(diff / peak, dot / std::sqrt(na * nb));
+    };
+    const auto exact = last_logits(testing::write_qwen3("tiny", d.path() / "f32", {GGML_TYPE_F32, 1, true}, edit)).first;
+    for (auto [type, name, blocks_rel, blocks_cos, exact_cos] :
+         {std::tuple{GGML_TYPE_Q8_0, "q8_0", 0.05, 0.999, 0.999}, std::tuple{GGML_TYPE_Q4_K, "q4_K", 0.05, 0.999, 0.95}}) {
+        SCOPED_TRACE(name);
+        const auto [got, summary] = last_logits(testing::write_qwen3("tiny", d.path() / name, {type, 1, true}, edit));
+        EXPECT_NE(summary.find(name), std::string::npos) << summary;
+        ASSERT_EQ(got.size(), exact.size());
+        const auto blocks = last_logits(
+            testing::write_qwen3("tiny", d.path() / (std::string(name) + "-f32"), {GGML_TYPE_F32, 1, true, type}, edit)).first;
+        const auto [rel_b, cos_b] = compare(got, blocks);
+        const auto [rel_e, cos_e] = compare(got, exact);
+        std::cout << "[quantized] " << name << ": against its blocks at f32 max relative error " << rel_b << ", cosine "
+                  << cos_b << "; against the unrounded weights " << rel_e << ", " << cos_e << "\n";
+        EXPECT_LE(rel_b, blocks_rel);
+        EXPECT_GE(cos_b, blocks_cos);
+        EXPECT_GE(cos_e, exact_cos);
+    }
+}
+
 // Every prompt of the fixture at once (and twice each, one with a prefix already cached) gives
 // the same ids as each alone.
 TEST(Qwen3Engine, BatchedEqualsSoloAndChunkedPrefillEqualsWhole) {

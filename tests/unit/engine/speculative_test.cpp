@@ -4,7 +4,11 @@
 // max_tokens landing where they would, and stop tokens inside a draft honoured.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "core/backend.h"
+#include "core/core_test_util.h"
+#include "core/error.h"
 #include "engine/generation_engine.h"
 #include "engine/ngram_draft.h"
 #include "models/registry.h"
@@ -36,10 +40,13 @@ struct Outcome {
 };
 
 Outcome generate(LanguageModel& m, Backend& b, const std::vector<GenerationRequest>& reqs, int speculative,
-                 bool together) {
+                 bool together, LanguageModel* draft = nullptr) {
     GenerationEngineOptions o;
     o.kv_cache_bytes = size_t(64) << 20;
-    o.speculative_ngram = speculative;
+    o.speculative_ngram = draft ? 0 : speculative;
+    o.draft_model = draft;
+    o.speculative_draft = draft ? speculative : 0;
+    o.draft_kv_cache_bytes = size_t(16) << 20;
     Outcome out;
     auto collect = [&](GenerationEngine& e) {
         for (auto& r : e.run_to_completion()) {
@@ -49,6 +56,7 @@ Outcome generate(LanguageModel& m, Backend& b, const std::vector<GenerationReque
         const GenerationStats s = e.stats();
         out.stats.draft_tokens += s.draft_tokens;
         out.stats.draft_accepted += s.draft_accepted;
+        out.stats.draft_model_steps += s.draft_model_steps;
     };
     if (together) {
         GenerationEngine e(m, b, o);
@@ -106,6 +114,68 @@ TEST(Speculative, SameTokensAsDecodingAloneAndBatched) {
         std::cout << "[speculative] " << (together ? "batched" : "alone") << ": " << on.stats.draft_accepted << " of "
                   << on.stats.draft_tokens << " draft tokens accepted\n";
     }
+}
+
+// A draft model: the same tiny Qwen3 (every greedy proposal right) and a one-layer variant with the
+// same tokenizer (many wrong): outputs are the tokens decoding gives without drafts, greedy and
+// sampled, alone and batched.
+TEST(Speculative, DraftModelChangesNoOutput) {
+    testing::TempDir d;
+    Backend backend(BackendOptions{"cpu", 0, true});
+    auto model = load_language_model(testing::write_qwen3("tiny", d.path() / "target"), backend, {});
+    auto same = load_language_model(testing::write_qwen3("tiny", d.path() / "same"), backend, {});
+    auto other = load_language_model(
+        testing::write_qwen3("tiny", d.path() / "other", {}, {{"num_hidden_layers", 1}, {"layer_types", {"full_attention"}}}),
+        backend, {});
+    const json ref = testing::qwen3_reference("tiny");
+    std::vector<GenerationRequest> greedy, mixed;
+    for (int i : {0, 2, 4}) {
+        GenerationRequest r;
+        r.prompt = ref["cases"][i]["prompt_ids"].get<std::vector<int32_t>>();
+        r.sampling.max_tokens = 24;
+        greedy.push_back(r);
+        mixed.push_back(r);
+        r.sampling.temperature = 0.9f;
+        r.sampling.seed = 11;
+        r.sampling.stop_ids = model->stop_ids();
+        mixed.push_back(r);
+    }
+    const Outcome g_off = generate(*model, backend, greedy, 0, false);
+    const Outcome m_off = generate(*model, backend, mixed, 0, false);
+    for (bool together : {false, true}) {
+        const Outcome g = generate(*model, backend, greedy, 4, together, same.get());
+        EXPECT_EQ(g.tokens, g_off.tokens) << (together ? "batched" : "alone");
+        // The same model proposes what the target decodes: every proposal is accepted.
+        EXPECT_GT(g.stats.draft_tokens, 0u);
+        EXPECT_EQ(g.stats.draft_accepted, g.stats.draft_tokens);
+        EXPECT_GT(g.stats.draft_model_steps, 0u);
+        const Outcome m = generate(*model, backend, mixed, 3, together, other.get());
+        EXPECT_EQ(m.tokens, m_off.tokens) << (together ? "batched" : "alone");
+        EXPECT_EQ(m.states, m_off.states);
+        EXPECT_LT(m.stats.draft_accepted, m.stats.draft_tokens);
+        std::cout << "[speculative] draft model, " << (together ? "batched" : "alone") << ": same model "
+                  << g.stats.draft_accepted << "/" << g.stats.draft_tokens << ", one-layer model "
+                  << m.stats.draft_accepted << "/" << m.stats.draft_tokens << " accepted\n";
+    }
+}
+
+TEST(Speculative, ADraftWithAnotherTokenizerIsRefusedWithTheReason) {
+    testing::TempDir d;
+    Backend backend(BackendOptions{"cpu", 0, true});
+    auto model = load_language_model(testing::write_qwen3("tiny", d.path() / "target"), backend, {});
+    const auto dir = testing::write_qwen3("tiny", d.path() / "draft");
+    // The draft's tokenizer marks <think> (151667) special.
+    json tj = json::parse(std::ifstream(dir / "tokenizer.json"));
+    for (auto& t : tj["added_tokens"])
+        if (t["id"] == 151667) t["special"] = !t["special"].get<bool>();
+    std::ofstream(dir / "tokenizer.json") << tj.dump();
+    auto draft = load_language_model(dir, backend, {});
+    GenerationEngineOptions o;
+    o.kv_cache_bytes = size_t(16) << 20;
+    o.draft_model = draft.get();
+    o.speculative_draft = 4;
+    testing::expect_error([&] { GenerationEngine e(*model, backend, o); }, ErrorKind::InvalidModel,
+                          {"draft model", "151667"});
 }
 
 }  // namespace

@@ -88,8 +88,15 @@ TEST(ChatRequest, RefusalsNameTheField) {
                       ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}, {\"type\": "
                       "\"function\", \"function\": {\"name\": \"f\"}}]}"),
               "tools[1].function.name");
-    EXPECT_EQ(refused("{\"model\": \"m\", " + kUser + ", \"response_format\": {\"type\": \"json_object\"}}"),
+    EXPECT_EQ(refused("{\"model\": \"m\", " + kUser + ", \"response_format\": {\"type\": \"xml\"}}"),
               "response_format.type");
+    EXPECT_EQ(refused("{\"model\": \"m\", " + kUser + ", \"response_format\": {\"type\": \"json_schema\"}}"),
+              "response_format.json_schema");
+    EXPECT_EQ(refused("{\"model\": \"m\", " + kUser +
+                      ", \"response_format\": {\"type\": \"json_object\", \"json_schema\": {}}}"),
+              "response_format.json_schema");
+    EXPECT_EQ(refused("{\"model\": \"m\", " + kUser + ", \"ignore_eos\": true, \"response_format\": {\"type\": \"json_object\"}}"),
+              "ignore_eos");
     EXPECT_EQ(refused("{\"model\": \"m\", " + kUser +
                       ", \"reasoning_effort\": \"high\", \"chat_template_kwargs\": {\"enable_thinking\": false}}"),
               "reasoning_effort");

@@ -1,0 +1,218 @@
+// The token level over llama-grammar's code-point level: llama_grammar_reject_candidates_for_stack
+// (one parse stack at a time; a token is rejected when every stack rejects it) and
+// llama_grammar_accept_token. The vocabulary-level entry points of llama-grammar are not used: they
+// read a llama_vocab, parlance has its own tokenizer.
+#include "text/grammar_constraint.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include "core/error.h"
+#include "grammar_glue.h"
+#include "llama-grammar.h"
+
+namespace parlance {
+
+namespace {
+
+// UTF-8 bytes to code points, continuing from a character a previous token left unfinished; the
+// list ends with a 0, and the state says what the last character still needs (n_remain > 0),
+// or that the bytes are not UTF-8 (n_remain = -1, no code points). llama-grammar's candidates
+// and accept_token use this representation.
+struct Decoded {
+    std::vector<uint32_t> code_points;
+    llama_partial_utf8 partial{0, 0};
+};
+
+Decoded decode_utf8(const std::string& bytes, llama_partial_utf8 from) {
+    Decoded d;
+    d.code_points.reserve(bytes.size() + 1);
+    uint32_t value = from.value;
+    int remain = from.n_remain;
+    for (unsigned char b : bytes) {
+        if (remain > 0) {
+            if ((b & 0xC0) != 0x80) return {{0}, {0, -1}};
+            value = (value << 6) | (b & 0x3Fu);
+            if (--remain == 0) d.code_points.push_back(value);
+            continue;
+        }
+        if (b < 0x80) {
+            d.code_points.push_back(b);
+            continue;
+        }
+        // A lead byte: 110xxxxx, 1110xxxx, 11110xxx; a continuation byte here is invalid.
+        if ((b & 0xE0) == 0xC0) {
+            value = b & 0x1Fu, remain = 1;
+        } else if ((b & 0xF0) == 0xE0) {
+            value = b & 0x0Fu, remain = 2;
+        } else if ((b & 0xF8) == 0xF0) {
+            value = b & 0x07u, remain = 3;
+        } else {
+            return {{0}, {0, -1}};
+        }
+    }
+    d.code_points.push_back(0);
+    d.partial = {remain > 0 ? value : 0, remain};
+    return d;
+}
+
+}  // namespace
+
+struct GrammarVocabulary::Impl {
+    size_t rows = 0;
+    std::vector<int32_t> end_ids;
+    std::vector<char> is_end;        // [rows]
+    std::vector<std::string> bytes;  // [rows]; empty: never allowed
+    // Decoded from a clean state (what almost every step needs): code points of token i at
+    // points[offset[i]], 0-terminated.
+    std::vector<uint32_t> points;
+    std::vector<size_t> offset;
+    std::vector<llama_partial_utf8> partial;
+    std::vector<char> usable;  // has bytes and decodes from a clean state (else: only after a partial character)
+};
+
+GrammarVocabulary::GrammarVocabulary(const Tokenizer& tok, size_t rows, std::vector<int32_t> end_ids)
+    : impl_(std::make_unique<Impl>()) {
+    Impl& v = *impl_;
+    v.rows = rows;
+    v.end_ids = std::move(end_ids);
+    v.is_end.assign(rows, 0);
+    for (int32_t id : v.end_ids)
+        if (id >= 0 && static_cast<size_t>(id) < rows) v.is_end[static_cast<size_t>(id)] = 1;
+    v.bytes.resize(rows);
+    v.offset.resize(rows);
+    v.partial.resize(rows);
+    v.usable.assign(rows, 0);
+    const size_t known = std::min(rows, tok.vocab_size());
+    for (size_t i = 0; i < rows; ++i) {
+        v.offset[i] = v.points.size();
+        const auto id = static_cast<int32_t>(i);
+        if (i < known && !v.is_end[i] && !tok.is_special(id)) {
+            try {
+                v.bytes[i] = tok.token_bytes(id);
+            } catch (const Error&) {  // a hole in the ids
+            }
+        }
+        Decoded d = decode_utf8(v.bytes[i], {0, 0});
+        v.usable[i] = !v.bytes[i].empty() && v.bytes[i][0] != 0 && d.partial.n_remain >= 0;
+        v.partial[i] = d.partial;
+        v.points.insert(v.points.end(), d.code_points.begin(), d.code_points.end());
+    }
+}
+
+GrammarVocabulary::~GrammarVocabulary() = default;
+
+namespace {
+
+struct GrammarDeleter {
+    void operator()(llama_grammar* g) const { llama_grammar_free_impl(g); }
+};
+using GrammarPtr = std::unique_ptr<llama_grammar, GrammarDeleter>;
+
+class GrammarConstraint final : public TokenConstraint {
+public:
+    GrammarConstraint(GrammarPtr g, std::shared_ptr<const GrammarVocabulary> vocab)
+        : g_(std::move(g)), vocab_(std::move(vocab)), v_(vocab_->impl()) {}
+
+    std::unique_ptr<TokenConstraint> clone() const override {
+        return std::make_unique<GrammarConstraint>(GrammarPtr(llama_grammar_clone_impl(*g_)), vocab_);
+    }
+
+    bool allows(int32_t token) const override {
+        if (token < 0 || static_cast<size_t>(token) >= v_.rows) return false;
+        const auto t = static_cast<size_t>(token);
+        if (v_.is_end[t]) return can_end();
+        if (v_.bytes[t].empty() || (clean() && !v_.usable[t])) return false;
+        Decoded scratch;
+        llama_grammar_candidates c{candidate(t, scratch)};
+        if (c[0].partial_utf8.n_remain < 0) return false;
+        return reject(std::move(c)).empty();
+    }
+
+    void mask(std::span<float> logits) const override {
+        const float neg_inf = -std::numeric_limits<float>::infinity();
+        const bool end_ok = can_end();
+        const bool at_clean = clean();
+        std::vector<Decoded> scratch(at_clean ? 0 : v_.rows);
+        llama_grammar_candidates c;
+        c.reserve(v_.rows);
+        for (size_t t = 0; t < logits.size(); ++t) {
+            const bool impossible =
+                t >= v_.rows || (v_.is_end[t] ? !end_ok : v_.bytes[t].empty() || (at_clean && !v_.usable[t]));
+            if (impossible) {
+                logits[t] = neg_inf;
+                continue;
+            }
+            if (v_.is_end[t]) continue;
+            c.push_back(candidate(t, at_clean ? scratch_unused_ : scratch[t]));
+            if (c.back().partial_utf8.n_remain < 0) {
+                logits[t] = neg_inf;
+                c.pop_back();
+            }
+        }
+        for (const llama_grammar_candidate& r : reject(std::move(c))) logits[r.index] = neg_inf;
+    }
+
+    void accept(int32_t token) override {
+        // A token the constraint refuses would leave the parse in a state it cannot recover from.
+        if (!allows(token))
+            throw Error(ErrorKind::Internal,
+                        "structured output: token " + std::to_string(token) + " is not allowed here");
+        const auto t = static_cast<size_t>(token);
+        if (v_.is_end[t]) return;
+        try {
+            llama_grammar_accept_token(*g_, token, v_.bytes.at(t));
+        } catch (const std::runtime_error& e) {
+            throw Error(ErrorKind::Internal, std::string("structured output: ") + e.what());
+        }
+    }
+
+private:
+    // No character is unfinished (the last token did not end inside one).
+    bool clean() const { return g_->partial_utf8.n_remain == 0; }
+    bool can_end() const {
+        if (!clean()) return false;
+        return std::any_of(g_->stacks.begin(), g_->stacks.end(), [](const auto& s) { return s.empty(); });
+    }
+
+    // Token t as a candidate; `scratch` holds its code points when the grammar's last token left
+    // a character unfinished (the shared clean decoding does not apply then).
+    llama_grammar_candidate candidate(size_t t, Decoded& scratch) const {
+        const auto id = static_cast<llama_token>(t);
+        if (clean()) return {t, v_.points.data() + v_.offset[t], v_.partial[t], id};
+        scratch = decode_utf8(v_.bytes[t], g_->partial_utf8);
+        return {t, scratch.code_points.data(), scratch.partial, id};
+    }
+
+    // The candidates no parse stack accepts.
+    llama_grammar_candidates reject(llama_grammar_candidates c) const {
+        for (const llama_grammar_stack& s : g_->stacks) {
+            if (c.empty()) break;
+            c = llama_grammar_reject_candidates_for_stack(g_->rules, s, c);
+        }
+        return c;
+    }
+
+    GrammarPtr g_;
+    std::shared_ptr<const GrammarVocabulary> vocab_;
+    const GrammarVocabulary::Impl& v_;
+    mutable Decoded scratch_unused_;
+};
+
+}  // namespace
+
+std::unique_ptr<TokenConstraint> make_grammar_constraint(const std::string& gbnf,
+                                                         std::shared_ptr<const GrammarVocabulary> vocabulary) {
+    llama_grammar_take_log();
+    GrammarPtr g(llama_grammar_init_impl(nullptr, gbnf.c_str(), "root", false, nullptr, 0, nullptr, 0));
+    if (!g) {
+        std::string why = llama_grammar_take_log();
+        while (!why.empty() && why.back() == '\n') why.pop_back();
+        throw Error(ErrorKind::InvalidArgument, "the output grammar does not parse" + (why.empty() ? "" : ": " + why));
+    }
+    if (g->stacks.empty()) throw Error(ErrorKind::InvalidArgument, "the output grammar accepts nothing");
+    return std::make_unique<GrammarConstraint>(std::move(g), std::move(vocabulary));
+}
+
+}  // namespace parlance
