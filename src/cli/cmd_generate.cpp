@@ -21,6 +21,7 @@ namespace {
 struct GenerateArgs {
     std::string model, prompt, prompt_file, format = "text", quantize, device = "cpu";
     int max_tokens = 16, min_tokens = 0, threads = 0, kv_cache_mb = 256, speculative = 0;
+    std::string draft_model;
     float temperature = 0.0f, top_p = 1.0f;
     int top_k = 0;
     uint64_t seed = 0;
@@ -46,7 +47,15 @@ void run(const GenerateArgs& a) {
     std::unique_ptr<LanguageModel> model = load_language_model(a.model, backend, {a.quantize});
     GenerationEngineOptions eo;
     eo.kv_cache_bytes = static_cast<size_t>(a.kv_cache_mb) << 20;
-    eo.speculative_ngram = a.speculative;
+    std::unique_ptr<LanguageModel> draft;
+    if (!a.draft_model.empty()) {
+        if (a.speculative <= 0) throw Error(ErrorKind::InvalidArgument, "--draft-model needs --speculative N (N > 0)");
+        draft = load_language_model(a.draft_model, backend, {a.quantize});
+        eo.draft_model = draft.get();
+        eo.speculative_draft = a.speculative;
+    } else {
+        eo.speculative_ngram = a.speculative;
+    }
     GenerationEngine engine(*model, backend, eo);
 
     GenerationRequest r;
@@ -96,30 +105,48 @@ void run(const GenerateArgs& a) {
 }  // namespace
 
 void register_generate(CLI::App& app, GlobalOptions& /*globals*/) {
-    auto* cmd = app.add_subcommand(
-        "generate",
-        "Continue a prompt with a language model (raw completion, no chat template).\n"
-        "Example: parlance generate --model DIR --prompt 'The capital of France is' --max-tokens 8");
+    auto* cmd =
+        app.add_subcommand("generate",
+                           "Continue a prompt with a language model (raw completion, no chat template).\n"
+                           "Example: parlance generate --model DIR --prompt 'The capital of France is' --max-tokens 8");
     auto a = std::make_shared<GenerateArgs>();
     cmd->add_option("-m,--model", a->model, "HF directory (config.json model_type qwen3) or a GGUF file")->required();
     cmd->add_option("-p,--prompt", a->prompt, "Prompt text (special tokens such as <|im_start|> are recognised)");
-    cmd->add_option("--prompt-file", a->prompt_file, "Read the prompt from this file instead")->check(CLI::ExistingFile);
-    cmd->add_option("-n,--max-tokens", a->max_tokens, "Tokens to generate at most")->default_val(16)->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--prompt-file", a->prompt_file, "Read the prompt from this file instead")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("-n,--max-tokens", a->max_tokens, "Tokens to generate at most")
+        ->default_val(16)
+        ->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--min-tokens", a->min_tokens, "End-of-sequence is suppressed until this many tokens")
-        ->default_val(0)->check(CLI::NonNegativeNumber);
-    cmd->add_option("--temperature", a->temperature, "0 = greedy (argmax); > 0 samples")->default_val(0.0f)->check(CLI::Range(0.0f, 100.0f));
-    cmd->add_option("--top-k", a->top_k, "Sample among the k most likely tokens (0 = all)")->default_val(0)->check(CLI::NonNegativeNumber);
-    cmd->add_option("--top-p", a->top_p, "Nucleus: the smallest set whose probability reaches p")->default_val(1.0f)->check(CLI::Range(0.0f, 1.0f));
+        ->default_val(0)
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--temperature", a->temperature, "0 = greedy (argmax); > 0 samples")
+        ->default_val(0.0f)
+        ->check(CLI::Range(0.0f, 100.0f));
+    cmd->add_option("--top-k", a->top_k, "Sample among the k most likely tokens (0 = all)")
+        ->default_val(0)
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--top-p", a->top_p, "Nucleus: the smallest set whose probability reaches p")
+        ->default_val(1.0f)
+        ->check(CLI::Range(0.0f, 1.0f));
     cmd->add_option("--seed", a->seed, "Sampling seed (the same seed gives the same text)")->default_val(0);
     cmd->add_flag("--ignore-eos", a->ignore_eos, "Never stop at the model's end-of-sequence tokens");
     cmd->add_option("--format", a->format, "text, or json: {\"prompt_ids\", \"ids\", \"text\", \"finish_reason\"}")
-        ->default_val("text")->check(CLI::IsMember({"text", "json"}));
+        ->default_val("text")
+        ->check(CLI::IsMember({"text", "json"}));
     cmd->add_flag("--stream", a->stream, "Print text as tokens are generated (--format text)");
-    cmd->add_option("--quantize", a->quantize, "Weights at load: f32|f16|q8_0|q5_k|q4_k (default: as stored; bf16 -> f32)");
+    cmd->add_option("--quantize", a->quantize,
+                    "Weights at load: f32|f16|q8_0|q5_k|q4_k (default: as stored; bf16 -> f32)");
     cmd->add_option("--speculative", a->speculative,
-                    "Prompt-lookup speculative decoding: up to N draft tokens per step (same output; 0 = off)")
-        ->default_val(0)->check(CLI::Range(0, 16));
-    cmd->add_option("--kv-cache-mb", a->kv_cache_mb, "KV cache size cap in MiB")->default_val(256)->check(CLI::Range(1, 1 << 20));
+                    "Speculative decoding: up to N draft tokens per step, from --draft-model or else by prompt "
+                    "lookup (same output; 0 = off)")
+        ->default_val(0)
+        ->check(CLI::Range(0, 16));
+    cmd->add_option("--draft-model", a->draft_model,
+                    "A smaller model with the same tokenizer (checked) that drafts for --speculative");
+    cmd->add_option("--kv-cache-mb", a->kv_cache_mb, "KV cache size cap in MiB")
+        ->default_val(256)
+        ->check(CLI::Range(1, 1 << 20));
     cmd->add_option("-t,--threads", a->threads, "CPU threads (0 = all, up to 8)")->default_val(0);
     cmd->add_option("--device", a->device, "cpu|cuda|metal")->default_val("cpu");
     cmd->callback([a] { run(*a); });

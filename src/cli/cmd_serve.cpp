@@ -14,9 +14,9 @@
 #include "engine/generation_service.h"
 #include "engine/lm_speech_model.h"
 #include "models/registry.h"
-#include "text/chat_template.h"
 #include "models/silero_vad/vad.h"
 #include "server/http_server.h"
+#include "text/chat_template.h"
 
 namespace parlance::cli {
 namespace {
@@ -38,6 +38,8 @@ struct ServeArgs {
     int chat_max_queue = 32;
     int chat_threads = 0;
     int chat_speculative = 0;
+    std::string chat_draft_model;
+    double chat_draft_kv_cache_mb = 64;
 };
 
 // The chat side of the server: a language model on its own Backend (its engine thread computes
@@ -45,6 +47,7 @@ struct ServeArgs {
 struct ChatSide {
     std::unique_ptr<Backend> backend;
     std::unique_ptr<LanguageModel> model;
+    std::unique_ptr<LanguageModel> draft;  // speculative decoding's draft model (optional)
     std::unique_ptr<ChatTemplate> chat_template;
     std::unique_ptr<GenerationService> service;
     server::GenerationLatency latency;
@@ -60,14 +63,27 @@ std::unique_ptr<ChatSide> load_chat(const ServeArgs& a, Logger& log) {
     c->model = load_language_model(a.chat_model, *c->backend, {a.chat_quantize});
     c->chat_template = load_chat_template(open_model_files(a.chat_model));
     if (!c->chat_template)
-        throw Error(ErrorKind::InvalidModel, a.chat_model +
-                                                 ": the model has no chat template (chat_template.jinja, "
-                                                 "tokenizer_config.json chat_template or GGUF tokenizer.chat_template)");
+        throw Error(ErrorKind::InvalidModel,
+                    a.chat_model +
+                        ": the model has no chat template (chat_template.jinja, "
+                        "tokenizer_config.json chat_template or GGUF tokenizer.chat_template)");
     if (!(a.chat_kv_cache_mb > 0)) throw Error(ErrorKind::InvalidArgument, "--chat-kv-cache-mb must be > 0");
     GenerationServiceOptions so;
     so.engine.kv_cache_bytes = static_cast<size_t>(a.chat_kv_cache_mb * 1024 * 1024);
     so.max_queue = a.chat_max_queue;
-    so.engine.speculative_ngram = a.chat_speculative;
+    if (!a.chat_draft_model.empty()) {
+        if (a.chat_speculative <= 0)
+            throw Error(ErrorKind::InvalidArgument, "--chat-draft-model needs --chat-speculative N (N > 0)");
+        if (!(a.chat_draft_kv_cache_mb > 0))
+            throw Error(ErrorKind::InvalidArgument, "--chat-draft-kv-cache-mb must be > 0");
+        c->draft = load_language_model(a.chat_draft_model, *c->backend, {a.chat_quantize});
+        check_draft_compatible(*c->model, *c->draft);  // refused at start, naming the difference
+        so.engine.draft_model = c->draft.get();
+        so.engine.speculative_draft = a.chat_speculative;
+        so.engine.draft_kv_cache_bytes = static_cast<size_t>(a.chat_draft_kv_cache_mb * 1024 * 1024);
+    } else {
+        so.engine.speculative_ngram = a.chat_speculative;
+    }
     c->service = std::make_unique<GenerationService>(*c->model, *c->backend, so, log);
     c->info.id = a.chat_model_id.empty() ? c->model->architecture() : a.chat_model_id;
     c->info.service = c->service.get();
@@ -80,6 +96,9 @@ std::unique_ptr<ChatSide> load_chat(const ServeArgs& a, Logger& log) {
         c->model->tokenizer(), static_cast<size_t>(c->model->vocab_size()), c->model->stop_ids());
     log.info("chat model '", c->info.id, "': ", c->model->architecture(), ", ", c->model->weight_summary(), ", ",
              so.engine.kv_cache_bytes >> 20, " MiB KV cache, context ", c->info.max_context);
+    if (c->draft)
+        log.info("draft model for speculative decoding: ", a.chat_draft_model, " (", c->draft->weight_summary(), "), ",
+                 a.chat_speculative, " tokens per step");
     return c;
 }
 
@@ -153,7 +172,8 @@ void run(ServeArgs& a, GlobalOptions& globals) {
     if (!a.chat_model.empty()) {
         chat = load_chat(a, log);
         if (chat->info.id == a.server.model_id)
-            throw Error(ErrorKind::InvalidArgument, "--chat-model-id '" + chat->info.id + "' is the speech model's id too");
+            throw Error(ErrorKind::InvalidArgument,
+                        "--chat-model-id '" + chat->info.id + "' is the speech model's id too");
         http.set_chat(&chat->info);
     }
     const std::string description = model->description();
@@ -233,17 +253,25 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
     cmd->add_option("--chat-model", a->chat_model,
                     "A language model for POST /v1/chat/completions (HF directory with config.json model_type "
                     "qwen3, or a GGUF); its own chat template renders the messages");
-    cmd->add_option("--chat-model-id", a->chat_model_id, "The `model` chat clients send (default: the architecture, e.g. qwen3)");
+    cmd->add_option("--chat-model-id", a->chat_model_id,
+                    "The `model` chat clients send (default: the architecture, e.g. qwen3)");
     cmd->add_option("--chat-kv-cache-mb", a->chat_kv_cache_mb,
                     "The chat model's paged KV cache in MiB (shared prompt prefixes reuse its blocks)")
         ->default_val(256);
     cmd->add_option("--chat-max-queue", a->chat_max_queue, "Chat requests waiting to join the batch (then 429)")
         ->default_val(32);
     cmd->add_option("--chat-speculative", a->chat_speculative,
-                    "Speculative decoding by prompt lookup: up to N draft tokens per step, verified in the same "
-                    "step; outputs are unchanged (0 = off)")
-        ->default_val(0)->check(CLI::Range(0, 16));
-    cmd->add_option("--chat-threads", a->chat_threads, "CPU threads of the chat model (0 = as --threads)")->default_val(0);
+                    "Speculative decoding: up to N draft tokens per step, from --chat-draft-model or else by "
+                    "prompt lookup, verified in the same step; outputs are unchanged (0 = off)")
+        ->default_val(0)
+        ->check(CLI::Range(0, 16));
+    cmd->add_option("--chat-draft-model", a->chat_draft_model,
+                    "A smaller model of the same family drafting for the chat model (its tokenizer must be "
+                    "identical: checked at start); needs --chat-speculative N");
+    cmd->add_option("--chat-draft-kv-cache-mb", a->chat_draft_kv_cache_mb, "The draft model's own KV cache in MiB")
+        ->default_val(64);
+    cmd->add_option("--chat-threads", a->chat_threads, "CPU threads of the chat model (0 = as --threads)")
+        ->default_val(0);
     cmd->add_option("--max-stored-responses", a->server.max_stored_responses,
                     "Responses kept in memory for /v1/responses previous_response_id and GET (oldest dropped)")
         ->default_val(1024);

@@ -47,7 +47,10 @@ TokenLogprobs token_logprobs(std::span<const float> row, int32_t token, int top)
 }  // namespace
 
 GenerationEngine::GenerationEngine(LanguageModel& model, Backend& backend, const GenerationEngineOptions& options)
-    : model_(model), backend_(backend), o_(options), kv_(blocks_in(options, model.kv_spec()), options.block_size),
+    : model_(model),
+      backend_(backend),
+      o_(options),
+      kv_(blocks_in(options, model.kv_spec()), options.block_size),
       storage_(model.kv_spec(), static_cast<int64_t>(kv_.num_blocks()) * options.block_size, backend),
       scheduler_(kv_, SchedulerOptions{options.max_running, options.token_budget, model.max_context()}) {
     if (o_.draft_model && o_.speculative_draft > 0) {
@@ -61,7 +64,8 @@ SeqId GenerationEngine::submit(GenerationRequest r) {
     if (r.prompt.empty()) throw Error(ErrorKind::InvalidArgument, "the prompt is empty");
     for (int32_t t : r.prompt)
         if (t < 0 || t >= model_.vocab_size())
-            throw Error(ErrorKind::InvalidArgument, "prompt token id " + std::to_string(t) + " is outside the vocabulary of " +
+            throw Error(ErrorKind::InvalidArgument, "prompt token id " + std::to_string(t) +
+                                                        " is outside the vocabulary of " +
                                                         std::to_string(model_.vocab_size()));
     for (const EmbeddingSpan& e : r.spans)
         if (e.position < 0 || e.rows < 0 || e.position + e.rows > static_cast<int>(r.prompt.size()) ||
@@ -80,15 +84,20 @@ SeqId GenerationEngine::submit(GenerationRequest r) {
     s->cache_key = s->spans.empty() ? r.cache_key : (r.cache_key ^ (0x5bd1e995ULL * static_cast<uint64_t>(s->id)));
     const SeqId id = s->id;
     scheduler_.add_request(std::move(s));
-    extra_[id] = Extra{std::move(r.on_token), std::move(r.on_logits), std::min(r.logprobs, kMaxTopLogprobs),
-                       std::move(r.on_logprobs), -1, r.constraint ? r.constraint->clone() : nullptr};
+    extra_[id] = Extra{std::move(r.on_token),
+                       std::move(r.on_logits),
+                       std::min(r.logprobs, kMaxTopLogprobs),
+                       std::move(r.on_logprobs),
+                       -1,
+                       r.constraint ? r.constraint->clone() : nullptr};
     return id;
 }
 
 StepBatch GenerationEngine::build_batch(const SchedulerOutput& out) const {
     std::vector<StepSpan> spans;
     for (const ScheduledSeq& it : out.items)
-        spans.push_back({it.seq->id, it.start, std::span<const int32_t>(it.seq->tokens.data() + it.start, it.n), it.sample});
+        spans.push_back(
+            {it.seq->id, it.start, std::span<const int32_t>(it.seq->tokens.data() + it.start, it.n), it.sample});
     StepBatch b = build_step_batch(spans, kv_);
     int row = 0;
     for (const ScheduledSeq& it : out.items) {
@@ -153,8 +162,8 @@ void GenerationEngine::propose_drafts() {
     }
 }
 
-int32_t GenerationEngine::choose_constrained(std::span<float> row, const Sequence& s,
-                                             std::span<const int32_t> tokens, TokenConstraint& c) {
+int32_t GenerationEngine::choose_constrained(std::span<float> row, const Sequence& s, std::span<const int32_t> tokens,
+                                             TokenConstraint& c) {
     int32_t t = -1;
     if (s.sampling.temperature <= 0.0f) {
         // Greedy: the unconstrained argmax is the constrained one whenever it is allowed, which
@@ -271,8 +280,8 @@ std::vector<GenerationResult> GenerationEngine::step() {
             const auto& stops = s.sampling.stop_ids;
             const bool stop = std::find(stops.begin(), stops.end(), t) != stops.end();
             const int generated = static_cast<int>(base) + i + 1 - s.prompt_length;
-            const bool full = generated >= s.sampling.max_tokens ||
-                              static_cast<int>(base) + i + 1 >= model_.max_context();
+            const bool full =
+                generated >= s.sampling.max_tokens || static_cast<int>(base) + i + 1 >= model_.max_context();
             if (stop || full || i + 1 >= it.n || i >= s.draft || t != s.tokens[base + static_cast<size_t>(i)]) break;
             ++accepted;
         }

@@ -11,17 +11,17 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <span>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/backend.h"
-#include "core/kv_storage.h"
 #include "core/kv_cache_manager.h"
+#include "core/kv_storage.h"
+#include "core/token_constraint.h"
 #include "engine/draft_model.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
-#include "core/token_constraint.h"
 #include "models/language_model.h"
 
 namespace parlance {
@@ -83,21 +83,21 @@ struct GenerationRequest {
 struct GenerationResult {
     SeqId id = 0;
     std::vector<int32_t> prompt;
-    std::vector<int32_t> tokens;     // generated (a stop token included, as transformers returns it)
+    std::vector<int32_t> tokens;  // generated (a stop token included, as transformers returns it)
     SeqState state = SeqState::Waiting;
-    int cached_prompt_tokens = 0;    // prompt tokens whose K/V came from the prefix cache
+    int cached_prompt_tokens = 0;  // prompt tokens whose K/V came from the prefix cache
 };
 
 struct GenerationStats {
     uint64_t steps = 0;
-    uint64_t tokens_computed = 0;    // prompt and generated tokens through the model
+    uint64_t tokens_computed = 0;  // prompt and generated tokens through the model
     uint64_t tokens_generated = 0;
     uint64_t preemptions = 0;
     uint64_t draft_tokens = 0;       // speculative tokens proposed and computed
     uint64_t draft_accepted = 0;     // of them, kept
     uint64_t draft_model_steps = 0;  // the draft model's own steps (draft-model speculation)
     KvCacheStats kv;
-    size_t kv_bytes = 0;             // device bytes of the cache
+    size_t kv_bytes = 0;  // device bytes of the cache
 };
 
 class GenerationEngine {
@@ -144,7 +144,7 @@ private:
     std::map<SeqId, Extra> extra_;
     GenerationStats stats_;
     std::vector<float> logits_;
-    std::vector<float> raw_row_;  // a row before sampling changes it (log-probabilities)
+    std::vector<float> raw_row_;          // a row before sampling changes it (log-probabilities)
     std::vector<float> constrained_row_;  // the same, to choose again under a constraint
 };
 

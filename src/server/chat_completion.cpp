@@ -217,7 +217,8 @@ std::shared_ptr<const TokenConstraint> structured_output_constraint(const ChatMo
     spec.reasoning = output.reasoning;
     spec.starts_in_reasoning = output.starts_in_reasoning;
     if (output.tool_calls)
-        for (const auto& t : req.tools) spec.tools.push_back({t["function"]["name"], t["function"].value("parameters", ordered_json())});
+        for (const auto& t : req.tools)
+            spec.tools.push_back({t["function"]["name"], t["function"].value("parameters", ordered_json())});
     std::string grammar;
     try {
         grammar = structured_output_grammar(spec);

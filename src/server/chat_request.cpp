@@ -240,7 +240,8 @@ ChatRequest parse_chat_request(const std::string& body) {
             r.response_schema = parse_json_schema_format(rf["json_schema"], "response_format.json_schema");
         } else if (type != "text") {
             bad("response_format.type",
-                "response_format.type must be \"text\", \"json_object\" or \"json_schema\", not " + ApiError::quote(type));
+                "response_format.type must be \"text\", \"json_object\" or \"json_schema\", not " +
+                    ApiError::quote(type));
         }
         r.response_schema_param = "response_format";
         if (!r.response_schema.is_null() && (r.tool_choice == "required" || r.tool_choice == "function"))
@@ -261,13 +262,15 @@ ordered_json parse_json_schema_format(const ordered_json& f, const std::string& 
             bad(param + "." + k, "unknown field " + param + "." + k, "unknown_parameter");
     // OpenAI requires a name of letters, digits, '_' and '-' (64 at most).
     const std::string name = string(f.value("name", ordered_json()), param + ".name");
-    if (name.empty() || name.size() > 64 ||
-        !std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; }))
+    if (name.empty() || name.size() > 64 || !std::all_of(name.begin(), name.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+        }))
         bad(param + ".name", param + ".name must be 1-64 letters, digits, '_' or '-'");
     if (f.contains("strict") && !f["strict"].is_null()) boolean(f["strict"], param + ".strict");
     if (f.contains("description") && !f["description"].is_null()) string(f["description"], param + ".description");
     if (!f.contains("schema") || f["schema"].is_null()) return ordered_json::object();
-    if (!f["schema"].is_object()) bad(param + ".schema", param + ".schema must be a JSON schema object", "invalid_type");
+    if (!f["schema"].is_object())
+        bad(param + ".schema", param + ".schema must be a JSON schema object", "invalid_type");
     return f["schema"];
 }
 

@@ -40,9 +40,9 @@ struct RunSettings {
     std::vector<int32_t> prompt;
     SamplingParams sampling;  // stop_ids set unless the request ignores end-of-sequence
     int n = 1;
-    int logprobs = -1;              // as GenerationRequest::logprobs
-    std::vector<std::string> stop;  // stop strings
-    ChatOutputOptions output;       // reasoning / tool-call parsing
+    int logprobs = -1;                                  // as GenerationRequest::logprobs
+    std::vector<std::string> stop;                      // stop strings
+    ChatOutputOptions output;                           // reasoning / tool-call parsing
     std::shared_ptr<const TokenConstraint> constraint;  // structured output (each choice its copy)
 };
 

@@ -574,7 +574,8 @@ TEST_F(Chat, StructuredOutputIsJsonOfTheSchema) {
     json bad = r;
     bad["response_format"] = {{"type", "yaml"}};
     expect(bad, "response_format.type");
-    bad["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "frob"}}}}}};
+    bad["response_format"] = {{"type", "json_schema"},
+                              {"json_schema", {{"name", "x"}, {"schema", {{"type", "frob"}}}}}};
     expect(bad, "response_format.json_schema.schema");
     bad["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "no spaces"}, {"schema", schema}}}};
     expect(bad, "response_format.json_schema.name");
@@ -624,33 +625,39 @@ TEST_F(Chat, TopShowsTheChatModel) {
 // --chat-speculative: prompt-lookup drafts change nothing in what comes back (greedy, sampled,
 // n choices, logprobs), and their counts reach /metrics.
 TEST_F(Chat, SpeculativeDecodingChangesNoOutput) {
-    Server spec("--chat-model " + quoted((dir_->path() / "qwen3").string()) +
-                " --chat-model-id qwen3-tiny --chat-speculative 4");
-    std::string rep;
-    for (int i = 0; i < 10; ++i) rep += "red green blue yellow. ";
-    for (const json& extra : {json{{"temperature", 0}}, json{{"temperature", 1.0}, {"seed", 5}, {"n", 2}},
-                              json{{"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2}}}) {
-        json r{{"model", "qwen3-tiny"},
-               {"messages", json::array({{{"role", "user"}, {"content", rep}}})},
-               {"max_tokens", 24},
-               {"ignore_eos", true}};
-        r.update(extra);
-        const auto [s1, plain] = post(r);
-        const auto file = dir_->path() / "spec.json";
-        std::ofstream(file) << r.dump();
-        const json fast = json::parse(Server::curl("-s -H 'Content-Type: application/json' --data-binary @" +
-                                                   quoted(file.string()) + " " + spec.url("/v1/chat/completions")));
-        ASSERT_EQ(s1, 200);
-        ASSERT_EQ(fast["choices"].size(), plain["choices"].size()) << fast.dump();
-        for (size_t i = 0; i < plain["choices"].size(); ++i) {
-            EXPECT_EQ(fast["choices"][i]["message"], plain["choices"][i]["message"]) << extra.dump();
-            EXPECT_EQ(fast["choices"][i]["logprobs"], plain["choices"][i]["logprobs"]) << extra.dump();
+    // Prompt lookup, then the same model as its own draft model (every greedy proposal right).
+    for (const char* how : {" --chat-speculative 4", " --chat-speculative 3 --chat-draft-model "}) {
+        SCOPED_TRACE(how);
+        std::string flags = how;
+        if (flags.find("draft") != std::string::npos) flags += quoted((dir_->path() / "qwen3").string());
+        Server spec("--chat-model " + quoted((dir_->path() / "qwen3").string()) + " --chat-model-id qwen3-tiny" +
+                    flags);
+        std::string rep;
+        for (int i = 0; i < 10; ++i) rep += "red green blue yellow. ";
+        for (const json& extra : {json{{"temperature", 0}}, json{{"temperature", 1.0}, {"seed", 5}, {"n", 2}},
+                                  json{{"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2}}}) {
+            json r{{"model", "qwen3-tiny"},
+                   {"messages", json::array({{{"role", "user"}, {"content", rep}}})},
+                   {"max_tokens", 24},
+                   {"ignore_eos", true}};
+            r.update(extra);
+            const auto [s1, plain] = post(r);
+            const auto file = dir_->path() / "spec.json";
+            std::ofstream(file) << r.dump();
+            const json fast = json::parse(Server::curl("-s -H 'Content-Type: application/json' --data-binary @" +
+                                                       quoted(file.string()) + " " + spec.url("/v1/chat/completions")));
+            ASSERT_EQ(s1, 200);
+            ASSERT_EQ(fast["choices"].size(), plain["choices"].size()) << fast.dump();
+            for (size_t i = 0; i < plain["choices"].size(); ++i) {
+                EXPECT_EQ(fast["choices"][i]["message"], plain["choices"][i]["message"]) << extra.dump();
+                EXPECT_EQ(fast["choices"][i]["logprobs"], plain["choices"][i]["logprobs"]) << extra.dump();
+            }
         }
+        const std::string m = Server::curl("-s " + spec.url("/metrics"));
+        const size_t at = m.find("parlance_chat_draft_tokens_total{outcome=\"proposed\"} ");
+        ASSERT_NE(at, std::string::npos);
+        EXPECT_GT(std::stod(m.substr(at + 53)), 0) << m.substr(at, 120);
     }
-    const std::string m = Server::curl("-s " + spec.url("/metrics"));
-    const size_t at = m.find("parlance_chat_draft_tokens_total{outcome=\"proposed\"} ");
-    ASSERT_NE(at, std::string::npos);
-    EXPECT_GT(std::stod(m.substr(at + 53)), 0) << m.substr(at, 120);
 }
 
 // A bounded load: rounds of 12 concurrent requests (streamed and not, n = 2 among them) leave the
