@@ -50,11 +50,25 @@ if [ "$ACTION" = prepare ]; then
     skip+=("--exclude=ggml/src/ggml-$b")
   done
   tar czf "$CARRY/ggml-src.tar.gz" -C "$LLAMA_SRC" "${skip[@]}" ggml
+  # The bundle's pieces scripts/lib/llama_common builds (Jinja, GBNF grammar, JSON schema converter).
+  tar cJf "$CARRY/llama-common-src.tar.xz" -C "$LLAMA_SRC" common/jinja common/json.h common/json.cpp \
+    common/unicode.h common/unicode.cpp common/json-schema-to-grammar.h common/json-schema-to-grammar.cpp \
+    common/common.h src/llama-grammar.h src/llama-grammar.cpp src/llama-impl.h src/llama-vocab.h \
+    src/llama-sampler.h include/llama.h include/llama-cpp.h
   # The real Qwen3 tokenizer (setup.sh's assets) for the Qwen3 checkpoints the check writes.
   tar cJf "$CARRY/qwen3tok.tar.xz" -C "${PARLANCE_ASSETS:-$HOME/.cache/parlance/assets}/qwen3" .
+  # Debian packages of our small build deps, unpacked here and kept to what the build reads
+  # (headers, the shared libraries we link, libz.a, .pc and CMake files, pkgconf): one sysroot
+  # tarball, a third of the .debs' size (the device copy of the tree is capped at 64 MiB).
+  rm -rf "$CARRY/debs" "$CARRY/sysroot-tmp"; mkdir -p "$CARRY/debs" "$CARRY/sysroot-tmp"
   (cd "$CARRY/debs" && apt-get download nlohmann-json3-dev libcli11-dev libpcre2-dev libpcre2-8-0 \
-    libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2 zlib1g-dev zlib1g \
-    pkgconf pkgconf-bin libpkgconf3)
+    libutf8proc-dev libutf8proc2 zlib1g-dev zlib1g pkgconf pkgconf-bin libpkgconf3)
+  for f in "$CARRY"/debs/*.deb; do dpkg -x "$f" "$CARRY/sysroot-tmp"; done
+  (cd "$CARRY/sysroot-tmp" && rm -rf usr/share/doc usr/share/man usr/share/lintian usr/bin/pcre2* \
+    usr/lib/$ARCH_LIB/libpcre2-8.a usr/lib/$ARCH_LIB/libpcre2-16* usr/lib/$ARCH_LIB/libpcre2-32* \
+    usr/lib/$ARCH_LIB/libpcre2-posix* usr/lib/$ARCH_LIB/libutf8proc.a usr/share/aclocal)
+  tar cJf "$CARRY/sysroot.tar.xz" -C "$CARRY/sysroot-tmp" .
+  rm -rf "$CARRY/debs" "$CARRY/sysroot-tmp"
   du -sh "$CARRY"
   exit 0
 fi
@@ -71,7 +85,11 @@ stage() {  # stage NAME COMMAND... : runs one step, logs to $STATE/NAME.log, rec
 
 unpack_sysroot() {
   rm -rf "$SYSROOT"; mkdir -p "$SYSROOT"
-  for f in "$CARRY"/debs/*.deb; do dpkg -x "$f" "$SYSROOT" || return 1; done
+  if [ -f "$CARRY/sysroot.tar.xz" ]; then
+    tar xJf "$CARRY/sysroot.tar.xz" -C "$SYSROOT" || return 1
+  else  # an older --prepare: the .debs themselves
+    for f in "$CARRY"/debs/*.deb; do dpkg -x "$f" "$SYSROOT" || return 1; done
+  fi
   # .pc files say prefix=/usr: point them at the sysroot.
   for pc in "$SYSROOT"/usr/lib/$ARCH_LIB/pkgconfig/*.pc "$SYSROOT"/usr/share/pkgconfig/*.pc; do
     [ -f "$pc" ] && sed -i "s|^prefix=/usr|prefix=$SYSROOT/usr|" "$pc"
@@ -106,6 +124,17 @@ build_ggml_cuda() {
   cmake --build "$STATE/ggml-build" --target ggml ggml-base ggml-cpu ggml-cuda -j"$JOBS" || return 1
   cmake --install "$STATE/ggml-build/ggml" || return 1
   touch "$GGML_PREFIX/.parlance-ok"
+}
+
+# The bundle's Jinja engine and grammar (scripts/lib/llama_common), as setup.sh builds them.
+build_llama_common() {
+  rm -rf "$STATE/llama-src" "$STATE/llama-common-build"; mkdir -p "$STATE/llama-src"
+  tar xJf "$CARRY/llama-common-src.tar.xz" -C "$STATE/llama-src" || return 1
+  cmake -S "$ROOT/scripts/lib/llama_common" -B "$STATE/llama-common-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DLLAMA_SRC="$STATE/llama-src" -DCMAKE_PREFIX_PATH="$GGML_PREFIX;$SYSROOT/usr" \
+    -DCMAKE_INSTALL_PREFIX="$PCACHE/llama-common-3.21.1-b2" || return 1
+  cmake --build "$STATE/llama-common-build" -j"$JOBS" || return 1
+  cmake --install "$STATE/llama-common-build" || return 1
 }
 
 build_parlance() {
@@ -144,6 +173,7 @@ if [ "$ACTION" = stages ]; then
   stage sysroot unpack_sysroot || fail sysroot
   if [ "$MODE" = cuda ]; then
     if [ ! -f "$GGML_PREFIX/.parlance-ok" ]; then stage ggml_cuda build_ggml_cuda || fail ggml_cuda; fi
+    stage llama_common build_llama_common || fail llama_common
   fi
   stage parlance_build build_parlance || fail parlance_build
   stage info run_parlance info "$fx/model"
@@ -189,7 +219,7 @@ if [ -f "$STATE/done" ]; then  # a finished earlier run on this machine: run aga
   rm -rf "$STATE/started" "$STATE/done" "$STATE/build" "$STATE"/*.log
 fi
 if [ ! -f "$STATE/started" ]; then
-  for need in "$CARRY/ggml-src.tar.gz" "$CARRY/debs"; do
+  for need in "$CARRY/ggml-src.tar.gz" "$CARRY/llama-common-src.tar.xz"; do
     [ -e "$need" ] || [ "$MODE" = cpu ] || { echo "missing $need (run --prepare and carry .device)" >&2; exit 2; }
   done
   touch "$STATE/started"; : >"$STATE/summary.txt"
@@ -200,7 +230,7 @@ t0=$SECONDS
 while [ ! -f "$STATE/done" ] && [ $((SECONDS - t0)) -lt "$WAIT_S" ]; do sleep 5; done
 collect() {
   { echo "commit ${COMMIT:-unknown} $(date -u +%FT%TZ)"; cat "$STATE/summary.txt"; } >"$OUT/summary.txt"
-  for f in env sysroot ggml_cuda parlance_build info; do
+  for f in env sysroot ggml_cuda llama_common parlance_build info; do
     [ -f "$STATE/$f.log" ] && cp "$STATE/$f.log" "$OUT/$f.log"
   done
   # The parity tables in one file (the device returns at most 8 files).

@@ -24,7 +24,7 @@ APT_PACKAGES=(
   libboost1.81-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
   libavformat-dev libavcodec-dev libavutil-dev libswresample-dev ffmpeg
   libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libopenblas-openmp-dev libonnx-dev libprotobuf-dev
-  clang libclang-rt-14-dev libomp-dev espeak-ng pocketsphinx-testdata tmux
+  libssl-dev openssl clang libclang-rt-14-dev libomp-dev espeak-ng pocketsphinx-testdata tmux
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -124,7 +124,7 @@ void run(ServeArgs& a, GlobalOptions& globals) {
 
     server::HttpServer http(a.server, log);
     http.start();
-    log.info("listening on http://", a.server.host, ":", http.port(), " (loading ", a.model, ")");
+    log.info("listening on ", a.server.tls_cert.empty() ? "http://" : "https://", a.server.host, ":", http.port(), " (loading ", a.model, ")");
     BackendOptions bo;
     bo.device = a.server.device;
     bo.threads = a.threads;
@@ -203,6 +203,11 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
     cmd->add_option("--api-key", a->server.api_key,
                     "Require 'Authorization: Bearer KEY' (or PARLANCE_API_KEY) on /v1/* and /metrics; / (the web "
                     "page, which asks for the key) and /health stay open");
+    cmd->add_option("--tls-cert", a->server.tls_cert,
+                    "Serve HTTPS and WSS (wss:// for /v1/realtime) on the port with this PEM certificate chain; "
+                    "needs --tls-key")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--tls-key", a->server.tls_key, "The PEM private key of --tls-cert")->check(CLI::ExistingFile);
     cmd->add_flag("--metrics-public", a->server.metrics_public,
                   "Serve /metrics without the key (for a Prometheus on a trusted network)");
     cmd->add_option("--model-id", a->server.model_id, "The model name clients send (whisper-1 is also accepted)")

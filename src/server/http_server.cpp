@@ -16,8 +16,10 @@
 #include <vector>
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 #include <nlohmann/json.hpp>
 
@@ -54,6 +56,27 @@ size_t pcm_bytes(double seconds) {
 }
 }  // namespace
 
+namespace {
+// TLS 1.2 and later, the certificate chain and key from PEM files (refused at start, naming the
+// file and OpenSSL's reason).
+std::unique_ptr<asio::ssl::context> make_tls_context(const std::string& cert, const std::string& key) {
+    auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+    ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                     asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 |
+                     asio::ssl::context::single_dh_use);
+    beast::error_code ec;
+    ctx->use_certificate_chain_file(cert, ec);
+    if (ec) throw Error(ErrorKind::InvalidArgument, "--tls-cert " + cert + ": " + ec.message());
+    ctx->use_private_key_file(key, asio::ssl::context::pem, ec);
+    if (ec)
+        throw Error(ErrorKind::InvalidArgument,
+                    "--tls-key " + key + ": " + ec.message() + " (is it the private key of --tls-cert " + cert + "?)");
+    if (SSL_CTX_check_private_key(ctx->native_handle()) != 1)
+        throw Error(ErrorKind::InvalidArgument, "--tls-key " + key + " does not match the certificate " + cert);
+    return ctx;
+}
+}  // namespace
+
 struct HttpServer::Impl {
     ServerOptions options;
     Logger& log;
@@ -72,6 +95,8 @@ struct HttpServer::Impl {
     Clock::time_point started = Clock::now();
     std::atomic<int> in_flight{0};
     std::atomic<bool> stopping{false};
+    // --tls-cert / --tls-key: every connection is TLS (HTTPS and WSS on the one port).
+    std::unique_ptr<asio::ssl::context> tls;
     // Set when the shutdown grace ran out: cancelled requests then say so to their clients.
     std::atomic<bool> grace_over{false};
     // The cancellation flags of the requests in flight, for the end of the grace period.
@@ -104,15 +129,44 @@ struct HttpServer::Impl {
 
 namespace {
 
-class Connection : public std::enable_shared_from_this<Connection> {
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+// One client connection over `Stream`: beast::tcp_stream (plain HTTP) or TlsStream (HTTPS).
+// Reads and writes go through the stream; socket operations (cancel, shutdown, close, draining
+// what a client still sends after the response) through its TCP layer.
+template <class Stream>
+class Connection : public std::enable_shared_from_this<Connection<Stream>> {
+    static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
 public:
-    Connection(tcp::socket socket, HttpServer::Impl& server)
+    Connection(tcp::socket socket, HttpServer::Impl& server) requires(!kTls)
         : stream_(std::move(socket)),
           server_(server),
           read_timer_(stream_.get_executor()),
           probe_timer_(stream_.get_executor()) {}
+    Connection(tcp::socket socket, asio::ssl::context& tls, HttpServer::Impl& server) requires(kTls)
+        : stream_(std::move(socket), tls),
+          server_(server),
+          read_timer_(stream_.get_executor()),
+          probe_timer_(stream_.get_executor()) {}
 
-    void start() { read_request(); }
+    void start() {
+        if constexpr (kTls) {
+            // The handshake within the header timeout; a client that is not speaking TLS is closed.
+            arm_read_deadline(server_.options.header_timeout_seconds);
+            stream_.async_handshake(asio::ssl::stream_base::server,
+                                    [self = this->shared_from_this()](beast::error_code ec) {
+                                        self->read_timer_.cancel();
+                                        if (ec) {
+                                            self->server_.log.debug("TLS handshake failed: ", ec.message());
+                                            return self->hard_close();
+                                        }
+                                        self->read_request();
+                                    });
+        } else {
+            read_request();
+        }
+    }
 
 private:
     using Response = http::response<http::string_body>;
@@ -128,8 +182,8 @@ private:
         parser_->body_limit(server_.options.max_upload_bytes + (1u << 20));
         parser_->header_limit(kMaxHeaderBytes);
         arm_read_deadline(server_.options.header_timeout_seconds);
-        http::async_read_header(stream_.socket(), buffer_, *parser_,
-                                beast::bind_front_handler(&Connection::on_header, shared_from_this()));
+        http::async_read_header(reader(), buffer_, *parser_,
+                                beast::bind_front_handler(&Connection<Stream>::on_header, this->shared_from_this()));
     }
 
     // Our own timer rather than the stream's: when it fires the socket stays open, so a client
@@ -137,11 +191,11 @@ private:
     void arm_read_deadline(double seconds) {
         timed_out_ = false;
         read_timer_.expires_after(millis(seconds));
-        read_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+        read_timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
             if (ec) return;  // cancelled: the read finished in time
             self->timed_out_ = true;
             beast::error_code ignored;
-            self->stream_.socket().cancel(ignored);
+            self->socket().cancel(ignored);
         });
     }
 
@@ -158,9 +212,9 @@ private:
         if (req.version() >= 11 && req.find(http::field::host) == req.end())
             return protocol_error(400, "an HTTP/1.1 request needs a Host header", "bad_request");
         arm_read_deadline(server_.options.body_timeout_seconds);
-        auto read_body = [self = shared_from_this()] {
-            http::async_read(self->stream_.socket(), self->buffer_, *self->parser_,
-                             beast::bind_front_handler(&Connection::on_read, self));
+        auto read_body = [self = this->shared_from_this()] {
+            http::async_read(self->reader(), self->buffer_, *self->parser_,
+                             beast::bind_front_handler(&Connection<Stream>::on_read, self));
         };
         // "Expect: 100-continue" (curl sends it for uploads and would otherwise wait a second).
         if (req[http::field::expect] == "100-continue" && !parser_->is_done())
@@ -439,8 +493,9 @@ private:
         watch_disconnect();
         ++server_.in_flight;
         // Decoding and waiting for the engine happen on the worker pool, never on I/O threads.
-        asio::post(server_.workers,
-                   [self = shared_from_this(), engine, translation] { self->run_transcription(engine, translation); });
+        asio::post(server_.workers, [self = this->shared_from_this(), engine, translation] {
+            self->run_transcription(engine, translation);
+        });
     }
 
     // While a request works, a read on the socket tells whether the client is still there. Data
@@ -449,24 +504,24 @@ private:
     // HTTP/1.1 allows) and still reads. Only a write can tell: see probe_peer().
     void watch_disconnect() {
         probe_pending_ = true;
-        stream_.socket().async_read_some(
-            asio::buffer(probe_), [self = shared_from_this()](beast::error_code ec, size_t n) {
-                self->probe_pending_ = false;
-                if (n > 0) {
-                    auto dst = self->buffer_.prepare(n);
-                    std::memcpy(dst.data(), self->probe_.data(), n);
-                    self->buffer_.commit(n);
-                } else if (ec == asio::error::eof) {
-                    self->read_closed_ = true;
-                    self->probe_peer();
-                } else if (ec && ec != asio::error::operation_aborted && !self->final_queued_) {
-                    self->cancelled_->store(true);  // reset: the client is gone
-                }
-                if (self->resume_after_probe_) {
-                    self->resume_after_probe_ = false;
-                    self->read_request();
-                }
-            });
+        reader().async_read_some(asio::buffer(probe_),
+                                 [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+                                     self->probe_pending_ = false;
+                                     if (n > 0) {
+                                         auto dst = self->buffer_.prepare(n);
+                                         std::memcpy(dst.data(), self->probe_.data(), n);
+                                         self->buffer_.commit(n);
+                                     } else if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) {
+                                         self->read_closed_ = true;
+                                         self->probe_peer();
+                                     } else if (ec && ec != asio::error::operation_aborted && !self->final_queued_) {
+                                         self->cancelled_->store(true);  // reset: the client is gone
+                                     }
+                                     if (self->resume_after_probe_) {
+                                         self->resume_after_probe_ = false;
+                                         self->read_request();
+                                     }
+                                 });
     }
 
     // Writes something every client ignores (an interim "100 Continue" before the response, an
@@ -478,7 +533,7 @@ private:
         auto probe = [this] { push_write({sse_started_ ? ": ping\n\n" : "HTTP/1.1 100 Continue\r\n\r\n", {}}); };
         probe();
         probe_timer_.expires_after(std::chrono::milliseconds(250));
-        probe_timer_.async_wait([self = shared_from_this(), probe](beast::error_code ec) {
+        probe_timer_.async_wait([self = this->shared_from_this(), probe](beast::error_code ec) {
             if (!ec && !self->final_queued_) probe();
         });
     }
@@ -530,7 +585,7 @@ private:
             req.cancelled = cancelled_;
             if (form_.stream) {
                 start_sse();
-                req.on_segment = [self = shared_from_this()](const Segment& s) {
+                req.on_segment = [self = this->shared_from_this()](const Segment& s) {
                     nlohmann::json ev{{"type", "transcript.text.delta"}, {"delta", s.text}};
                     self->queue_event(ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), false);
                 };
@@ -573,13 +628,13 @@ private:
             return;
         }
         std::string body = render_transcript(t, form_.format, true, form_.word_timestamps);
-        asio::post(stream_.get_executor(), [self = shared_from_this(), body = std::move(body), audio_seconds] {
+        asio::post(stream_.get_executor(), [self = this->shared_from_this(), body = std::move(body), audio_seconds] {
             self->send(200, response_content_type(self->form_.format), body, audio_seconds);
         });
     }
 
     void fail_transcription(const ApiError& e, double audio_seconds) {
-        asio::post(stream_.get_executor(), [self = shared_from_this(), e, audio_seconds] {
+        asio::post(stream_.get_executor(), [self = this->shared_from_this(), e, audio_seconds] {
             if (self->sse_started_) {
                 nlohmann::json ev{{"type", "error"}, {"error", nlohmann::json::parse(e.body())["error"]}};
                 self->final_queued_ = true;
@@ -629,7 +684,7 @@ private:
         const ChatModel& chat = chat_model();
         ChatRequest req = parse_chat_request(request_.body());
         check_model_id(chat, req.model);
-        admit_generation([self = shared_from_this(), &chat, req = std::move(req)]() mutable {
+        admit_generation([self = this->shared_from_this(), &chat, req = std::move(req)]() mutable {
             self->run_chat(chat, std::move(req));
         });
     }
@@ -638,7 +693,7 @@ private:
         const ChatModel& chat = chat_model();
         CompletionRequest req = parse_completion_request(request_.body());
         check_model_id(chat, req.model);
-        admit_generation([self = shared_from_this(), &chat, req = std::move(req)]() mutable {
+        admit_generation([self = this->shared_from_this(), &chat, req = std::move(req)]() mutable {
             self->run_generation(req.stream, [&](ResponseCallbacks cb) {
                 RunSettings settings = completion_run_settings(chat, req);
                 auto writer = make_completion_writer(chat, req, next_completion_id("cmpl-"),
@@ -652,7 +707,7 @@ private:
         const ChatModel& chat = chat_model();
         MessagesRequest req = parse_messages_request(request_.body());
         check_model_id(chat, req.chat.model);
-        admit_generation([self = shared_from_this(), &chat, req = std::move(req)]() mutable {
+        admit_generation([self = this->shared_from_this(), &chat, req = std::move(req)]() mutable {
             self->run_generation(req.chat.stream, [&](ResponseCallbacks cb) {
                 RunSettings settings = chat_run_settings(chat, req.chat);
                 auto writer = make_messages_writer(chat, req, next_completion_id("msg_"),
@@ -666,7 +721,7 @@ private:
         const ChatModel& chat = chat_model();
         ResponsesRequest req = parse_responses_request(request_.body(), server_.responses);
         check_model_id(chat, req.chat.model);
-        admit_generation([self = shared_from_this(), &chat, req = std::move(req)]() mutable {
+        admit_generation([self = this->shared_from_this(), &chat, req = std::move(req)]() mutable {
             self->run_generation(req.chat.stream, [&](ResponseCallbacks cb) {
                 RunSettings settings = chat_run_settings(chat, req.chat);
                 auto writer = make_responses_writer(chat, req, next_completion_id("resp_"),
@@ -700,16 +755,16 @@ private:
     // response is written from the callbacks on the connection's strand.
     template <typename Make>
     void run_generation(bool stream, Make make) {
-        auto finished = [self = shared_from_this()] {
+        auto finished = [self = this->shared_from_this()] {
             self->server_.untrack(self->cancelled_);
             --self->server_.in_flight;
         };
         try {
             ResponseCallbacks cb;
-            cb.on_event = [self = shared_from_this()](std::string json, bool last, std::string event) {
+            cb.on_event = [self = this->shared_from_this()](std::string json, bool last, std::string event) {
                 self->queue_event(std::move(json), last, std::move(event));
             };
-            cb.on_done = [self = shared_from_this(), stream, finished](int status, std::string body) {
+            cb.on_done = [self = this->shared_from_this(), stream, finished](int status, std::string body) {
                 asio::post(self->stream_.get_executor(), [self, stream, status, body = std::move(body)] {
                     if (stream && status == 200) return self->record(200, 0.0);
                     if (stream && self->sse_started_) {
@@ -743,7 +798,7 @@ private:
 
     // An error before the stream started (the SSE headers may be queued already).
     void fail_generation(const ApiError& e) {
-        asio::post(stream_.get_executor(), [self = shared_from_this(), e] {
+        asio::post(stream_.get_executor(), [self = this->shared_from_this(), e] {
             if (self->sse_started_) {
                 self->final_queued_ = true;
                 self->push_write({self->error_event(is_anthropic(self->route_.id) ? anthropic_error_body(e) : e.body()),
@@ -772,7 +827,7 @@ private:
 
     // --- SSE: events written in order from the connection's queue.
     void start_sse() {
-        asio::post(stream_.get_executor(), [self = shared_from_this()] {
+        asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
             self->sse_started_ = true;
             self->push_write(
                 {"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
@@ -783,7 +838,7 @@ private:
 
     // One SSE event: "data: JSON", after an "event: NAME" line for typed streams (Anthropic).
     void queue_event(std::string json, bool last, std::string event = "") {
-        asio::post(stream_.get_executor(), [self = shared_from_this(), json = std::move(json), last,
+        asio::post(stream_.get_executor(), [self = this->shared_from_this(), json = std::move(json), last,
                                             event = std::move(event)] {
             if (self->final_queued_) return;
             if (last) self->final_queued_ = true;
@@ -800,10 +855,10 @@ private:
     }
 
     void write_next() {
-        stream_.expires_after(millis(server_.options.write_timeout_seconds));
+        beast::get_lowest_layer(stream_).expires_after(millis(server_.options.write_timeout_seconds));
         asio::async_write(stream_, asio::buffer(writes_.front().bytes),
-                          [self = shared_from_this()](beast::error_code ec, size_t) {
-                              self->stream_.expires_never();
+                          [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                              beast::get_lowest_layer(self->stream_).expires_never();
                               if (ec) {
                                   self->cancelled_->store(true);
                                   self->writes_.clear();
@@ -845,7 +900,7 @@ private:
         std::ostringstream wire;
         wire << res;
         const bool again = res.keep_alive();
-        push_write({wire.str(), [self = shared_from_this(), again] {
+        push_write({wire.str(), [self = this->shared_from_this(), again] {
                         if (!again) return self->close();
                         self->next_request();
                     }});
@@ -859,7 +914,7 @@ private:
             // Stop watching for a hang-up; the probe's handler then reads the next request.
             resume_after_probe_ = true;
             beast::error_code ignored;
-            stream_.socket().cancel(ignored);
+            socket().cancel(ignored);
             return;
         }
         read_request();
@@ -883,32 +938,42 @@ private:
         read_timer_.cancel();
         probe_timer_.cancel();
         beast::error_code ec;
-        stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+        socket().shutdown(tcp::socket::shutdown_send, ec);
         // A pending hang-up watch is already reading (two reads at once are not allowed); the
         // request's body was read in full then, so there is nothing to drain.
         if (ec || probe_pending_) return hard_close();
         read_timer_.expires_after(std::chrono::seconds(1));
-        read_timer_.async_wait([self = shared_from_this()](beast::error_code e) {
+        read_timer_.async_wait([self = this->shared_from_this()](beast::error_code e) {
             if (!e) self->hard_close();
         });
         drain();
     }
 
     void drain() {
-        stream_.socket().async_read_some(asio::buffer(discard_),
-                                         [self = shared_from_this()](beast::error_code ec, size_t) {
-                                             if (ec) return self->hard_close();
-                                             self->drain();
-                                         });
+        socket().async_read_some(asio::buffer(discard_),
+                                 [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                                     if (ec) return self->hard_close();
+                                     self->drain();
+                                 });
     }
 
     void hard_close() {
         read_timer_.cancel();
         beast::error_code ec;
-        stream_.socket().close(ec);
+        socket().close(ec);
     }
 
-    beast::tcp_stream stream_;
+    // What requests are read through: the TLS stream, or the socket itself (the plain stream's own
+    // timeouts are not used for reads: read_timer_ is).
+    auto& reader() {
+        if constexpr (kTls)
+            return stream_;
+        else
+            return stream_.socket();
+    }
+    tcp::socket& socket() { return beast::get_lowest_layer(stream_).socket(); }
+
+    Stream stream_;
     HttpServer::Impl& server_;
     asio::steady_timer read_timer_;
     asio::steady_timer probe_timer_;
@@ -934,7 +999,8 @@ private:
 
 // GET /v1/realtime: checks what HTTP can still answer (not an upgrade, no model yet, too many
 // sessions, a non-transcription intent), then hands the socket to the WebSocket side.
-void Connection::upgrade_realtime() {
+template <class Stream>
+void Connection<Stream>::upgrade_realtime() {
     if (!websocket::is_upgrade(request_))
         throw ApiError(426, "GET /v1/realtime is a WebSocket endpoint: connect with Upgrade: websocket", "",
                        "upgrade_required");
@@ -976,7 +1042,10 @@ void Connection::upgrade_realtime() {
 void HttpServer::Impl::accept() {
     acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
         if (ec) return;  // closed by stop()
-        std::make_shared<Connection>(std::move(socket), *this)->start();
+        if (tls)
+            std::make_shared<Connection<TlsStream>>(std::move(socket), *tls, *this)->start();
+        else
+            std::make_shared<Connection<beast::tcp_stream>>(std::move(socket), *this)->start();
         accept();
     });
 }
@@ -996,6 +1065,9 @@ void HttpServer::start() {
                         std::to_string(static_cast<long long>(d.options.max_audio_seconds)) + " (" +
                         std::to_string((pcm_bytes(d.options.max_audio_seconds) + (1u << 20) - 1) >> 20) +
                         " MiB of 16 kHz float audio)");
+    if (d.options.tls_cert.empty() != d.options.tls_key.empty())
+        throw Error(ErrorKind::InvalidArgument, "--tls-cert and --tls-key go together");
+    if (!d.options.tls_cert.empty()) d.tls = make_tls_context(d.options.tls_cert, d.options.tls_key);
     beast::error_code ec;
     auto address = asio::ip::make_address(d.options.host, ec);
     if (ec) throw Error(ErrorKind::InvalidArgument, "--host '" + d.options.host + "' is not an IP address");

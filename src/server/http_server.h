@@ -24,6 +24,9 @@ struct ServerOptions {
     std::string host = "127.0.0.1";
     int port = 8000;              // 0 = any free port (see HttpServer::port)
     std::string api_key;          // empty = no authentication
+    // PEM certificate chain and private key: serve HTTPS and WSS (every connection TLS); both or
+    // neither.
+    std::string tls_cert, tls_key;
     bool metrics_public = false;  // /metrics without the key (when there is one)
     size_t max_upload_bytes = 25u << 20;
     double max_audio_seconds = 3 * 3600.0;

@@ -6,7 +6,9 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 
 namespace parlance::server {
 namespace {
@@ -32,10 +34,11 @@ bool offers(std::string_view list, std::string_view protocol) {
     return false;
 }
 
-class RealtimeConnection : public std::enable_shared_from_this<RealtimeConnection> {
+// Over Stream: beast::tcp_stream (ws:) or beast::ssl_stream<beast::tcp_stream> (wss:).
+template <class Stream>
+class RealtimeConnection : public std::enable_shared_from_this<RealtimeConnection<Stream>> {
 public:
-    RealtimeConnection(beast::tcp_stream stream, http::request<http::string_body> request, const RealtimeContext& c,
-                       bool beta)
+    RealtimeConnection(Stream stream, http::request<http::string_body> request, const RealtimeContext& c, bool beta)
         : ws_(std::move(stream)), wait_(ws_.get_executor()), request_(std::move(request)), c_(c), beta_(beta) {}
 
     void start() {
@@ -47,7 +50,7 @@ public:
             res.set(http::field::server, "parlance/" PARLANCE_VERSION);
             if (realtime) res.set(http::field::sec_websocket_protocol, "realtime");
         }));
-        ws_.async_accept(request_, [self = shared_from_this()](beast::error_code ec) {
+        ws_.async_accept(request_, [self = this->shared_from_this()](beast::error_code ec) {
             if (ec) return;
             self->open();
         });
@@ -55,7 +58,7 @@ public:
 
 private:
     void open() {
-        std::weak_ptr<RealtimeConnection> weak = shared_from_this();
+        std::weak_ptr<RealtimeConnection<Stream>> weak = this->shared_from_this();
         RealtimeSession::Hooks hooks;
         auto ex = ws_.get_executor();
         hooks.send = [weak](std::string ev) {
@@ -75,12 +78,12 @@ private:
     void read() {
         if (session_->congested()) {  // backpressure: read again once the decodes caught up
             wait_.expires_after(std::chrono::milliseconds(10));
-            wait_.async_wait([self = shared_from_this()](beast::error_code ec) {
+            wait_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
                 if (!ec) self->read();
             });
             return;
         }
-        ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, size_t) {
+        ws_.async_read(buffer_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
             if (ec) return self->end(ec);
             const std::string text = beast::buffers_to_string(self->buffer_.data());
             self->buffer_.consume(self->buffer_.size());
@@ -108,7 +111,7 @@ private:
 
     void write_next() {
         ws_.text(true);
-        ws_.async_write(asio::buffer(writes_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
+        ws_.async_write(asio::buffer(writes_.front()), [self = this->shared_from_this()](beast::error_code ec, size_t) {
             if (ec) return self->end(ec);
             self->queued_bytes_ -= self->writes_.front().size();
             self->writes_.pop_front();
@@ -120,7 +123,7 @@ private:
         if (closing_) return;
         closing_ = true;
         if (session_) session_->stop();
-        ws_.async_close(websocket::close_reason(code, reason), [self = shared_from_this()](beast::error_code) {});
+        ws_.async_close(websocket::close_reason(code, reason), [self = this->shared_from_this()](beast::error_code) {});
     }
 
     void end(beast::error_code ec) {
@@ -128,7 +131,7 @@ private:
         if (c_.log && ec != websocket::error::closed) c_.log->info("realtime session ended: ", ec.message());
     }
 
-    websocket::stream<beast::tcp_stream> ws_;
+    websocket::stream<Stream> ws_;
     asio::steady_timer wait_;
     http::request<http::string_body> request_;
     RealtimeContext c_;
@@ -144,7 +147,15 @@ private:
 
 void start_realtime_connection(beast::tcp_stream stream, http::request<http::string_body> request,
                                const RealtimeContext& context, bool beta) {
-    std::make_shared<RealtimeConnection>(std::move(stream), std::move(request), context, beta)->start();
+    std::make_shared<RealtimeConnection<beast::tcp_stream>>(std::move(stream), std::move(request), context, beta)
+        ->start();
+}
+
+void start_realtime_connection(beast::ssl_stream<beast::tcp_stream> stream, http::request<http::string_body> request,
+                               const RealtimeContext& context, bool beta) {
+    std::make_shared<RealtimeConnection<beast::ssl_stream<beast::tcp_stream>>>(std::move(stream), std::move(request),
+                                                                               context, beta)
+        ->start();
 }
 
 }  // namespace parlance::server

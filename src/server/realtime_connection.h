@@ -9,6 +9,7 @@
 
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
@@ -26,9 +27,12 @@ struct RealtimeContext {
     Logger* log = nullptr;
 };
 
-// Takes over the connection. beta: the client speaks the beta shapes (OpenAI-Beta: realtime=v1
-// or the openai-beta.realtime-v1 subprotocol).
+// Takes over the connection (ws: or, after the TLS handshake, wss:). beta: the client speaks the
+// beta shapes (OpenAI-Beta: realtime=v1 or the openai-beta.realtime-v1 subprotocol).
 void start_realtime_connection(boost::beast::tcp_stream stream,
+                               boost::beast::http::request<boost::beast::http::string_body> request,
+                               const RealtimeContext& context, bool beta);
+void start_realtime_connection(boost::beast::ssl_stream<boost::beast::tcp_stream> stream,
                                boost::beast::http::request<boost::beast::http::string_body> request,
                                const RealtimeContext& context, bool beta);
 

@@ -44,11 +44,20 @@ public:
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
             std::smatch m;
             std::string log = read_log();
-            static const std::regex re("listening on http://127.0.0.1:(\\d+)");
-            if (std::regex_search(log, m, re)) port_ = std::stoi(m[1]);
+            static const std::regex re("listening on (https?)://127.0.0.1:(\\d+)");
+            if (std::regex_search(log, m, re)) {
+                tls_ = m[1] == "https";
+                port_ = std::stoi(m[2]);
+            }
+            int status = 0;
+            if (port_ == 0 && waitpid(pid_, &status, WNOHANG) == pid_) {  // refused before listening
+                exited_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+                pid_ = -1;
+                return;
+            }
         }
         for (int i = 0; i < 300; ++i) {  // ready when /health says ok, or gone (a refused option)
-            if (curl("-s " + url("/health")).find("\"ok\"") != std::string::npos) break;
+            if (curl(std::string(tls_ ? "-sk " : "-s ") + url("/health")).find("\"ok\"") != std::string::npos) break;
             int status = 0;
             if (waitpid(pid_, &status, WNOHANG) == pid_) {
                 exited_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -73,7 +82,10 @@ public:
         pid_ = -1;
         return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     }
-    std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+    // A TLS server (--tls-cert) is addressed as localhost, the name its test certificate carries.
+    std::string url(const std::string& path) const {
+        return (tls_ ? "https://localhost:" : "http://127.0.0.1:") + std::to_string(port_) + path;
+    }
     int port() const { return port_; }
     pid_t pid() const { return pid_; }
     void signal(int sig) const {
@@ -118,6 +130,7 @@ private:
     pid_t pid_ = -1;
     int exited_ = -1;  // the exit status, when it ended before it was ready
     int port_ = 0;
+    bool tls_ = false;
 };
 
 // A client on a raw TCP socket.
