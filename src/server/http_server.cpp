@@ -33,6 +33,7 @@
 #include "server/realtime_connection.h"
 #include "server/responses_api.h"
 #include "server/routes.h"
+#include "server/speech_only.h"
 #include "server/text_completion.h"
 #include "server/transcription_form.h"
 #include "server/web_page.h"
@@ -474,6 +475,9 @@ private:
         if (!boundary) throw ApiError(400, "Content-Type must be multipart/form-data with a boundary", "file");
         parts_ = parse_multipart(request_.body(), *boundary);
         form_ = parse_transcription_form(parts_, translation);
+        if (form_.chunking && !server_.vad)
+            throw ApiError(400, "chunking_strategy server_vad needs the Silero VAD model (serve --vad-model)",
+                           "chunking_strategy", "unsupported_value");
         if (form_.model != server_.options.model_id && form_.model != "whisper-1")
             throw ApiError(404,
                            "the model " + ApiError::quote(form_.model) + " does not exist (this server serves '" +
@@ -574,30 +578,24 @@ private:
             if (pcm.size() < 160)
                 throw ApiError(400, "the audio is empty or shorter than 10 ms", "file", "invalid_audio");
             audio_seconds = pcm.size() / 16000.0;
-            TranscriptionRequest req;
-            req.pcm = std::move(pcm);
-            req.options.language = form_.language;
-            req.options.task = translation ? "translate" : "transcribe";
-            req.options.initial_prompt = form_.prompt;
-            if (form_.temperature >= 0.0f) req.options.temperatures = {form_.temperature};
-            req.options.timestamps = true;
-            req.options.word_timestamps = form_.word_timestamps;
-            req.cancelled = cancelled_;
-            if (form_.stream) {
-                start_sse();
-                req.on_segment = [self = this->shared_from_this()](const Segment& s) {
-                    nlohmann::json ev{{"type", "transcript.text.delta"}, {"delta", s.text}};
-                    self->queue_event(ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), false);
-                };
+            std::optional<SpeechOnly> speech;
+            if (form_.chunking) {
+                speech = keep_speech(pcm, *server_.vad, *form_.chunking);
+                pcm = std::move(speech->pcm);
+                lease.resize(pcm.size() * sizeof(float), nullptr, std::chrono::milliseconds(0));
             }
-            std::future<Transcript> future;
-            try {
-                future = engine->submit(std::move(req));
-            } catch (const Error& e) {
-                if (e.kind() == ErrorKind::Overloaded) throw ApiError(429, e.what(), "", "overloaded");
-                throw;
+            Transcript t;
+            if (speech && speech->pieces.empty()) {  // no speech: nothing to decode
+                t.task = translation ? "translate" : "transcribe";
+                t.duration = audio_seconds;
+                if (form_.stream) start_sse();
+            } else {
+                t = transcribe(engine, std::move(pcm), translation);
             }
-            Transcript t = future.get();
+            if (speech) {
+                map_to_original(t, *speech);
+                t.duration = audio_seconds;
+            }
             if (!form_.stream && t.language.empty()) t.language = form_.language;
             finish_transcription(t, audio_seconds);
         } catch (const ApiError& e) {
@@ -616,6 +614,34 @@ private:
         }
         server_.untrack(cancelled_);
         --server_.in_flight;
+    }
+
+    // Decodes on the engine (SSE deltas as segments are decided when the form asked to stream).
+    Transcript transcribe(SpeechEngine* engine, std::vector<float> pcm, bool translation) {
+        TranscriptionRequest req;
+        req.pcm = std::move(pcm);
+        req.options.language = form_.language;
+        req.options.task = translation ? "translate" : "transcribe";
+        req.options.initial_prompt = form_.prompt;
+        if (form_.temperature >= 0.0f) req.options.temperatures = {form_.temperature};
+        req.options.timestamps = true;
+        req.options.word_timestamps = form_.word_timestamps;
+        req.cancelled = cancelled_;
+        if (form_.stream) {
+            start_sse();
+            req.on_segment = [self = this->shared_from_this()](const Segment& s) {
+                nlohmann::json ev{{"type", "transcript.text.delta"}, {"delta", s.text}};
+                self->queue_event(ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), false);
+            };
+        }
+        std::future<Transcript> future;
+        try {
+            future = engine->submit(std::move(req));
+        } catch (const Error& e) {
+            if (e.kind() == ErrorKind::Overloaded) throw ApiError(429, e.what(), "", "overloaded");
+            throw;
+        }
+        return future.get();
     }
 
     void finish_transcription(const Transcript& t, double audio_seconds) {

@@ -4,10 +4,57 @@
 #include <cstdlib>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "server/api_error.h"
 
 namespace parlance::server {
 namespace {
+
+// One field of a server_vad chunking strategy, as a JSON value or the text of a form part.
+void set_chunking_field(VadChunking& c, const std::string& key, const nlohmann::json& v) {
+    const std::string param = "chunking_strategy." + key;
+    auto number = [&](double lo, double hi) {
+        double x;
+        if (v.is_number()) {
+            x = v.get<double>();
+        } else if (v.is_string()) {
+            const std::string t = v.get<std::string>();
+            char* end = nullptr;
+            x = std::strtod(t.c_str(), &end);
+            if (t.empty() || *end != '\0') throw ApiError(400, param + " must be a number", param);
+        } else {
+            throw ApiError(400, param + " must be a number", param);
+        }
+        if (!(x >= lo && x <= hi))
+            throw ApiError(400, param + " must be between " + std::to_string(static_cast<int>(lo)) + " and " +
+                                    std::to_string(static_cast<int>(hi)), param);
+        return x;
+    };
+    if (key == "type") {
+        if (v != "server_vad") throw ApiError(400, "chunking_strategy.type must be \"server_vad\"", param);
+    } else if (key == "threshold") {
+        c.threshold = static_cast<float>(number(0, 1));
+    } else if (key == "prefix_padding_ms") {
+        c.prefix_padding_ms = static_cast<int>(number(0, 10000));
+    } else if (key == "silence_duration_ms") {
+        c.silence_duration_ms = static_cast<int>(number(0, 10000));
+    } else {
+        throw ApiError(400, "unknown field " + param, param, "unknown_parameter");
+    }
+}
+
+// chunking_strategy: "auto", or a server_vad object as JSON text.
+VadChunking parse_chunking(const std::string& v) {
+    VadChunking c;
+    if (v == "auto") return c;
+    const nlohmann::json j = nlohmann::json::parse(v, nullptr, false);
+    if (!j.is_object() || !j.contains("type"))
+        throw ApiError(400, "chunking_strategy must be \"auto\" or {\"type\": \"server_vad\", ...}",
+                       "chunking_strategy");
+    for (const auto& [k, x] : j.items()) set_chunking_field(c, k, x);
+    return c;
+}
 
 bool parse_bool(std::string_view v, const char* field) {
     if (v == "true" || v == "True" || v == "1") return true;
@@ -66,12 +113,24 @@ TranscriptionForm parse_transcription_form(const std::vector<FormPart>& parts, b
                                "timestamp_granularities[]");
         } else if (p.name == "stream") {
             f.stream = parse_bool(v, "stream");
-        } else if (p.name == "chunking_strategy" || p.name == "include[]" || p.name == "user") {
-            // Accepted for compatibility; parlance windows audio itself.
+        } else if (p.name == "chunking_strategy") {
+            if (f.chunking) throw ApiError(400, "chunking_strategy is given twice", "chunking_strategy", "duplicate_field");
+            f.chunking = parse_chunking(v);
+        } else if (p.name.rfind("chunking_strategy[", 0) == 0 && p.name.back() == ']') {
+            // The SDKs' form encoding of an object: chunking_strategy[type]=server_vad, ...
+            const std::string key = p.name.substr(18, p.name.size() - 19);
+            if (!seen.insert(p.name).second) throw ApiError(400, p.name + " is given more than once", p.name, "duplicate_field");
+            if (!f.chunking) f.chunking = VadChunking{};
+            set_chunking_field(*f.chunking, key, nlohmann::json(v));
+            if (key == "type") seen.insert("chunking_strategy[type]");
+        } else if (p.name == "include[]" || p.name == "user") {
+            // Accepted for compatibility (logprobs are not returned by this endpoint).
         } else {
             throw ApiError(400, "unknown field " + ApiError::quote(p.name), p.name, "unknown_parameter");
         }
     }
+    if (f.chunking && seen.count("chunking_strategy") == 0 && seen.count("chunking_strategy[type]") == 0)
+        throw ApiError(400, "chunking_strategy[type] is required (\"server_vad\")", "chunking_strategy.type");
     if (!have_file) throw ApiError(400, "the file field is required", "file");
     if (f.file.empty()) throw ApiError(400, "the uploaded file is empty", "file");
     if (!have_model || f.model.empty()) throw ApiError(400, "the model field is required", "model");

@@ -2,6 +2,7 @@
 // multipart form into a typed struct. Every invalid field is an ApiError(400) naming it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +11,13 @@
 #include "server/multipart.h"
 
 namespace parlance::server {
+
+// chunking_strategy "server_vad" (or "auto", its defaults): OpenAI's names and defaults.
+struct VadChunking {
+    float threshold = 0.5f;
+    int prefix_padding_ms = 300;    // speech kept before (and after) each detected stretch
+    int silence_duration_ms = 200;  // a pause this long ends a stretch
+};
 
 struct TranscriptionForm {
     std::string_view file;  // the uploaded bytes (into the request body)
@@ -22,6 +30,8 @@ struct TranscriptionForm {
     bool word_timestamps = false;
     bool segment_timestamps = false;
     bool stream = false;
+    // Only the speech Silero VAD finds is decoded (timestamps stay those of the file).
+    std::optional<VadChunking> chunking;
 };
 
 // translation: the /translations route (no language field; the task is translate).

@@ -112,6 +112,56 @@ TEST(Serve, StreamDeltasAddUpToTheDoneText) {
     EXPECT_EQ(done, b == std::string::npos ? "" : deltas.substr(b));
 }
 
+// chunking_strategy server_vad: only what Silero VAD calls speech is decoded, and the times are the
+// file's. jfk between 3 s of silence on each side: every segment lies inside the speech (plus
+// padding); a file of silence is not decoded (no text, no segments, its duration); the SDKs'
+// bracket form and "auto" are accepted; bad strategies are 400s naming the field.
+TEST(Serve, ChunkingStrategyServerVadDecodesOnlyTheSpeech) {
+    TempDir d;
+    const std::vector<float> jfk = parlance::read_wav_file(fixture("audio/jfk.wav")).samples;
+    std::vector<float> padded(48000, 0.0f);
+    padded.insert(padded.end(), jfk.begin(), jfk.end());
+    padded.insert(padded.end(), 48000, 0.0f);
+    parlance::write_wav_file(d.path() / "padded.wav", padded, 16000);
+    parlance::write_wav_file(d.path() / "silence.wav", std::vector<float>(96000, 0.0f), 16000);
+    const std::string speech_end = std::to_string(3.0 + jfk.size() / 16000.0 + 0.35);
+    Server s;
+    const std::string padded_form = "-F file=@" + quoted((d.path() / "padded.wav").string()) +
+                                    " -F model=whisper -F temperature=0 -F response_format=verbose_json";
+    for (const std::string& strategy :
+         {std::string("-F chunking_strategy=auto"),
+          std::string("-F 'chunking_strategy={\"type\": \"server_vad\", \"silence_duration_ms\": 500}'"),
+          std::string("-F 'chunking_strategy[type]=server_vad' -F 'chunking_strategy[threshold]=0.6'")}) {
+        auto [status, body] = s.post("/v1/audio/transcriptions", padded_form + " " + strategy);
+        ASSERT_EQ(status, 200) << strategy << ": " << body;
+        const json j = json::parse(body);
+        EXPECT_NEAR(j["duration"].get<double>(), padded.size() / 16000.0, 0.01);
+        for (const json& seg : j["segments"]) {
+            EXPECT_GE(seg["start"].get<double>(), 2.6) << strategy << ": " << seg.dump();
+            EXPECT_LE(seg["end"].get<double>(), std::stod(speech_end)) << strategy << ": " << seg.dump();
+        }
+    }
+    auto [ss, silent] = s.post("/v1/audio/transcriptions", "-F file=@" + quoted((d.path() / "silence.wav").string()) +
+                                                               " -F model=whisper -F chunking_strategy=auto"
+                                                               " -F response_format=verbose_json");
+    ASSERT_EQ(ss, 200) << silent;
+    const json sj = json::parse(silent);
+    EXPECT_EQ(sj["text"], "");
+    EXPECT_TRUE(sj["segments"].empty());
+    EXPECT_NEAR(sj["duration"].get<double>(), 6.0, 0.01);
+    for (auto [args, param] : {std::pair{std::string("-F chunking_strategy=manual"), "chunking_strategy"},
+                               std::pair{std::string("-F 'chunking_strategy={\"type\": \"x\"}'"), "chunking_strategy.type"},
+                               std::pair{std::string("-F 'chunking_strategy[type]=server_vad' -F 'chunking_strategy[threshold]=2'"),
+                                         "chunking_strategy.threshold"},
+                               std::pair{std::string("-F 'chunking_strategy[frob]=1' -F 'chunking_strategy[type]=server_vad'"),
+                                         "chunking_strategy.frob"},
+                               std::pair{std::string("-F 'chunking_strategy[threshold]=0.4'"), "chunking_strategy.type"}}) {
+        auto [status, body] = s.post("/v1/audio/transcriptions", padded_form + " " + args);
+        EXPECT_EQ(status, 400) << args << ": " << body;
+        EXPECT_EQ(json::parse(body)["error"]["param"], param) << args << ": " << body;
+    }
+}
+
 TEST(Serve, InvalidRequestsGetTheirStatusAndErrorBody) {
     Server s("--max-upload-mb 1");
     expect_error(s.post("/v1/audio/transcriptions", "-F model=whisper"), 400, "file");
