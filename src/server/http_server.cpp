@@ -1134,16 +1134,21 @@ void HttpServer::stop() {
         beast::error_code ec;
         d.acceptor.close(ec);
     });
-    auto wait_idle = [&d](std::chrono::milliseconds limit) {
+    // Live sessions finish the speech they received (its transcript goes out), then close with
+    // 1001 (going away); they count as in flight for the grace period.
+    RealtimeSession::shut_down_all();
+    bool sessions_count = true;  // within the grace period only: after it they are cut off
+    auto busy = [&] { return d.in_flight.load() > 0 || (sessions_count && RealtimeSession::active() > 0); };
+    auto wait_idle = [&](std::chrono::milliseconds limit) {
         const auto until = Clock::now() + limit;
-        while (d.in_flight.load() > 0 && Clock::now() < until)
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        return d.in_flight.load() == 0;
+        while (busy() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        return !busy();
     };
     // Drain: in-flight requests finish and their responses are written, for the grace period.
     if (!wait_idle(millis(d.options.shutdown_grace_seconds))) {
+        sessions_count = false;
         d.log.warn("shutdown grace of ", d.options.shutdown_grace_seconds, " s over: cancelling ", d.in_flight.load(),
-                   " requests");
+                   " requests, closing ", RealtimeSession::active(), " live sessions");
         // Cancellation is seen between decoder steps and every second of decoded audio.
         d.cancel_all();
         if (!wait_idle(std::chrono::seconds(5))) {

@@ -69,6 +69,13 @@ private:
         hooks.close = [weak](std::string reason) {
             if (auto self = weak.lock()) self->close(websocket::close_code::policy_error, reason);
         };
+        // Server shutdown: the events already queued go out first, then 1001.
+        hooks.going_away = [weak](std::string reason) {
+            auto self = weak.lock();
+            if (!self) return;
+            self->going_away_ = std::move(reason);
+            if (self->writes_.empty()) self->close(websocket::close_code::going_away, self->going_away_);
+        };
         session_ = std::make_shared<RealtimeSession>(*c_.engine, c_.vad, c_.options, beta_, std::move(hooks));
         if (c_.log) c_.log->info("realtime session opened (", beta_ ? "beta" : "GA", " events)");
         session_->start();
@@ -115,7 +122,8 @@ private:
             if (ec) return self->end(ec);
             self->queued_bytes_ -= self->writes_.front().size();
             self->writes_.pop_front();
-            if (!self->writes_.empty()) self->write_next();
+            if (!self->writes_.empty()) return self->write_next();
+            if (!self->going_away_.empty()) self->close(websocket::close_code::going_away, self->going_away_);
         });
     }
 
@@ -141,6 +149,7 @@ private:
     std::deque<std::string> writes_;
     size_t queued_bytes_ = 0;
     bool closing_ = false;
+    std::string going_away_;  // set: close with 1001 once the write queue is empty
 };
 
 }  // namespace

@@ -21,6 +21,9 @@ namespace {
 using nlohmann::json;
 
 std::atomic<int> g_active{0};
+// Every live session, for shut_down_all (entries of ended sessions expire and are dropped).
+std::mutex g_live_mutex;
+std::vector<std::weak_ptr<RealtimeSession>> g_live;
 
 double steady_seconds() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -146,7 +149,43 @@ RealtimeSession::~RealtimeSession() {
     --g_active;
 }
 
+void RealtimeSession::shut_down_all() {
+    std::vector<std::shared_ptr<RealtimeSession>> live;
+    {
+        std::lock_guard<std::mutex> lock(g_live_mutex);
+        for (const auto& w : g_live)
+            if (auto s = w.lock()) live.push_back(std::move(s));
+    }
+    for (auto& s : live) s->hooks_.post([s] { s->shut_down(); });
+}
+
+void RealtimeSession::shut_down() {
+    if (stopped_ || shutting_down_) return;
+    shutting_down_ = true;
+    if (server_vad_ && !open_id_.empty()) {  // the speech going on ends here
+        vad_state_->speaking = false;
+        close_item(total_, total_, false);
+    }
+    run_next_decode();
+    end_if_shut_down();
+}
+
+void RealtimeSession::end_if_shut_down() {
+    if (!shutting_down_ || ended_ || stopped_ || decoding_ || !decodes_.empty() || !items_.empty()) return;
+    ended_ = true;
+    const std::string reason = "the server is shutting down";
+    if (hooks_.going_away)
+        hooks_.going_away(reason);
+    else if (hooks_.close)
+        hooks_.close(reason);
+}
+
 void RealtimeSession::start() {
+    {
+        std::lock_guard<std::mutex> lock(g_live_mutex);
+        std::erase_if(g_live, [](const auto& w) { return w.expired(); });
+        g_live.push_back(weak_from_this());
+    }
     emit({{"type", beta_ ? "transcription_session.created" : "session.created"}, {"session", session_object()}});
 }
 
@@ -207,7 +246,7 @@ json RealtimeSession::session_object() const {
 }
 
 void RealtimeSession::on_message(std::string_view text) {
-    if (stopped_) return;
+    if (stopped_ || shutting_down_) return;  // shutting down: only the speech already received counts
     json ev = json::parse(text, nullptr, false);
     if (ev.is_discarded() || !ev.is_object())
         return error("invalid_json", "the message is not a JSON object", "", json());
@@ -664,6 +703,7 @@ void RealtimeSession::on_decoded(const Decode& d, const std::string& text, const
     trim();
     run_next_decode();
     maybe_redecode();
+    end_if_shut_down();
 }
 
 std::vector<float> RealtimeSession::slice(int64_t from, int64_t to) const {

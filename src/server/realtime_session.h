@@ -50,6 +50,8 @@ public:
         std::function<void(std::function<void()>)> post;  // run on the session's strand
         std::function<void(std::function<void()>)> work;  // run on a worker (may block)
         std::function<void(std::string reason)> close;    // end the session (limits)
+        // End the session because the server is going away (WebSocket 1001); close when unset.
+        std::function<void(std::string reason)> going_away;
     };
 
     // vad may be null: server_vad is then refused (turn_detection null works).
@@ -59,6 +61,12 @@ public:
     void start();  // session.created (or transcription_session.created)
     void on_message(std::string_view text);
     void stop();  // the socket closed: cancels what is in flight, sends nothing more
+    // The server is shutting down (session's strand): the speech going on is finalized (server VAD;
+    // an uncommitted manual buffer stays the client's), its decodes finish and their events go
+    // out, then the session ends with going_away. New audio is ignored meanwhile.
+    void shut_down();
+    // Posts shut_down() to every live session of this process (SIGTERM).
+    static void shut_down_all();
 
     // More audio would only queue up: final decodes are waiting. The connection stops reading
     // until it clears, so a client sending faster than the model keeps up is slowed down by TCP
@@ -111,6 +119,7 @@ private:
     void run_next_decode();
     void on_decoded(const Decode& d, const std::string& text, const std::string& error);
     void trim();
+    void end_if_shut_down();
     void error(const std::string& code, const std::string& message, const std::string& param, const nlohmann::json& ev,
                const std::string& type = "invalid_request_error");
     void emit(nlohmann::json ev);
@@ -124,6 +133,8 @@ private:
     Hooks hooks_;
     std::string id_;
     bool stopped_ = false;
+    bool shutting_down_ = false;  // shut_down(): finishing what was received, then going away
+    bool ended_ = false;          // going_away was called
     std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
 
     // Configuration (session.update).

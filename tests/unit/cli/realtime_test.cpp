@@ -85,6 +85,21 @@ public:
             send({{"type", "input_audio_buffer.append"}, {"audio", base64(pcm_bytes.substr(i, chunk))}});
     }
 
+    // Events until the server closes the socket; `code` gets the close frame's code.
+    std::vector<json> until_closed(int* code) {
+        std::vector<json> got;
+        for (int i = 0; i < 400; ++i) {
+            try {
+                got.push_back(next());
+            } catch (const beast::system_error& e) {
+                *code = static_cast<int>(ws_.reason().code);
+                return got;
+            }
+        }
+        ADD_FAILURE() << "never closed";
+        return got;
+    }
+
 private:
     asio::io_context io_;
     websocket::stream<asio::ip::tcp::socket> ws_;
@@ -148,6 +163,43 @@ TEST(Realtime, AManualCommitTranscribesTheBufferAsTheFileEndpointDoes) {
                        "-F file=@" + fixture("audio/jfk.wav") + " -F model=whisper -F temperature=0 -F language=en");
     ASSERT_EQ(file.first, 200);
     EXPECT_EQ(t.at(item).second, json::parse(file.second)["text"]);
+}
+
+// SIGTERM while someone speaks: the speech received so far is finalized and its transcript goes
+// out (committed, completed), then the server closes with 1001 (going away) and exits 0 within
+// its grace period; a second session in manual mode, with nothing committed, is just closed so.
+TEST(Realtime, SigtermFinishesTheSpeechGoingOnThenClosesWith1001) {
+    Server s;
+    ASSERT_GT(s.port(), 0) << s.read_log();
+    WsClient c(s.port(), "/v1/realtime?intent=transcription");
+    WsClient idle(s.port(), "/v1/realtime?intent=transcription");
+    c.next();
+    idle.next();
+    json update = manual_session(true);
+    update["session"]["audio"]["input"]["turn_detection"] = {{"type", "server_vad"}, {"silence_duration_ms", 2000}};
+    c.send(update);
+    ASSERT_EQ(c.next()["type"], "session.updated");
+    // The first 2.5 s of JFK, still speaking when the signal comes.
+    std::vector<float> audio = jfk16k();
+    audio.resize(40000);
+    c.append(pcm16(audio));
+    const auto before = c.until("input_audio_buffer.speech_started");
+    const std::string item = before.back()["item_id"];
+    s.signal(SIGTERM);
+    int code = 0;
+    const auto after = c.until_closed(&code);
+    bool committed = false, completed = false;
+    for (const json& e : after) {
+        committed |= e["type"] == "input_audio_buffer.committed" && e["item_id"] == item;
+        completed |= e["type"] == "conversation.item.input_audio_transcription.completed" && e["item_id"] == item;
+    }
+    EXPECT_TRUE(committed);
+    EXPECT_TRUE(completed);
+    EXPECT_EQ(code, 1001);
+    int idle_code = 0;
+    idle.until_closed(&idle_code);
+    EXPECT_EQ(idle_code, 1001);
+    EXPECT_EQ(s.wait_exit(30), 0) << s.read_log();
 }
 
 TEST(Realtime, ServerVadSegmentsSpeechAndStreamsDeltasThatJoinToEachTranscript) {
