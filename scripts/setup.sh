@@ -25,6 +25,7 @@ APT_PACKAGES=(
   libavformat-dev libavcodec-dev libavutil-dev libswresample-dev ffmpeg
   libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libopenblas-openmp-dev libonnx-dev libprotobuf-dev
   libssl-dev openssl clang libclang-rt-14-dev libomp-dev espeak-ng pocketsphinx-testdata tmux
+  chromium  # the web page's end-to-end test (tests/browser)
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -103,6 +103,15 @@ std::string CommitPolicy::update(std::string_view hypothesis) {
     return delta;
 }
 
+std::string CommitPolicy::tentative() const {
+    if (finished_) return "";
+    std::string text;
+    for (size_t i = static_cast<size_t>(committed_units_); i < previous_.size(); ++i) text += previous_[i].raw;
+    // Like a delta, the segment's text starts without whitespace.
+    if (committed_.empty()) text.erase(0, text.find_first_not_of(" \t\r\n"));
+    return text;
+}
+
 std::string CommitPolicy::finalize(std::string_view final_text) {
     if (finished_) return "";
     finished_ = true;

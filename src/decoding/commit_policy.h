@@ -24,6 +24,10 @@ public:
     // transcript() is the completed transcript, further calls return "".
     std::string finalize(std::string_view final_text);
 
+    // The latest hypothesis past what is committed: text that may still change (shown greyed by a
+    // live caption, never sent as a delta). Starts with its whitespace, so committed + tentative
+    // reads as the hypothesis. "" once finished.
+    std::string tentative() const;
     // Everything committed (and sent) so far; after finalize, the whole transcript.
     const std::string& transcript() const { return committed_; }
     bool finished() const { return finished_; }

@@ -53,6 +53,8 @@ Stats& stats() {
 }
 constexpr int kRate = 16000;
 constexpr int64_t kMinCommitSamples = kRate / 10;  // 100 ms
+// The extension event (and its `include` value) carrying the uncommitted rest of a hypothesis.
+constexpr const char* kTentativeEvent = "parlance.input_audio_transcription.tentative";
 
 std::string random_hex(size_t n) {
     static thread_local std::mt19937_64 rng(std::random_device{}());
@@ -563,6 +565,14 @@ void RealtimeSession::send_delta(Item& it, const std::string& delta) {
           {"delta", delta}});
 }
 
+void RealtimeSession::send_tentative(Item& it) {
+    if (std::find(include_.begin(), include_.end(), kTentativeEvent) == include_.end()) return;
+    std::string text = it.policy.tentative();
+    if (text == it.tentative_sent) return;
+    it.tentative_sent = text;
+    emit({{"type", kTentativeEvent}, {"item_id", it.id}, {"content_index", 0}, {"text", std::move(text)}});
+}
+
 void RealtimeSession::complete(Item& it, const std::string& text) {
     send_delta(it, it.policy.finalize(text));
     {
@@ -684,7 +694,10 @@ void RealtimeSession::on_decoded(const Decode& d, const std::string& text, const
                     decodes_.push_back({it.id, true, std::move(it.final_pcm), it.end});
                 }
             } else if (err.empty()) {
-                send_delta(it, it.policy.update(text));
+                const std::string delta = it.policy.update(text);
+                send_delta(it, delta);
+                if (!delta.empty()) it.tentative_sent.clear();  // a client drops its tentative text on a delta
+                send_tentative(it);
             }
         } else if (!err.empty()) {
             {

@@ -7,7 +7,10 @@
 // item; while it lasts the open segment is decoded again every redecode_seconds of new audio and
 // the text consecutive decodes agree on goes out as deltas (CommitPolicy); at the end of speech
 // (or at max_segment_seconds, cut at a quiet point) the item is committed and decoded once more,
-// the rest goes out as a delta, then `completed` with the transcript the deltas join to. Without
+// the rest goes out as a delta, then `completed` with the transcript the deltas join to. A client
+// whose session `include`s "parlance.input_audio_transcription.tentative" (an extension) also gets
+// that event with the latest hypothesis past the committed text, to show greyed until it commits
+// or changes. Without
 // turn detection the client commits. A bad message is answered with an `error` event naming the
 // offending event; the session stays usable. Decodes of one session run one at a time on the
 // worker pool; audio before the open segment is dropped, so memory stays flat on long streams.
@@ -96,6 +99,7 @@ private:
         double opened_at = 0.0;        // steady seconds: speech_started
         double closed_at = 0.0;        // steady seconds: speech_stopped / committed
         bool delta_sent = false;
+        std::string tentative_sent;  // the last tentative text sent (opted in by `include`)
     };
     struct Decode {
         std::string item_id;
@@ -114,6 +118,7 @@ private:
     void close_item(int64_t end, int64_t speech_end, bool speech_stopped);
     void complete(Item& it, const std::string& text);
     void send_delta(Item& it, const std::string& delta);
+    void send_tentative(Item& it);
     void redecode_to(int64_t end);
     void maybe_redecode();
     void run_next_decode();

@@ -1,4 +1,5 @@
-// The web page served at "/": upload a file and see the transcript and its segments.
+// The web page served at "/": upload a file and see the transcript and its segments, or speak into
+// the microphone and watch the live transcript (/v1/realtime).
 #pragma once
 
 #include <string>

@@ -31,6 +31,22 @@ TEST(CommitPolicy, CommitsWhatTwoHypothesesAgreeOnButNotTheirLastWord) {
     EXPECT_EQ(p.update("again"), "");
 }
 
+TEST(CommitPolicy, TentativeIsTheHypothesisPastTheCommittedText) {
+    CommitPolicy p;
+    EXPECT_EQ(p.tentative(), "");
+    p.update(" And so my");
+    EXPECT_EQ(p.tentative(), "And so my");  // nothing committed: the whole hypothesis, no leading space
+    p.update(" And so my fellow");
+    EXPECT_EQ(p.transcript() + p.tentative(), "And so my fellow");
+    EXPECT_EQ(p.tentative(), " my fellow");
+    p.update(" And so my fellow Americans, ask");
+    EXPECT_EQ(p.transcript() + p.tentative(), "And so my fellow Americans, ask");
+    p.update(" And so");  // a shorter hypothesis: nothing past the committed units
+    EXPECT_EQ(p.tentative(), "");
+    p.finalize(" And so my fellow Americans, ask not.");
+    EXPECT_EQ(p.tentative(), "");
+}
+
 TEST(CommitPolicy, AnEarlyWordRevisedAfterItWasCommittedIsNotSentAgain) {
     CommitPolicy p;
     auto d = run(p, {" I scream for", " I scream for ice", " Ice cream for ice cream"}, " Ice cream for ice cream.");
