@@ -6,12 +6,14 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <ggml-backend.h>
 #include <ggml.h>
 
 #include "core/backend.h"
+#include "core/kv_cache_manager.h"
 
 namespace parlance {
 
@@ -22,6 +24,10 @@ struct KvSpec {
     // Bytes one token takes in every layer's K and V.
     size_t bytes_per_token() const;
 };
+
+// The blocks of block_size tokens that `bytes` of cells hold (a KV cache cap in blocks); throws
+// InvalidArgument when not even one fits, the message starting with `what` ("the KV cache cap").
+int kv_blocks_within(size_t bytes, const KvSpec& spec, int block_size, const std::string& what);
 
 class KvStorage {
 public:
@@ -41,6 +47,8 @@ public:
     };
     // Copies runs of cells in every layer (one graph).
     void copy_cells(std::span<const CellCopy> copies, Backend& backend);
+    // Applies a KvCacheManager's copy-on-write block copies (blocks of block_size cells).
+    void copy_blocks(std::span<const BlockCopy> copies, int block_size, Backend& backend);
 
 private:
     KvSpec spec_;

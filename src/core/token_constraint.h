@@ -18,7 +18,8 @@ public:
     virtual bool allows(int32_t token) const = 0;
     // Sets the logit of every token that may not come next to -infinity.
     virtual void mask(std::span<float> logits) const = 0;
-    // Advances past an allowed token.
+    // Advances past a token allows() accepted (callers check first: the check is not repeated,
+    // and a refused token throws).
     virtual void accept(int32_t token) = 0;
 };
 

@@ -55,23 +55,10 @@ void check_draft_compatible(const LanguageModel& target, const LanguageModel& dr
     if (target.stop_ids() != draft.stop_ids()) refuse("its end-of-sequence ids differ");
 }
 
-namespace {
-
-int blocks_for_bytes(size_t bytes, const KvSpec& spec, int block_size) {
-    const size_t per_block = spec.bytes_per_token() * static_cast<size_t>(std::max(1, block_size));
-    const size_t n = bytes / per_block;
-    if (n < 1)
-        throw Error(ErrorKind::InvalidArgument,
-                    "the draft model's KV cache cap of " + std::to_string(bytes >> 20) + " MiB holds no block");
-    return static_cast<int>(std::min<size_t>(n, std::numeric_limits<int32_t>::max() / std::max(1, block_size)));
-}
-
-}  // namespace
-
 DraftModel::DraftModel(LanguageModel& model, Backend& backend, size_t kv_cache_bytes, int block_size)
     : model_(model),
       backend_(backend),
-      kv_(blocks_for_bytes(kv_cache_bytes, model.kv_spec(), block_size), block_size),
+      kv_(kv_blocks_within(kv_cache_bytes, model.kv_spec(), block_size, "the draft model's KV cache cap"), block_size),
       storage_(model.kv_spec(), static_cast<int64_t>(kv_.num_blocks()) * block_size, backend) {}
 
 std::vector<std::vector<int32_t>> DraftModel::propose(std::span<const Ask> asks, int k) {
@@ -113,14 +100,8 @@ std::vector<std::vector<int32_t>> DraftModel::propose(std::span<const Ask> asks,
         live.push_back({i, std::move(feed), start, want});
     }
     for (int step = 0; step < k && !live.empty(); ++step) {
-        if (!copies.empty()) {
-            std::vector<KvStorage::CellCopy> cells;
-            const int bs = kv_.block_size();
-            for (const BlockCopy& c : copies)
-                cells.push_back({static_cast<int64_t>(c.from) * bs, static_cast<int64_t>(c.to) * bs, c.n_tokens});
-            storage_.copy_cells(cells, backend_);
-            copies.clear();
-        }
+        storage_.copy_blocks(copies, kv_.block_size(), backend_);
+        copies.clear();
         std::vector<StepSpan> spans;
         for (const Live& l : live) spans.push_back({asks[l.ask].id, l.start, l.feed, true});
         StepBatch b = build_step_batch(spans, kv_);

@@ -13,16 +13,6 @@
 namespace parlance {
 namespace {
 
-int blocks_in(const GenerationEngineOptions& o, const KvSpec& spec) {
-    const size_t per_block = spec.bytes_per_token() * static_cast<size_t>(std::max(1, o.block_size));
-    const size_t n = o.kv_cache_bytes / per_block;
-    if (n < 1)
-        throw Error(ErrorKind::InvalidArgument, "the KV cache cap of " + std::to_string(o.kv_cache_bytes >> 20) +
-                                                    " MiB holds no block of " + std::to_string(o.block_size) +
-                                                    " tokens (" + std::to_string(per_block) + " bytes each)");
-    return static_cast<int>(std::min<size_t>(n, std::numeric_limits<int32_t>::max() / std::max(1, o.block_size)));
-}
-
 // Log-softmax of `row` at `token`, and the `top` most likely ids (in double: a 151,936-wide sum).
 TokenLogprobs token_logprobs(std::span<const float> row, int32_t token, int top) {
     float m = -std::numeric_limits<float>::infinity();
@@ -50,7 +40,8 @@ GenerationEngine::GenerationEngine(LanguageModel& model, Backend& backend, const
     : model_(model),
       backend_(backend),
       o_(options),
-      kv_(blocks_in(options, model.kv_spec()), options.block_size),
+      kv_(kv_blocks_within(options.kv_cache_bytes, model.kv_spec(), options.block_size, "the KV cache cap"),
+          options.block_size),
       storage_(model.kv_spec(), static_cast<int64_t>(kv_.num_blocks()) * options.block_size, backend),
       scheduler_(kv_, SchedulerOptions{options.max_running, options.token_budget, model.max_context()}) {
     if (o_.draft_model && o_.speculative_draft > 0) {
@@ -181,7 +172,7 @@ int32_t GenerationEngine::choose_constrained(std::span<float> row, const Sequenc
     if (!c.allows(t)) {
         // Nothing allowed survived (min_tokens suppressing the end the constraint requires):
         // the sequence ends rather than break its constraint.
-        if (s.sampling.stop_ids.empty())
+        if (s.sampling.stop_ids.empty() || !c.allows(s.sampling.stop_ids.front()))
             throw Error(ErrorKind::Internal, "the output constraint left no token to generate");
         t = s.sampling.stop_ids.front();
     }
@@ -212,13 +203,7 @@ std::vector<GenerationResult> GenerationEngine::step() {
         Extra& e = extra_[it.seq->id];
         if (e.cached < 0) e.cached = it.start;  // the first schedule starts after the cached prefix
     }
-    if (!out.copies.empty()) {
-        std::vector<KvStorage::CellCopy> cells;
-        const int bs = kv_.block_size();
-        for (const BlockCopy& c : out.copies)
-            cells.push_back({static_cast<int64_t>(c.from) * bs, static_cast<int64_t>(c.to) * bs, c.n_tokens});
-        storage_.copy_cells(cells, backend_);
-    }
+    storage_.copy_blocks(out.copies, kv_.block_size(), backend_);
     StepBatch batch = build_batch(out);
     // A drafted sequence needs the logits of every row: row i verifies draft token i.
     bool any_draft = false;

@@ -125,18 +125,20 @@ public:
         if (v_.is_end[t]) return can_end();
         if (v_.bytes[t].empty() || (clean() && !v_.usable[t])) return false;
         Decoded scratch;
-        llama_grammar_candidates c{candidate(t, scratch)};
+        const llama_grammar_candidates c{candidate(t, scratch)};
         if (c[0].partial_utf8.n_remain < 0) return false;
-        return reject(std::move(c)).empty();
+        return reject(c).empty();
     }
 
     void mask(std::span<float> logits) const override {
         const float neg_inf = -std::numeric_limits<float>::infinity();
         const bool end_ok = can_end();
         const bool at_clean = clean();
-        std::vector<Decoded> scratch(at_clean ? 0 : v_.rows);
-        llama_grammar_candidates c;
-        c.reserve(v_.rows);
+        // The candidate list and the code points of a split character are kept between calls:
+        // a vocabulary of 151k tokens is masked on every step a greedy choice is not allowed.
+        if (!at_clean) scratch_.resize(v_.rows);
+        candidates_.clear();
+        candidates_.reserve(v_.rows);
         for (size_t t = 0; t < logits.size(); ++t) {
             const bool impossible =
                 t >= v_.rows || (v_.is_end[t] ? !end_ok : v_.bytes[t].empty() || (at_clean && !v_.usable[t]));
@@ -145,20 +147,20 @@ public:
                 continue;
             }
             if (v_.is_end[t]) continue;
-            c.push_back(candidate(t, at_clean ? scratch_unused_ : scratch[t]));
-            if (c.back().partial_utf8.n_remain < 0) {
+            candidates_.push_back(candidate(t, at_clean ? scratch_unused_ : scratch_[t]));
+            if (candidates_.back().partial_utf8.n_remain < 0) {
                 logits[t] = neg_inf;
-                c.pop_back();
+                candidates_.pop_back();
             }
         }
-        for (const llama_grammar_candidate& r : reject(std::move(c))) logits[r.index] = neg_inf;
+        for (const llama_grammar_candidate& r : reject(candidates_)) logits[r.index] = neg_inf;
     }
 
     void accept(int32_t token) override {
-        // A token the constraint refuses would leave the parse in a state it cannot recover from.
-        if (!allows(token))
-            throw Error(ErrorKind::Internal,
-                        "structured output: token " + std::to_string(token) + " is not allowed here");
+        // The caller checked allows(token) (not again here: it is on every generated token's
+        // path); a refused token makes llama-grammar throw below rather than corrupt the parse.
+        if (token < 0 || static_cast<size_t>(token) >= v_.rows)
+            throw Error(ErrorKind::Internal, "structured output: token " + std::to_string(token) + " is out of range");
         const auto t = static_cast<size_t>(token);
         if (v_.is_end[t]) return;
         try {
@@ -185,12 +187,13 @@ private:
         return {t, scratch.code_points.data(), scratch.partial, id};
     }
 
-    // The candidates no parse stack accepts.
-    llama_grammar_candidates reject(llama_grammar_candidates c) const {
-        for (const llama_grammar_stack& s : g_->stacks) {
-            if (c.empty()) break;
-            c = llama_grammar_reject_candidates_for_stack(g_->rules, s, c);
-        }
+    // The candidates no parse stack accepts (each stack filters what the previous ones refused,
+    // so only the first pass reads the whole list).
+    llama_grammar_candidates reject(const llama_grammar_candidates& all) const {
+        if (g_->stacks.empty()) return all;
+        llama_grammar_candidates c = llama_grammar_reject_candidates_for_stack(g_->rules, g_->stacks[0], all);
+        for (size_t i = 1; i < g_->stacks.size() && !c.empty(); ++i)
+            c = llama_grammar_reject_candidates_for_stack(g_->rules, g_->stacks[i], c);
         return c;
     }
 
@@ -198,6 +201,8 @@ private:
     std::shared_ptr<const GrammarVocabulary> vocab_;
     const GrammarVocabulary::Impl& v_;
     mutable Decoded scratch_unused_;
+    mutable std::vector<Decoded> scratch_;              // code points when a character is split
+    mutable llama_grammar_candidates candidates_;       // mask()'s candidate list
 };
 
 }  // namespace
