@@ -1,6 +1,7 @@
-// `parlance stream FILE [--realtime]`: a live transcription session over a file, in process, the
-// same RealtimeSession /v1/realtime serves: the file goes in as 100 ms appends (paced at real
-// time with --realtime, else as fast as the session takes it), server VAD finds the speech, and
+// `parlance stream FILE [--realtime | --lockstep]`: a live transcription session over a file, in
+// process, the same RealtimeSession /v1/realtime serves: the file goes in as 100 ms appends (paced
+// at real time with --realtime; with --lockstep each only after the session's decodes are done;
+// else as fast as the session takes it), server VAD finds the speech, and
 // each delta is printed as it commits, with the audio time it arrived at; each item's completed
 // transcript with its end-of-speech -> completed latency; a summary at the end.
 #include <unistd.h>
@@ -35,8 +36,11 @@ using nlohmann::json;
 struct StreamArgs {
     std::string file, model, vad_model, language, format = "text";
     bool realtime = false;
+    bool lockstep = false;
     int threads = 0;
     double redecode_seconds = 0.6;
+    int commit_agreement = CommitPolicy::Options{}.agreement;
+    int commit_held_back = CommitPolicy::Options{}.held_back;
     int silence_ms = 500;
 };
 
@@ -111,7 +115,7 @@ void run(StreamArgs& a, GlobalOptions& globals) {
             if (!got_delta[item]) {
                 got_delta[item] = true;
                 // How far the audio had got past the item's start when its first words came out.
-                if (a.realtime) first_delta_lag.push_back(sent_seconds - started_audio[item]);
+                if (a.realtime || a.lockstep) first_delta_lag.push_back(sent_seconds - started_audio[item]);
             }
             std::printf("%8.2f s  %s +%s\n", sent_seconds, item.substr(5, 6).c_str(), e["delta"].dump().c_str());
         } else if (type == "conversation.item.input_audio_transcription.completed") {
@@ -132,6 +136,8 @@ void run(StreamArgs& a, GlobalOptions& globals) {
     hooks.close = [](std::string) {};
     server::RealtimeOptions ro;
     ro.redecode_seconds = a.redecode_seconds;
+    ro.commit.agreement = a.commit_agreement;
+    ro.commit.held_back = a.commit_held_back;
     auto session = std::make_shared<server::RealtimeSession>(*engine, &vad, ro, false, hooks);
     auto call = [&](std::function<void()> fn) {  // on the strand, and wait for it
         std::promise<void> done;
@@ -175,6 +181,13 @@ void run(StreamArgs& a, GlobalOptions& globals) {
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
         call([&] { session->on_message(msg); });
+        // Lockstep: every decode the session starts finishes before more audio arrives, as on a
+        // machine that always keeps up — each re-decode at its cadence point, whatever this
+        // machine's speed, so the transcript is reproducible.
+        for (bool busy = a.lockstep; busy;) {
+            call([&] { busy = !session->idle(); });
+            if (busy) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
         {
             std::lock_guard<std::mutex> lock(m);
             sent_seconds = static_cast<double>(i + n) / 16000.0;
@@ -194,9 +207,9 @@ void run(StreamArgs& a, GlobalOptions& globals) {
     engine->shutdown(false);
     std::printf("\n%d items, %.1f s of audio in %.1f s (%s); end of speech -> completed p50 %.3f s, p95 %.3f s",
                 finished_items, static_cast<double>(pcm.size()) / 16000.0, wall,
-                a.realtime ? "paced at real time" : "as fast as possible", percentile(eos_latency, 0.5),
-                percentile(eos_latency, 0.95));
-    if (a.realtime && !first_delta_lag.empty())
+                a.realtime ? "paced at real time" : (a.lockstep ? "in lockstep" : "as fast as possible"),
+                percentile(eos_latency, 0.5), percentile(eos_latency, 0.95));
+    if ((a.realtime || a.lockstep) && !first_delta_lag.empty())
         std::printf("; first delta %.2f s (p50) after the item's start", percentile(first_delta_lag, 0.5));
     std::printf("\n");
 }
@@ -212,7 +225,19 @@ void register_stream(CLI::App& app, GlobalOptions& globals) {
     cmd->add_option("-m,--model", a->model, "Speech model (default: $PARLANCE_MODEL, else the bundled one)");
     cmd->add_option("--vad-model", a->vad_model, "silero_vad_v5.onnx (default: $PARLANCE_VAD_MODEL, else setup.sh's)");
     cmd->add_flag("--realtime", a->realtime, "Pace the audio at real time (default: as fast as the session takes it)");
+    cmd->add_flag("--lockstep", a->lockstep,
+                  "Wait for each decode before the next 100 ms of audio: every re-decode happens at its "
+                  "cadence point, as on a machine that always keeps up (reproducible; for evaluations)")
+        ->excludes("--realtime");
     cmd->add_option("--language", a->language, "Language code (default: detect)");
+    cmd->add_option("--commit-agreement", a->commit_agreement,
+                    "Consecutive interim hypotheses that must agree on a word before it is committed")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 10));
+    cmd->add_option("--commit-held-back", a->commit_held_back,
+                    "Words at the end of each hypothesis never committed before the item ends")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 10));
     cmd->add_option("--redecode-seconds", a->redecode_seconds, "New speech that triggers a re-decode")
         ->default_val(0.6);
     cmd->add_option("--silence-ms", a->silence_ms, "Silence that ends an item (server_vad silence_duration_ms)")

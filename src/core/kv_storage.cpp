@@ -38,7 +38,9 @@ KvStorage::~KvStorage() {
     if (ctx_) ggml_free(ctx_);
 }
 
-size_t KvStorage::bytes() const { return buffer_ ? ggml_backend_buffer_get_size(buffer_) : 0; }
+size_t KvStorage::bytes() const {
+    return buffer_ ? ggml_backend_buffer_get_size(buffer_) : 0;
+}
 
 void KvStorage::copy_cells(std::span<const CellCopy> copies, Backend& backend) {
     if (copies.empty()) return;
@@ -77,9 +79,9 @@ int kv_blocks_within(size_t bytes, const KvSpec& spec, int block_size, const std
     const size_t per_block = spec.bytes_per_token() * static_cast<size_t>(std::max(1, block_size));
     const size_t n = bytes / per_block;
     if (n < 1)
-        throw Error(ErrorKind::InvalidArgument, what + " of " + std::to_string(bytes >> 20) + " MiB holds no block of " +
-                                                    std::to_string(block_size) + " tokens (" +
-                                                    std::to_string(per_block) + " bytes each)");
+        throw Error(ErrorKind::InvalidArgument, what + " of " + std::to_string(bytes >> 20) +
+                                                    " MiB holds no block of " + std::to_string(block_size) +
+                                                    " tokens (" + std::to_string(per_block) + " bytes each)");
     return static_cast<int>(std::min<size_t>(n, std::numeric_limits<int32_t>::max() / std::max(1, block_size)));
 }
 
@@ -88,7 +90,8 @@ void KvStorage::copy_blocks(std::span<const BlockCopy> copies, int block_size, B
     std::vector<CellCopy> cells;
     cells.reserve(copies.size());
     for (const BlockCopy& c : copies)
-        cells.push_back({static_cast<int64_t>(c.from) * block_size, static_cast<int64_t>(c.to) * block_size, c.n_tokens});
+        cells.push_back(
+            {static_cast<int64_t>(c.from) * block_size, static_cast<int64_t>(c.to) * block_size, c.n_tokens});
     copy_cells(cells, backend);
 }
 

@@ -1,6 +1,7 @@
 // The commit policy of live transcription (see commit_policy.h).
 #include "decoding/commit_policy.h"
 
+#include <algorithm>
 #include <map>
 
 #include <utf8proc.h>
@@ -92,14 +93,27 @@ std::string CommitPolicy::update(std::string_view hypothesis) {
     std::vector<Unit> now = units(hypothesis);
     now.resize(loop_free(now));
     // Agreement is looked for past what is committed: earlier units are final whatever a new
-    // hypothesis says about them. The last unit of either hypothesis is held back.
+    // hypothesis says about them. The last held_back units of every hypothesis are held back.
     const size_t from = static_cast<size_t>(committed_units_);
+    const size_t keep = static_cast<size_t>(std::max(o_.held_back, 0));
     size_t agreed = from;
-    const size_t limit = std::min(now.size(), previous_.size());
-    while (agreed + 1 < limit && now[agreed].key == previous_[agreed].key) ++agreed;
+    if (static_cast<int>(recent_.size()) + 1 >= o_.agreement) {
+        size_t limit = now.size() > keep ? now.size() - keep : 0;
+        for (const auto& h : recent_) limit = std::min(limit, h.size() > keep ? h.size() - keep : 0);
+        auto same = [&](size_t i) {
+            for (const auto& h : recent_)
+                if (h[i].key != now[i].key) return false;
+            return true;
+        };
+        while (agreed < limit && same(agreed)) ++agreed;
+    }
     std::string delta;
     if (agreed > from) delta = append(now, from, agreed);
-    previous_ = std::move(now);
+    previous_ = now;
+    if (o_.agreement > 1) {
+        recent_.push_back(std::move(now));
+        if (static_cast<int>(recent_.size()) > o_.agreement - 1) recent_.erase(recent_.begin());
+    }
     return delta;
 }
 

@@ -18,6 +18,16 @@ namespace parlance {
 
 class CommitPolicy {
 public:
+    struct Options {
+        // Consecutive hypotheses that must agree on a unit. Three, not two: with the bundled model,
+        // on held-out speech, two agreeing decodes of partial audio committed early words that
+        // the whole item's decode does not say on 11 of 30 clips, three on 8 (BENCHMARKS.md).
+        int agreement = 3;
+        int held_back = 1;  // units at the end of a hypothesis never committed before the end
+    };
+    CommitPolicy() = default;
+    explicit CommitPolicy(Options o) : o_(o) {}
+
     // A new hypothesis of the whole segment; returns the newly committed text (a delta, maybe "").
     std::string update(std::string_view hypothesis);
     // The segment's final text; returns what is left to send. After it, the policy is finished:
@@ -43,6 +53,8 @@ public:
 private:
     std::string append(const std::vector<Unit>& units, size_t from, size_t to);
 
+    Options o_;
+    std::vector<std::vector<Unit>> recent_;  // the last agreement - 1 hypotheses, oldest first
     std::vector<Unit> previous_;
     std::string committed_;
     int committed_units_ = 0;

@@ -504,6 +504,7 @@ void RealtimeSession::feed_vad(std::span<const float> pcm) {
 void RealtimeSession::open_item(int64_t start, bool speech_started) {
     Item it;
     it.id = "item_" + random_hex(20);
+    it.policy = CommitPolicy(o_.commit);
     it.start = start;
     it.opened_at = steady_seconds();
     open_id_ = it.id;

@@ -44,6 +44,7 @@ struct RealtimeOptions {
     double max_segment_seconds = 30;   // a longer segment is cut at a quiet point
     double max_buffer_seconds = 120;   // uncommitted audio held without turn detection
     double max_session_seconds = 4 * 3600;
+    CommitPolicy::Options commit;  // when interim text is final
 };
 
 class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
@@ -75,6 +76,8 @@ public:
     // until it clears, so a client sending faster than the model keeps up is slowed down by TCP
     // (backpressure) instead of growing the server's memory.
     bool congested() const { return decodes_.size() >= 2; }
+    // No decode running or waiting (`parlance stream --lockstep` waits for it).
+    bool idle() const { return !decoding_ && decodes_.empty(); }
 
     // Live sessions, for /metrics and the sessions-per-server limit.
     static int active();

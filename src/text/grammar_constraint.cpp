@@ -201,8 +201,8 @@ private:
     std::shared_ptr<const GrammarVocabulary> vocab_;
     const GrammarVocabulary::Impl& v_;
     mutable Decoded scratch_unused_;
-    mutable std::vector<Decoded> scratch_;              // code points when a character is split
-    mutable llama_grammar_candidates candidates_;       // mask()'s candidate list
+    mutable std::vector<Decoded> scratch_;         // code points when a character is split
+    mutable llama_grammar_candidates candidates_;  // mask()'s candidate list
 };
 
 }  // namespace

@@ -8,6 +8,9 @@
 namespace {
 
 using parlance::CommitPolicy;
+// The scripted cases below are written for agreement of two hypotheses (the rules are the same
+// with more; the default's own test is ThreeHypothesesAgreeByDefault).
+const CommitPolicy::Options kTwo{.agreement = 2, .held_back = 1};
 
 // Runs hypotheses then the final text; returns the deltas (the last one from finalize).
 std::vector<std::string> run(CommitPolicy& p, const std::vector<std::string>& hyps, const std::string& final_text) {
@@ -21,7 +24,7 @@ std::vector<std::string> run(CommitPolicy& p, const std::vector<std::string>& hy
 }
 
 TEST(CommitPolicy, CommitsWhatTwoHypothesesAgreeOnButNotTheirLastWord) {
-    CommitPolicy p;
+    CommitPolicy p(kTwo);
     EXPECT_EQ(p.update(" And so my"), "");               // nothing to agree with yet
     EXPECT_EQ(p.update(" And so my fellow"), "And so");  // "my" is the previous one's last word
     EXPECT_EQ(p.update(" And so my fellow Americans"), " my");
@@ -31,8 +34,21 @@ TEST(CommitPolicy, CommitsWhatTwoHypothesesAgreeOnButNotTheirLastWord) {
     EXPECT_EQ(p.update("again"), "");
 }
 
-TEST(CommitPolicy, TentativeIsTheHypothesisPastTheCommittedText) {
+TEST(CommitPolicy, ThreeHypothesesAgreeByDefault) {
     CommitPolicy p;
+    EXPECT_EQ(p.update(" Be it"), "");
+    EXPECT_EQ(p.update(" Be it not"), "");  // two agree on "Be": not enough
+    EXPECT_EQ(p.update(" It is not good"), "");
+    EXPECT_EQ(p.update(" It is not good for"), "");  // "It" agreed by two only
+    EXPECT_EQ(p.update(" It is not good for a"), "It is not");
+    EXPECT_EQ(p.finalize(" It is not good for a man."), " good for a man.");
+    CommitPolicy held({.agreement = 2, .held_back = 2});
+    EXPECT_EQ(held.update(" one two three"), "");
+    EXPECT_EQ(held.update(" one two three four"), "one");  // "two three" held back in the first
+}
+
+TEST(CommitPolicy, TentativeIsTheHypothesisPastTheCommittedText) {
+    CommitPolicy p(kTwo);
     EXPECT_EQ(p.tentative(), "");
     p.update(" And so my");
     EXPECT_EQ(p.tentative(), "And so my");  // nothing committed: the whole hypothesis, no leading space
@@ -48,7 +64,7 @@ TEST(CommitPolicy, TentativeIsTheHypothesisPastTheCommittedText) {
 }
 
 TEST(CommitPolicy, AnEarlyWordRevisedAfterItWasCommittedIsNotSentAgain) {
-    CommitPolicy p;
+    CommitPolicy p(kTwo);
     auto d = run(p, {" I scream for", " I scream for ice", " Ice cream for ice cream"}, " Ice cream for ice cream.");
     // "I scream" was committed; the final decode's first two units are skipped, not re-sent.
     EXPECT_EQ(d[1], "I scream");
@@ -56,14 +72,14 @@ TEST(CommitPolicy, AnEarlyWordRevisedAfterItWasCommittedIsNotSentAgain) {
 }
 
 TEST(CommitPolicy, CapitalisationAndPunctuationChangesStillAgree) {
-    CommitPolicy p;
+    CommitPolicy p(kTwo);
     auto d = run(p, {" ask not what", " Ask not, what your"}, " Ask not what your country can do.");
     EXPECT_EQ(d[1], "Ask not,");  // the newer spelling is sent; "what" was the last word before
     EXPECT_EQ(p.transcript(), "Ask not, what your country can do.");
 }
 
 TEST(CommitPolicy, ScriptsWithoutSpacesCommitCharacterByCharacter) {
-    CommitPolicy p;
+    CommitPolicy p(kTwo);
     EXPECT_EQ(CommitPolicy::units("我们今天").size(), 4u);
     EXPECT_EQ(CommitPolicy::units("我们。今天").size(), 4u);  // 。stays with 们
     EXPECT_EQ(p.update("我们今"), "");
@@ -73,7 +89,7 @@ TEST(CommitPolicy, ScriptsWithoutSpacesCommitCharacterByCharacter) {
 }
 
 TEST(CommitPolicy, ALoopIsNeverCommitted) {
-    CommitPolicy p;
+    CommitPolicy p(kTwo);
     auto d = run(p,
                  {" the end the end the end the end the end the end",
                   " the end the end the end the end the end the end the end"},
@@ -84,13 +100,13 @@ TEST(CommitPolicy, ALoopIsNeverCommitted) {
 }
 
 TEST(CommitPolicy, AShortTailAndAnEmptyStablePrefix) {
-    CommitPolicy p;
+    CommitPolicy p(kTwo);
     // Hypotheses that never agree commit nothing; the final text goes out whole, once.
     auto d = run(p, {" hello", " yellow world", " mellow word"}, " Hello world.");
     for (size_t i = 0; i + 1 < d.size(); ++i) EXPECT_EQ(d[i], "");
     EXPECT_EQ(p.transcript(), "Hello world.");
     // A final text shorter than what was committed adds nothing (and repeats nothing).
-    CommitPolicy q;
+    CommitPolicy q(kTwo);
     auto e = run(q, {" one two three four", " one two three four five"}, " one");
     EXPECT_EQ(q.transcript(), "one two three");
     EXPECT_EQ(e.back(), "");
@@ -101,7 +117,7 @@ TEST(CommitPolicy, AShortTailAndAnEmptyStablePrefix) {
 }
 
 TEST(CommitPolicy, FinalizeAfterCommitsSendsOnlyTheRest) {
-    CommitPolicy p;
+    CommitPolicy p(kTwo);
     auto d = run(p, {" a b c d", " a b c d e", " a b c d e f"}, " a b c d e f g");
     EXPECT_EQ(d[1], "a b c");
     EXPECT_EQ(d[2], " d");
