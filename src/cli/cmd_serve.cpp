@@ -124,7 +124,8 @@ void run(ServeArgs& a, GlobalOptions& globals) {
 
     server::HttpServer http(a.server, log);
     http.start();
-    log.info("listening on ", a.server.tls_cert.empty() ? "http://" : "https://", a.server.host, ":", http.port(), " (loading ", a.model, ")");
+    log.info("listening on ", a.server.tls_cert.empty() ? "http://" : "https://", a.server.host, ":", http.port(),
+             " (loading ", a.model, ")");
     BackendOptions bo;
     bo.device = a.server.device;
     bo.threads = a.threads;
@@ -234,6 +235,20 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "turn_detection null)");
     cmd->add_option("--max-sessions", a->server.max_sessions, "Live /v1/realtime sessions at once (then 429)")
         ->default_val(64);
+    cmd->add_option("--realtime-redecode-seconds", a->server.realtime.redecode_seconds,
+                    "Live sessions: new speech after which the open item is decoded again (its stable words "
+                    "go out as deltas); shorter is quicker text for more compute")
+        ->capture_default_str()
+        ->check(CLI::Range(0.1, 30.0));
+    cmd->add_option("--realtime-commit-agreement", a->server.realtime.commit.agreement,
+                    "Live sessions: consecutive re-decodes that must agree on a word before it is sent (never "
+                    "revised after); more is fewer early mistakes, later text")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 10));
+    cmd->add_option("--realtime-max-segment-seconds", a->server.realtime.max_segment_seconds,
+                    "Live sessions: an item longer than this is cut at a quiet point")
+        ->capture_default_str()
+        ->check(CLI::Range(2.0, 30.0));
     cmd->add_option("--shutdown-grace", a->server.shutdown_grace_seconds,
                     "On SIGTERM/SIGINT, seconds in-flight requests may finish; then they are cancelled (503 "
                     "shutting_down) and the server exits. A second signal exits at once")

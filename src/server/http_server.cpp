@@ -88,7 +88,6 @@ struct HttpServer::Impl {
     Metrics metrics;
     AudioBudget audio_budget;
     silero_vad::SileroVad* vad = nullptr;
-    RealtimeOptions realtime;
     std::atomic<SpeechEngine*> engine{nullptr};
     std::atomic<const ChatModel*> chat{nullptr};
     ResponseStore responses;
@@ -1055,7 +1054,7 @@ void Connection<Stream>::upgrade_realtime() {
     RealtimeContext c;
     c.engine = engine;
     c.vad = server_.vad;
-    c.options = server_.realtime;
+    c.options = server_.options.realtime;
     c.options.model_id = server_.options.model_id;
     c.max_message_bytes = server_.options.max_realtime_message_bytes;
     c.workers = &server_.workers;
@@ -1121,10 +1120,6 @@ void HttpServer::set_chat(const ChatModel* chat) {
 
 void HttpServer::set_vad(silero_vad::SileroVad* vad) {
     impl_->vad = vad;
-}
-
-RealtimeOptions& HttpServer::realtime_options() {
-    return impl_->realtime;
 }
 
 void HttpServer::stop() {

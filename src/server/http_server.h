@@ -22,8 +22,8 @@ namespace parlance::server {
 
 struct ServerOptions {
     std::string host = "127.0.0.1";
-    int port = 8000;              // 0 = any free port (see HttpServer::port)
-    std::string api_key;          // empty = no authentication
+    int port = 8000;      // 0 = any free port (see HttpServer::port)
+    std::string api_key;  // empty = no authentication
     // PEM certificate chain and private key: serve HTTPS and WSS (every connection TLS); both or
     // neither.
     std::string tls_cert, tls_key;
@@ -41,6 +41,7 @@ struct ServerOptions {
     double write_timeout_seconds = 60;             // any one write to a client that stopped reading
     double shutdown_grace_seconds = 30;            // on SIGTERM: in-flight requests finish, then are cancelled
     int max_sessions = 64;                         // live /v1/realtime sessions at once (then 429)
+    RealtimeOptions realtime;                      // each session's cadence, commit rule, limits
     size_t max_realtime_message_bytes = 4u << 20;  // one WebSocket message (then close 1009)
     size_t max_stored_responses = 1024;            // /v1/responses kept for previous_response_id and GET
     std::string model_id = "whisper";              // the `model` field clients send (also accepts whisper-1)
@@ -69,7 +70,6 @@ public:
     // The chat model of /v1/chat/completions (null: none, the route answers 404). It must
     // outlive the server.
     void set_chat(const ChatModel* chat);
-    RealtimeOptions& realtime_options();
     int port() const { return bound_port_; }
     // Stops accepting and lets in-flight requests finish for the shutdown grace period; then
     // cancels what is left (its clients get a 503 "shutting_down") and stops the I/O threads.

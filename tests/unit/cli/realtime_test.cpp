@@ -203,7 +203,9 @@ TEST(Realtime, SigtermFinishesTheSpeechGoingOnThenClosesWith1001) {
 }
 
 TEST(Realtime, ServerVadSegmentsSpeechAndStreamsDeltasThatJoinToEachTranscript) {
-    Server s;
+    // The most eager commit rule the server takes (every re-decode commits all but its last word)
+    // and a short cadence: the deltas must still join to each transcript.
+    Server s("--realtime-commit-agreement 1 --realtime-redecode-seconds 0.3");
     ASSERT_GT(s.port(), 0) << s.read_log();
     WsClient c(s.port(), "/v1/realtime?model=whisper");
     c.next();
@@ -240,6 +242,15 @@ TEST(Realtime, ServerVadSegmentsSpeechAndStreamsDeltasThatJoinToEachTranscript) 
         EXPECT_FALSE(t.second.empty()) << item;
     }
     EXPECT_EQ(completed, static_cast<int>(started.size()));
+}
+
+TEST(Realtime, ServeRefusesLiveSessionSettingsOutOfRangeNamingTheFlag) {
+    for (const std::string flag :
+         {"--realtime-commit-agreement 0", "--realtime-redecode-seconds 0", "--realtime-max-segment-seconds 31"}) {
+        std::string out;
+        EXPECT_NE(run_command(quoted(parlance_binary().string()) + " serve --port 0 " + flag + " 2>&1", &out), 0);
+        EXPECT_NE(out.find(flag.substr(0, flag.find(' '))), std::string::npos) << out;
+    }
 }
 
 TEST(Realtime, InvalidEventsGetErrorEventsAndTheSessionGoesOn) {
