@@ -14,6 +14,7 @@
 #include "audio/cut_points.h"
 #include "core/error.h"
 #include "models/silero_vad/vad.h"
+#include "server/latency_histogram.h"
 
 namespace parlance::server {
 namespace {
@@ -31,21 +32,13 @@ double steady_seconds() {
 
 // Process-wide counters and latency histograms of live sessions (for /metrics).
 struct Stats {
-    static constexpr double kBuckets[] = {0.05, 0.1, 0.15, 0.25, 0.5, 1, 2, 5, 10};
-    struct Histogram {
-        uint64_t buckets[std::size(kBuckets)] = {};
-        uint64_t count = 0;
-        double sum = 0.0;
-        void observe(double v) {
-            for (size_t i = 0; i < std::size(kBuckets); ++i)
-                if (v <= kBuckets[i]) ++buckets[i];
-            ++count;
-            sum += v;
-        }
-    };
-    std::mutex mutex;
+    std::mutex mutex;  // the counters (the histograms lock themselves)
     uint64_t sessions = 0, items = 0, failed = 0, deltas = 0, errors = 0;
-    Histogram completed_after_speech, first_delta;
+    LatencyHistogram completed_after_speech{{0.05, 0.1, 0.15, 0.25, 0.5, 1, 2, 5, 10}};
+    LatencyHistogram first_delta{{0.25, 0.5, 1, 1.5, 2, 3, 5, 10}};
+    // From the arrival of the last audio a committing re-decode covered to its delta (the words
+    // themselves are older: a word is committed once later hypotheses agree on it).
+    LatencyHistogram commit_lag{{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10}};
 };
 Stats& stats() {
     static Stats s;
@@ -113,18 +106,12 @@ std::string RealtimeSession::metrics_text() {
     counter("parlance_realtime_items_failed_total", "Items whose transcription failed.", st.failed);
     counter("parlance_realtime_deltas_total", "Transcription deltas sent.", st.deltas);
     counter("parlance_realtime_errors_total", "Error events sent for invalid client events.", st.errors);
-    auto histogram = [&](const char* name, const char* help, const Stats::Histogram& h) {
-        os << "# HELP " << name << " " << help << "\n# TYPE " << name << " histogram\n";
-        for (size_t i = 0; i < std::size(Stats::kBuckets); ++i)
-            os << name << "_bucket{le=\"" << Stats::kBuckets[i] << "\"} " << h.buckets[i] << "\n";
-        os << name << "_bucket{le=\"+Inf\"} " << h.count << "\n"
-           << name << "_sum " << h.sum << "\n"
-           << name << "_count " << h.count << "\n";
-    };
-    histogram("parlance_realtime_completed_after_speech_seconds",
-              "From speech_stopped (or the commit) to the item's completed event.", st.completed_after_speech);
-    histogram("parlance_realtime_first_delta_seconds", "From speech_started to the item's first delta.",
-              st.first_delta);
+    os << st.completed_after_speech.render("parlance_realtime_completed_after_speech_seconds",
+                                           "From speech_stopped (or the commit) to the item's completed event.")
+       << st.first_delta.render("parlance_realtime_first_delta_seconds",
+                                "From speech_started to the item's first delta.")
+       << st.commit_lag.render("parlance_realtime_commit_lag_seconds",
+                               "From the arrival of the last audio the committing re-decode covered to its delta.");
     return os.str();
 }
 
@@ -604,7 +591,7 @@ void RealtimeSession::redecode_to(int64_t end) {
     Item& it = items_[open_id_];
     if (end - it.start < kMinCommitSamples || end <= it.hypothesis_end) return;
     last_redecode_ = end;
-    decodes_.push_back({it.id, false, slice(it.start, end), end});
+    decodes_.push_back({it.id, false, slice(it.start, end), end, steady_seconds()});
     run_next_decode();
 }
 
@@ -696,6 +683,7 @@ void RealtimeSession::on_decoded(const Decode& d, const std::string& text, const
                 }
             } else if (err.empty()) {
                 const std::string delta = it.policy.update(text);
+                if (!delta.empty()) stats().commit_lag.observe(steady_seconds() - d.queued_at);
                 send_delta(it, delta);
                 if (!delta.empty()) it.tentative_sent.clear();  // a client drops its tentative text on a delta
                 send_tentative(it);

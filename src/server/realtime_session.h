@@ -108,7 +108,8 @@ private:
         std::string item_id;
         bool final = false;
         std::vector<float> pcm;
-        int64_t end = 0;  // session sample where the audio ends
+        int64_t end = 0;         // session sample where the audio ends
+        double queued_at = 0.0;  // steady seconds: when it was queued (its audio had arrived)
     };
 
     void update_session(const nlohmann::json& ev, bool beta_shape);

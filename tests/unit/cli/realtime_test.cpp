@@ -390,7 +390,8 @@ TEST(Realtime, TwoSessionsAtOnceAreIsolated) {
     const std::string metrics = Server::curl("-s " + s.url("/metrics"));
     for (const char* m :
          {"parlance_realtime_sessions 2", "parlance_realtime_items_total 2",
-          "parlance_realtime_completed_after_speech_seconds_count 2", "parlance_realtime_first_delta_seconds_bucket"})
+          "parlance_realtime_completed_after_speech_seconds_count 2", "parlance_realtime_first_delta_seconds_bucket",
+          "# TYPE parlance_realtime_commit_lag_seconds histogram", "parlance_realtime_commit_lag_seconds_count "})
         EXPECT_NE(metrics.find(m), std::string::npos) << m;
 }
 
