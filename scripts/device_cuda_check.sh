@@ -197,6 +197,14 @@ if [ "$ACTION" = stages ]; then
     [ "$MODE" = cuda ] && stage "parity_cuda_qwen3_$name" run_parlance parity "$ref" --model "$STATE/qwen3-$name" --device cuda
     stage "parity_cpu_qwen3_$name" run_parlance parity "$ref" --model "$STATE/qwen3-$name" --device cpu
   done
+  # Every Qwen3-ASR reference: its checkpoint from the same generator, its clips from tests/fixtures/audio.
+  for ref in "$ROOT"/tests/fixtures/qwen3_asr/*/; do
+    ref="${ref%/}"
+    name="$(basename "$ref")"
+    stage "write_asr_$name" run_w "asr:$name" "$STATE/qwen3-asr-$name" || continue
+    [ "$MODE" = cuda ] && stage "parity_cuda_qwen3_asr_$name" run_parlance parity "$ref" --model "$STATE/qwen3-asr-$name" --device cuda
+    stage "parity_cpu_qwen3_asr_$name" run_parlance parity "$ref" --model "$STATE/qwen3-asr-$name" --device cpu
+  done
   if [ "$MODE" = cuda ]; then  # what TF32 (ggml-cuda's default) does to the same checks
     NVIDIA_TF32_OVERRIDE=1 stage parity_cuda_tf32_tiny-en run_parlance parity "$ROOT/tests/fixtures/whisper/tiny-en" --device cuda
   fi

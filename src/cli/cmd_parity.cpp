@@ -8,14 +8,15 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "engine/audio_lm_parity.h"
 #include "engine/lm_parity.h"
 #include "models/registry.h"
 
 namespace parlance::cli {
 
 void register_parity(CLI::App& app, GlobalOptions& globals) {
-    auto* cmd = app.add_subcommand(
-        "parity", "Compare a model with reference outputs from transformers (tools/reference/)");
+    auto* cmd =
+        app.add_subcommand("parity", "Compare a model with reference outputs from transformers (tools/reference/)");
     auto dirs = std::make_shared<std::vector<std::string>>();
     auto opts = std::make_shared<ParityOptions>();
     cmd->add_option("reference", *dirs,
@@ -37,7 +38,21 @@ void register_parity(CLI::App& app, GlobalOptions& globals) {
             if (!in) throw Error(ErrorKind::NotFound, "no reference.json in " + d);
             const nlohmann::json ref = nlohmann::json::parse(in);
             ParityReport report;
-            if (ref.value("generator", std::string()).find("qwen3_reference") != std::string::npos) {
+            const std::string generator = ref.value("generator", std::string());
+            if (generator.find("qwen3_asr_reference") != std::string::npos) {
+                // Like the language-model references: no weights in the directory. Its clips are
+                // the fixtures' recordings (tests/fixtures/audio beside tests/fixtures/qwen3_asr).
+                const std::filesystem::path model = opts->model_override;
+                if (model.empty() || !std::filesystem::exists(model))
+                    throw Error(ErrorKind::InvalidArgument,
+                                d + " holds no weights: pass --model (build/tests/write_qwen3_fixture asr:" +
+                                    std::filesystem::path(d).filename().string() + " DIR writes them)");
+                const std::filesystem::path audio =
+                    std::filesystem::weakly_canonical(std::filesystem::path(d)).parent_path().parent_path() / "audio";
+                Backend backend(opts->backend);
+                auto alm = load_audio_language_model(model, backend, {opts->quantize});
+                report = run_audio_lm_parity(*alm, backend, ref, audio);
+            } else if (generator.find("qwen3_reference") != std::string::npos) {
                 // Language-model references hold no weights (tests/write_qwen3_fixture makes them).
                 std::filesystem::path model = opts->model_override;
                 if (model.empty()) model = std::filesystem::path(d) / "model";

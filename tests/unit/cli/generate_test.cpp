@@ -139,5 +139,25 @@ TEST(Generate, ParityCommandComparesWithTransformers) {
     EXPECT_NE(out.find("write_qwen3_fixture"), std::string::npos) << out;
 }
 
+// The same command on a Qwen3-ASR reference: features, encoder, prompts, logits and greedy ids of
+// each clip through the CLI, as Qwen3AsrParity checks them in-process.
+TEST(Generate, ParityCommandComparesAQwen3AsrCheckpoint) {
+    TempDir d;
+    const auto model = write_qwen3_asr("tiny", d.path());
+    const std::string fixture = (fixtures_dir() / "qwen3_asr" / "tiny").string();
+    const size_t cases = qwen3_asr_reference("tiny")["cases"].size();
+    std::string out;
+    const int rc = run_command(quoted(parlance_binary().string()) + " parity " + quoted(fixture) + " --model " +
+                                   quoted(model.string()) + " 2>&1",
+                               &out);
+    EXPECT_EQ(rc, 0) << out;
+    const std::string n = std::to_string(9 * cases);
+    EXPECT_NE(out.find(n + " of " + n + " checks"), std::string::npos) << out;
+    for (const char* check : {"audio_tokens", "prompt_forced_english", "logits", "greedy_context", "greedy_stop"})
+        EXPECT_NE(out.find(check), std::string::npos) << check;
+    EXPECT_NE(run_command(quoted(parlance_binary().string()) + " parity " + quoted(fixture) + " 2>&1", &out), 0);
+    EXPECT_NE(out.find("write_qwen3_fixture asr:tiny"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace parlance::testing
