@@ -78,10 +78,6 @@ void convert_message(const ordered_json& m, size_t i, ordered_json& out) {
     out.push_back(std::move(msg));
 }
 
-std::string dump(const ordered_json& j) {
-    return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
-}
-
 std::string anthropic_error_type(int status) {
     switch (status) {
         case 400:

@@ -5,17 +5,15 @@
 
 #include "core/error.h"
 #include "server/api_error.h"
+#include "server/json_fields.h"
 #include "text/structured_output.h"
 
 namespace parlance::server {
 
+using fields::dump;
 using nlohmann::ordered_json;
 
 namespace {
-
-std::string dump(const ordered_json& j) {
-    return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
-}
 
 ordered_json bytes_of(const std::string& s) {
     ordered_json a = ordered_json::array();
@@ -80,13 +78,10 @@ public:
     void end(int prompt, int completion, int cached) override {
         const ordered_json usage = openai_usage(prompt, completion, cached);
         if (stream_) {
-            if (usage_chunk_) {
-                ordered_json last = chunk(ordered_json::array());
-                last["usage"] = usage;
-                cb_.on_event(dump(last), false, "");
-            }
-            cb_.on_event("[DONE]", true, "");
-            return cb_.on_done(200, "");
+            ordered_json last = chunk(ordered_json::array());
+            last["usage"] = usage;
+            const std::string text = dump(last);
+            return cb_.end_openai_stream(usage_chunk_ ? &text : nullptr);
         }
         ordered_json choices = ordered_json::array();
         for (size_t i = 0; i < choices_.size(); ++i) {
@@ -161,7 +156,7 @@ ordered_json openai_usage(int prompt, int completion, int cached) {
 }
 
 ordered_json openai_logprob(const Tokenizer& tok, const TokenLogprobs& l, bool as_ids) {
-    auto text = [&](int32_t id) { return as_ids ? "token_id:" + std::to_string(id) : token_bytes_or_empty(tok, id); };
+    auto text = [&](int32_t id) { return logprob_token_name(tok, id, as_ids); };
     ordered_json e{
         {"token", text(l.token)}, {"logprob", l.logprob}, {"bytes", bytes_of(token_bytes_or_empty(tok, l.token))}};
     ordered_json top = ordered_json::array();

@@ -33,6 +33,16 @@ std::string token_bytes_or_empty(const Tokenizer& tok, int32_t id) {
     }
 }
 
+void ResponseCallbacks::end_openai_stream(const std::string* usage_chunk) const {
+    if (usage_chunk) on_event(*usage_chunk, false, "");
+    on_event("[DONE]", true, "");
+    on_done(200, "");
+}
+
+std::string logprob_token_name(const Tokenizer& tok, int32_t id, bool as_ids) {
+    return as_ids ? "token_id:" + std::to_string(id) : token_bytes_or_empty(tok, id);
+}
+
 void apply_sampling(const fields::Sampling& f, const ChatModel& model, RunSettings& s) {
     s.sampling.min_tokens = f.min_tokens;
     s.sampling.temperature = f.temperature;

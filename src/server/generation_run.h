@@ -54,6 +54,10 @@ struct ResponseCallbacks {
     // Once: status and body (200 + the response, or an error body); for a stream, 200 and an
     // empty body after the last event, or an error the caller sends as the stream's last event.
     std::function<void(int status, std::string body)> on_done;
+
+    // The end of an OpenAI stream: the usage chunk (when the request asked for it: the caller's
+    // last chunk, else none), "[DONE]", then on_done(200).
+    void end_openai_stream(const std::string* usage_chunk) const;
 };
 
 // A piece of one choice's output.
@@ -115,5 +119,8 @@ int fit_context(const ChatModel& model, size_t prompt_tokens, std::optional<int>
 // A token's bytes, or none for an id the tokenizer lacks (Qwen3's embedding has 151,936 rows for
 // 151,669 tokens).
 std::string token_bytes_or_empty(const Tokenizer& tok, int32_t id);
+// How a logprobs entry names a token: its text, or "token_id:N" when the request asked for ids
+// (vLLM's return_tokens_as_token_ids).
+std::string logprob_token_name(const Tokenizer& tok, int32_t id, bool as_ids);
 
 }  // namespace parlance::server

@@ -12,6 +12,10 @@ void refuse(const std::string& param, const std::string& message, const std::str
     throw ApiError(400, message, param, code, "invalid_request_error");
 }
 
+std::string dump(const ordered_json& j) {
+    return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+}
+
 ordered_json parse_object(const std::string& body) {
     ordered_json j = ordered_json::parse(body, nullptr, false);
     if (j.is_discarded()) refuse("", "the request body is not valid JSON", "invalid_json");

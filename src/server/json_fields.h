@@ -19,6 +19,9 @@ using nlohmann::ordered_json;
 
 // The body as a JSON object (400 when it is not).
 ordered_json parse_object(const std::string& body);
+// The compact text of a response body or stream event; invalid UTF-8 in a string (a model's
+// partial character) is replaced, never thrown.
+std::string dump(const ordered_json& j);
 // Refuses the first key of `j` not in `known` ("unrecognized request argument supplied").
 void only_known(const ordered_json& j, const std::set<std::string>& known, const std::string& where = "");
 // True when `j` has `key` with a non-null value.

@@ -113,10 +113,6 @@ void convert_input(const ordered_json& input, ordered_json& conv) {
     }
 }
 
-std::string dump(const ordered_json& j) {
-    return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
-}
-
 class ResponsesWriter final : public RunSink {
 public:
     ResponsesWriter(const ChatModel& m, const ResponsesRequest& r, std::string id, int64_t created,

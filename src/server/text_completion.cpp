@@ -79,10 +79,6 @@ RunSettings completion_run_settings(const ChatModel& model, const CompletionRequ
 
 namespace {
 
-std::string dump(const ordered_json& j) {
-    return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
-}
-
 // OpenAI's legacy logprobs: parallel arrays, top_logprobs as {token: logprob} objects.
 class CompletionWriter final : public RunSink {
 public:
@@ -123,14 +119,11 @@ public:
     void end(int prompt, int completion, int cached) override {
         const ordered_json usage = openai_usage(prompt, completion, cached);
         if (r_.stream) {
-            if (r_.include_usage) {
-                ordered_json last = base();
-                last["choices"] = ordered_json::array();
-                last["usage"] = usage;
-                cb_.on_event(dump(last), false, "");
-            }
-            cb_.on_event("[DONE]", true, "");
-            return cb_.on_done(200, "");
+            ordered_json last = base();
+            last["choices"] = ordered_json::array();
+            last["usage"] = usage;
+            const std::string text = dump(last);
+            return cb_.end_openai_stream(r_.include_usage ? &text : nullptr);
         }
         ordered_json choices = ordered_json::array();
         for (size_t i = 0; i < choices_.size(); ++i) {
@@ -168,10 +161,7 @@ private:
         bool started = false;
     };
 
-    std::string token(int32_t id) const {
-        return r_.return_tokens_as_token_ids ? "token_id:" + std::to_string(id)
-                                             : token_bytes_or_empty(*m_.tokenizer, id);
-    }
+    std::string token(int32_t id) const { return logprob_token_name(*m_.tokenizer, id, r_.return_tokens_as_token_ids); }
     void add_logprob(Logprobs& lp, const TokenLogprobs& l, size_t offset) const {
         lp.tokens.push_back(token(l.token));
         lp.token_logprobs.push_back(l.logprob);
