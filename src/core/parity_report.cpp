@@ -6,6 +6,12 @@
 
 namespace parlance {
 
+std::string format_number(const char* format, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, format, v);
+    return b;
+}
+
 bool ParityReport::all_pass() const {
     for (const auto& r : rows)
         if (!r.pass) return false;

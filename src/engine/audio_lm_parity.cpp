@@ -14,12 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string fmt(const char* f, double v) {
-    char b[64];
-    std::snprintf(b, sizeof b, f, v);
-    return b;
-}
-
 // The case's samples: `samples` from `first_sample` of the file, the file's span repeated.
 std::vector<float> clip_samples(const json& c, const std::filesystem::path& audio_dir) {
     const std::vector<float> pcm = read_wav_file(audio_dir / c.at("file").get<std::string>()).samples;
@@ -108,7 +102,7 @@ ParityReport run_audio_lm_parity(AudioLanguageModel& model, Backend& backend, co
                 for (size_t i = 0; i < top.size(); ++i) diff = std::max(diff, std::abs(first.at(top[i]) - top_v[i]));
                 const double rel = scale > 0 ? diff / scale : diff;
                 add("logits", rel <= o.logits_tolerance, rel,
-                    "relative error " + fmt("%.2e", rel) + " (last prompt position, vs float64)");
+                    "relative error " + format_number("%.2e", rel) + " (last prompt position, vs float64)");
                 tie = 2.0 * diff;
             }
             const auto want = g.at("ids").get<std::vector<int32_t>>();
@@ -123,8 +117,8 @@ ParityReport run_audio_lm_parity(AudioLanguageModel& model, Backend& backend, co
                 row.near_tie = k < margins.size() && margins[k] < tie;
                 row.pass = row.near_tie;
                 row.detail = "first divergence at step " + std::to_string(k) +
-                             (k < margins.size() ? " (reference margin " + fmt("%.2e", margins[k]) +
-                                                       ", near-tie bound " + fmt("%.2e", tie) + ")"
+                             (k < margins.size() ? " (reference margin " + format_number("%.2e", margins[k]) +
+                                                       ", near-tie bound " + format_number("%.2e", tie) + ")"
                                                  : "");
             }
             report.rows.push_back(row);

@@ -8,17 +8,8 @@
 #include "engine/generation_engine.h"
 
 namespace parlance {
-namespace {
 
 using nlohmann::json;
-
-std::string fmt(const char* f, double v) {
-    char b[64];
-    std::snprintf(b, sizeof b, f, v);
-    return b;
-}
-
-}  // namespace
 
 ParityReport run_lm_parity(LanguageModel& model, Backend& backend, const json& ref, const LmParityOptions& o) {
     ParityReport report;
@@ -60,7 +51,7 @@ ParityReport run_lm_parity(LanguageModel& model, Backend& backend, const json& r
             row.check = "logits";
             row.value = scale > 0 ? diff / scale : diff;
             row.pass = row.value <= o.logits_tolerance;
-            row.detail = "relative error " + fmt("%.2e", row.value) + " (last position, vs float64)";
+            row.detail = "relative error " + format_number("%.2e", row.value) + " (last position, vs float64)";
             report.rows.push_back(row);
         }
         for (const char* which : {"greedy_fixed", "greedy_stop"}) {
@@ -83,9 +74,11 @@ ParityReport run_lm_parity(LanguageModel& model, Backend& backend, const json& r
             row.value = row.pass ? -1 : static_cast<double>(i);
             const auto margins = g.value("margins", std::vector<double>{});
             row.near_tie = !row.pass && i < margins.size() && margins[i] < 1e-3;
-            row.detail = row.pass ? std::to_string(want.size()) + " ids identical"
-                                  : "first divergence at step " + std::to_string(i) +
-                                        (i < margins.size() ? " (reference margin " + fmt("%.2e", margins[i]) + ")" : "");
+            row.detail =
+                row.pass
+                    ? std::to_string(want.size()) + " ids identical"
+                    : "first divergence at step " + std::to_string(i) +
+                          (i < margins.size() ? " (reference margin " + format_number("%.2e", margins[i]) + ")" : "");
             report.rows.push_back(row);
         }
     }
