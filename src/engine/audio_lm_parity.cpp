@@ -27,13 +27,6 @@ std::vector<float> clip_samples(const json& c, const std::filesystem::path& audi
     return out;
 }
 
-uint64_t key_of(const std::vector<float>& v) {  // the prefix cache's key for the audio span
-    uint64_t h = 0xCBF29CE484222325ULL;
-    const auto* b = reinterpret_cast<const unsigned char*>(v.data());
-    for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ b[i]) * 0x100000001B3ULL;
-    return h;
-}
-
 }  // namespace
 
 ParityReport run_audio_lm_parity(AudioLanguageModel& model, Backend& backend, const json& ref,
@@ -79,7 +72,7 @@ ParityReport run_audio_lm_parity(AudioLanguageModel& model, Backend& backend, co
             GenerationRequest r;
             r.prompt = p.ids;
             r.spans.push_back({p.audio_at, n_audio, emb});
-            r.cache_key = key_of(emb);
+            r.cache_key = embedding_cache_key(emb);
             r.sampling.max_tokens = g.at("max_new_tokens");
             r.sampling.min_tokens = w == "greedy_stop" ? 0 : r.sampling.max_tokens;
             r.sampling.stop_ids =

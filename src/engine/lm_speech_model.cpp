@@ -37,13 +37,6 @@ std::string check_options(const AudioLanguageModel& m, const TranscribeOptions& 
     return o.language.empty() ? std::string() : m.language_code(o.language);
 }
 
-uint64_t hash_of(const std::vector<float>& v) {  // what a prompt's placeholders stand for
-    uint64_t h = 0xCBF29CE484222325ULL;
-    const auto* b = reinterpret_cast<const unsigned char*>(v.data());
-    for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ b[i]) * 0x100000001B3ULL;
-    return h;
-}
-
 struct Piece {
     double start = 0.0, end = 0.0;  // seconds in the request's audio
     GenerationRequest request;
@@ -64,7 +57,7 @@ std::vector<Piece> prepare(AudioLanguageModel& m, std::span<const float> pcm, co
         int at = 0;
         GenerationRequest& r = p.request;
         r.prompt = m.prompt(n, o.initial_prompt, forced, &at);
-        r.cache_key = hash_of(emb);
+        r.cache_key = embedding_cache_key(emb);
         r.spans.push_back({at, n, std::move(emb)});
         r.sampling.max_tokens = o.max_new_tokens;
         r.sampling.min_tokens = std::min(o.min_new_tokens, o.max_new_tokens);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,19 +34,19 @@ bool is_finished(SeqState s);
 const char* finish_reason(SeqState s);
 
 struct SamplingParams {
-    int max_tokens = 16;          // generated tokens at most
-    int min_tokens = 0;           // stop tokens are suppressed until this many were generated
-    float temperature = 0.0f;     // 0: greedy (argmax, lowest id on ties)
-    int top_k = 0;                // 0: all
+    int max_tokens = 16;       // generated tokens at most
+    int min_tokens = 0;        // stop tokens are suppressed until this many were generated
+    float temperature = 0.0f;  // 0: greedy (argmax, lowest id on ties)
+    int top_k = 0;             // 0: all
     float top_p = 1.0f;
-    float min_p = 0.0f;           // drop tokens under min_p x the most likely one's probability
+    float min_p = 0.0f;  // drop tokens under min_p x the most likely one's probability
     // OpenAI's penalties over the generated tokens: logit -= frequency x count + presence x (count > 0).
     float presence_penalty = 0.0f;
     float frequency_penalty = 0.0f;
     // transformers' / vLLM's over prompt and generated tokens: a seen token's logit is divided by
     // it when positive, multiplied when negative (1 = off).
     float repetition_penalty = 1.0f;
-    uint64_t seed = 0;            // sampling seed (per sequence)
+    uint64_t seed = 0;              // sampling seed (per sequence)
     std::vector<int32_t> stop_ids;  // end-of-sequence ids (the model's, unless ignore_eos)
 };
 
@@ -56,19 +57,23 @@ struct EmbeddingSpan {
     std::vector<float> data;  // [rows][hidden], row-major
 };
 
+// What a prompt's placeholders stand for, as a prefix-cache key (GenerationRequest::cache_key):
+// FNV-1a over the vectors' bytes, so the same audio shares cached blocks and other audio does not.
+uint64_t embedding_cache_key(std::span<const float> data);
+
 struct Sequence {
     SeqId id = 0;
     Priority priority = Priority::Interactive;
-    uint64_t arrival = 0;               // set by the scheduler: FIFO order inside a class
-    uint64_t last_scheduled = 0;        // the scheduler's step count when it last ran (fairness)
-    std::vector<int32_t> tokens;        // prompt + generated
+    uint64_t arrival = 0;         // set by the scheduler: FIFO order inside a class
+    uint64_t last_scheduled = 0;  // the scheduler's step count when it last ran (fairness)
+    std::vector<int32_t> tokens;  // prompt + generated
     int prompt_length = 0;
-    int num_computed = 0;               // tokens whose K/V are in the cache
-    int draft = 0;                      // trailing tokens that are a speculative draft (this step only)
+    int num_computed = 0;  // tokens whose K/V are in the cache
+    int draft = 0;         // trailing tokens that are a speculative draft (this step only)
     SamplingParams sampling;
     std::vector<EmbeddingSpan> spans;
     SeqState state = SeqState::Waiting;
-    uint64_t cache_key = 0;             // what the tokens are conditioned on (prefix-hash salt)
+    uint64_t cache_key = 0;  // what the tokens are conditioned on (prefix-hash salt)
     std::optional<std::chrono::steady_clock::time_point> deadline;
     std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
     std::shared_ptr<void> model_state;  // opaque to the engine
