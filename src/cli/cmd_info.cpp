@@ -1,5 +1,6 @@
-// parlance info PATH [--json]: what a model directory or file holds (format, architecture, key
-// dimensions, parameters, dtypes, files, tokenizer size), without interpreting the architecture.
+// parlance info PATH [--mmproj FILE] [--json]: what a model directory or file holds (format,
+// architecture, key dimensions, parameters, dtypes, files, tokenizer size; a GGUF pair's projector
+// too), without interpreting the architecture.
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -79,6 +80,34 @@ int64_t tokenizer_json_size(const fs::path& file) {
     return static_cast<int64_t>(ids.size());
 }
 
+json dtype_histogram(const TensorStore& store) {
+    std::map<std::string, std::pair<uint64_t, uint64_t>> hist;  // type -> (tensors, bytes)
+    for (const auto& t : store.tensors()) {
+        auto& [count, bytes] = hist[dtype_name(t.type)];
+        ++count;
+        bytes += t.nbytes;
+    }
+    json dtypes = json::object();
+    for (const auto& [name, cb] : hist) dtypes[name] = {{"tensors", cb.first}, {"bytes", cb.second}};
+    return dtypes;
+}
+
+// llama.cpp's projector file of a multimodal pair: its type and encoder dimensions (clip.*).
+json describe_mmproj(const TensorStore& mmproj) {
+    const json& meta = mmproj.metadata();
+    json out = json::object();
+    out["path"] = mmproj.files().front().string();
+    std::string type;
+    for (const char* key : {"clip.audio.projector_type", "clip.projector_type"})
+        if (type.empty() && meta.contains(key) && meta[key].is_string()) type = meta[key].get<std::string>();
+    out["projector_type"] = type.empty() ? json(nullptr) : json(type);
+    out["dimensions"] = gguf_dimensions(meta, "clip");
+    out["tensors"] = mmproj.tensors().size();
+    out["parameters"] = mmproj.parameter_count();
+    out["dtypes"] = dtype_histogram(mmproj);
+    return out;
+}
+
 json describe(const ModelFiles& m) {
     const TensorStore& store = *m.tensors;
     json out = json::object();
@@ -95,15 +124,8 @@ json describe(const ModelFiles& m) {
     }
     out["tensors"] = store.tensors().size();
     out["parameters"] = store.parameter_count();
-    std::map<std::string, std::pair<uint64_t, uint64_t>> hist;  // type -> (tensors, bytes)
-    for (const auto& t : store.tensors()) {
-        auto& [count, bytes] = hist[dtype_name(t.type)];
-        ++count;
-        bytes += t.nbytes;
-    }
-    json dtypes = json::object();
-    for (const auto& [name, cb] : hist) dtypes[name] = {{"tensors", cb.first}, {"bytes", cb.second}};
-    out["dtypes"] = dtypes;
+    out["dtypes"] = dtype_histogram(store);
+    if (m.mmproj) out["mmproj"] = describe_mmproj(*m.mmproj);
     const auto files = m.files();
     out["files"] = files.size();
     out["bytes_on_disk"] = m.bytes_on_disk();
@@ -130,6 +152,14 @@ std::string with_commas(uint64_t n) {
     return out;
 }
 
+void print_dtypes(const json& dtypes) {
+    if (dtypes.empty()) return;
+    std::printf("\n  %-10s %8s %20s\n", "dtype", "tensors", "bytes");
+    for (const auto& [k, v] : dtypes.items())
+        std::printf("  %-10s %8s %20s\n", k.c_str(), std::to_string(v["tensors"].get<uint64_t>()).c_str(),
+                    with_commas(v["bytes"].get<uint64_t>()).c_str());
+}
+
 void print_table(const json& info) {
     auto row = [](const std::string& key, const std::string& value) {
         std::printf("%-16s %s\n", key.c_str(), value.c_str());
@@ -142,17 +172,22 @@ void print_table(const json& info) {
     row("files", std::to_string(info["files"].get<uint64_t>()));
     row("bytes on disk", with_commas(info["bytes_on_disk"].get<uint64_t>()) + " (" +
                              human_bytes(info["bytes_on_disk"].get<uint64_t>()) + ")");
-    row("tokenizer size", info["tokenizer_size"].is_null() ? "-" : std::to_string(info["tokenizer_size"].get<int64_t>()));
+    row("tokenizer size",
+        info["tokenizer_size"].is_null() ? "-" : std::to_string(info["tokenizer_size"].get<int64_t>()));
     if (!info["dimensions"].empty()) {
         std::printf("\ndimensions\n");
         for (const auto& [k, v] : info["dimensions"].items()) std::printf("  %-30s %s\n", k.c_str(), v.dump().c_str());
     }
-    if (!info["dtypes"].empty()) {
-        std::printf("\n  %-10s %8s %20s\n", "dtype", "tensors", "bytes");
-        for (const auto& [k, v] : info["dtypes"].items()) {
-            std::printf("  %-10s %8s %20s\n", k.c_str(), std::to_string(v["tensors"].get<uint64_t>()).c_str(),
-                        with_commas(v["bytes"].get<uint64_t>()).c_str());
-        }
+    print_dtypes(info["dtypes"]);
+    if (info.contains("mmproj")) {
+        const json& p = info["mmproj"];
+        std::printf("\nmultimodal projector (mmproj)\n");
+        row("  path", p["path"].get<std::string>());
+        row("  projector", p["projector_type"].is_null() ? "unknown" : p["projector_type"].get<std::string>());
+        row("  parameters", with_commas(p["parameters"].get<uint64_t>()));
+        row("  tensors", std::to_string(p["tensors"].get<uint64_t>()));
+        for (const auto& [k, v] : p["dimensions"].items()) std::printf("  %-30s %s\n", k.c_str(), v.dump().c_str());
+        print_dtypes(p["dtypes"]);
     }
 }
 
@@ -161,14 +196,19 @@ void print_table(const json& info) {
 void register_info(CLI::App& app, GlobalOptions& /*globals*/) {
     struct Options {
         std::string path;
+        std::string mmproj;
         bool json = false;
     };
     auto opts = std::make_shared<Options>();
     CLI::App* cmd = app.add_subcommand("info", "Describe a model directory, GGUF or whisper.cpp file");
-    cmd->add_option("path", opts->path, "HF snapshot directory, .safetensors, .gguf or whisper.cpp .bin")->required();
+    cmd->add_option("path", opts->path,
+                    "HF snapshot directory, .safetensors, .gguf (or a directory of llama.cpp GGUFs: the model and "
+                    "its mmproj) or whisper.cpp .bin")
+        ->required();
+    cmd->add_option("--mmproj", opts->mmproj, "With a .gguf path: the multimodal projector GGUF of its pair");
     cmd->add_flag("--json", opts->json, "Print one JSON object instead of a table");
     cmd->callback([opts] {
-        const ModelFiles m = open_model_files(opts->path);
+        const ModelFiles m = open_model_files(opts->path, opts->mmproj);
         const json info = describe(m);
         if (opts->json) {
             std::printf("%s\n", info.dump(2, ' ', false, json::error_handler_t::replace).c_str());

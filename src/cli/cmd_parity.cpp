@@ -13,6 +13,16 @@
 #include "models/registry.h"
 
 namespace parlance::cli {
+namespace {
+
+// References of tools/reference/qwen3*_reference.py hold no weights: the tests' writer makes them.
+[[noreturn]] void refuse_without_weights(const std::string& reference_dir, const std::string& writer_prefix) {
+    throw Error(ErrorKind::InvalidArgument,
+                reference_dir + " holds no weights: pass --model (build/tests/write_qwen3_fixture " + writer_prefix +
+                    std::filesystem::path(reference_dir).filename().string() + " DIR writes them)");
+}
+
+}  // namespace
 
 void register_parity(CLI::App& app, GlobalOptions& globals) {
     auto* cmd =
@@ -28,11 +38,14 @@ void register_parity(CLI::App& app, GlobalOptions& globals) {
     cmd->add_option("--quantize", opts->quantize,
                     "Linear weights at load: f32 (full precision) or quantized f16|q8_0|q5_k|q4_k");
     cmd->add_option("--model", opts->model_override,
-                    "Run this model (HF directory or whisper.cpp .bin of the same weights) instead of "
-                    "each reference's model/");
+                    "Run this model (HF directory, GGUF file or pair directory, whisper.cpp .bin of the same "
+                    "weights) instead of each reference's model/");
+    auto mmproj = std::make_shared<std::string>();
+    cmd->add_option("--mmproj", *mmproj,
+                    "With --model TEXT.gguf: llama.cpp's multimodal projector GGUF of the pair (Qwen3-ASR)");
     cmd->add_option("--encoder-tolerance", opts->encoder_tolerance, "Largest relative encoder error")
         ->default_val(1e-3);
-    cmd->callback([dirs, opts, &globals] {
+    cmd->callback([dirs, opts, mmproj, &globals] {
         for (const auto& d : *dirs) {
             std::ifstream in(std::filesystem::path(d) / "reference.json");
             if (!in) throw Error(ErrorKind::NotFound, "no reference.json in " + d);
@@ -43,23 +56,17 @@ void register_parity(CLI::App& app, GlobalOptions& globals) {
                 // Like the language-model references: no weights in the directory. Its clips are
                 // the fixtures' recordings (tests/fixtures/audio beside tests/fixtures/qwen3_asr).
                 const std::filesystem::path model = opts->model_override;
-                if (model.empty() || !std::filesystem::exists(model))
-                    throw Error(ErrorKind::InvalidArgument,
-                                d + " holds no weights: pass --model (build/tests/write_qwen3_fixture asr:" +
-                                    std::filesystem::path(d).filename().string() + " DIR writes them)");
+                if (model.empty() || !std::filesystem::exists(model)) refuse_without_weights(d, "asr:");
                 const std::filesystem::path audio =
                     std::filesystem::weakly_canonical(std::filesystem::path(d)).parent_path().parent_path() / "audio";
                 Backend backend(opts->backend);
-                auto alm = load_audio_language_model(model, backend, {opts->quantize});
+                auto alm = load_audio_language_model(model, backend, {opts->quantize, *mmproj});
                 report = run_audio_lm_parity(*alm, backend, ref, audio);
             } else if (generator.find("qwen3_reference") != std::string::npos) {
                 // Language-model references hold no weights (tests/write_qwen3_fixture makes them).
                 std::filesystem::path model = opts->model_override;
                 if (model.empty()) model = std::filesystem::path(d) / "model";
-                if (!std::filesystem::exists(model))
-                    throw Error(ErrorKind::InvalidArgument,
-                                d + " holds no weights: pass --model (build/tests/write_qwen3_fixture " +
-                                    std::filesystem::path(d).filename().string() + " DIR writes them)");
+                if (!std::filesystem::exists(model)) refuse_without_weights(d, "");
                 Backend backend(opts->backend);
                 auto lm = load_language_model(model, backend, {opts->quantize});
                 report = run_lm_parity(*lm, backend, ref);

@@ -60,9 +60,10 @@ void run(PullArgs& a) {
         std::fprintf(stderr, "%s %s (%s)\n", f.downloaded ? "fetched" : "present", f.name.c_str(),
                      human_bytes(f.bytes).c_str());
     }
-    std::fprintf(stderr, "%s at %s: %zu files, %s downloaded, %s already present\n", o.repo.c_str(),
-                 r.commit.c_str(), r.files.size(), human_bytes(fetched).c_str(), human_bytes(kept).c_str());
-    // What --model takes: the folder, or the single-file checkpoint when that is what was picked.
+    std::fprintf(stderr, "%s at %s: %zu files, %s downloaded, %s already present\n", o.repo.c_str(), r.commit.c_str(),
+                 r.files.size(), human_bytes(fetched).c_str(), human_bytes(kept).c_str());
+    // What --model takes: the folder (an HF snapshot, or a GGUF pair: --model finds both), or the
+    // single-file checkpoint when that is what was picked.
     fs::path model = o.dir;
     int single = 0;
     for (const PulledFile& f : r.files)
@@ -87,10 +88,15 @@ void register_pull(CLI::App& app, GlobalOptions&) {
     cmd->add_option("--token", a->options.token, "Access token for gated or private repositories (default: $HF_TOKEN)");
     cmd->add_option("-f,--file", a->options.files,
                     "Fetch exactly these files (repeatable), e.g. a .gguf or whisper.cpp .bin; default: the "
-                    "configs, tokenizer and safetensors weights");
-    cmd->footer("\nPrints the folder on stdout: parlance transcribe a.wav --model \"$(parlance pull ORG/NAME)\"\n"
-                "Files arrive as NAME.part and are renamed when complete; files already present with the "
-                "listed size are skipped.");
+                    "configs, tokenizer and safetensors weights, or in a GGUF-only repository one model GGUF and its "
+                    "mmproj (--quant)");
+    cmd->add_option("-q,--quant", a->options.quant,
+                    "In a repository of llama.cpp GGUFs: the variant to fetch, e.g. Q8_0 or f16 (default Q8_0, else "
+                    "f16), with its mmproj-*.gguf of the same variant");
+    cmd->footer(
+        "\nPrints the folder on stdout: parlance transcribe a.wav --model \"$(parlance pull ORG/NAME)\"\n"
+        "Files arrive as NAME.part and are renamed when complete; files already present with the "
+        "listed size are skipped.");
     cmd->callback([a] { run(*a); });
 }
 

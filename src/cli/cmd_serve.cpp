@@ -22,7 +22,8 @@ namespace parlance::cli {
 namespace {
 
 struct ServeArgs {
-    std::string model;
+    std::vector<std::string> models;  // PATH or ID=PATH, each --model
+    std::string mmproj;
     server::ServerOptions server;
     EngineOptions engine;
     int threads = 0;
@@ -40,6 +41,29 @@ struct ServeArgs {
     int chat_speculative = 0;
     std::string chat_draft_model;
     double chat_draft_kv_cache_mb = 64;
+};
+
+// One --model value: "ID=PATH", or a PATH whose directory or file name (without the extension)
+// is its id. A value that is an existing path is a path even when it holds '='.
+std::pair<std::string, std::string> model_spec(const std::string& value) {
+    namespace fs = std::filesystem;
+    const size_t eq = value.find('=');
+    std::error_code ec;
+    if (eq != std::string::npos && eq > 0 && !fs::exists(value, ec)) return {value.substr(0, eq), value.substr(eq + 1)};
+    fs::path p(value);
+    if (p.filename().empty()) p = p.parent_path();  // "dir/"
+    return {fs::is_directory(p, ec) ? p.filename().string() : p.stem().string(), value};
+}
+
+// One speech model of the server: its own Backend (each engine thread computes on its own),
+// the model and its engine.
+struct SpeechSide {
+    std::string id, path;
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<SpeechModel> model;
+    std::unique_ptr<SpeechEngine> engine;
+    int beams = 1;
+    int cache_slots = 0;
 };
 
 // The chat side of the server: a language model on its own Backend (its engine thread computes
@@ -104,7 +128,27 @@ std::unique_ptr<ChatSide> load_chat(const ServeArgs& a, Logger& log) {
 
 void run(ServeArgs& a, GlobalOptions& globals) {
     Logger log(parse_log_level(globals.log_level));
-    a.model = resolve_model(a.model);
+    // The speech models and their ids (the first is the default); --model-id renames the first.
+    std::vector<std::pair<std::string, std::string>> specs;
+    for (const std::string& m : a.models.empty() ? std::vector<std::string>{""} : a.models) {
+        auto spec = model_spec(m.empty() ? resolve_model("") : m);
+        spec.second = resolve_model(spec.second);
+        specs.push_back(spec);
+    }
+    if (!a.server.model_id.empty()) specs.front().first = a.server.model_id;
+    for (size_t i = 0; i < specs.size(); ++i) {
+        if (specs[i].first.empty())
+            throw Error(ErrorKind::InvalidArgument, "--model " + specs[i].second + ": an empty model id");
+        for (size_t j = 0; j < i; ++j)
+            if (specs[i].first == specs[j].first)
+                throw Error(ErrorKind::InvalidArgument, "--model: two models with the id '" + specs[i].first + "' (" +
+                                                            specs[j].second + ", " + specs[i].second +
+                                                            "): name them with --model ID=PATH");
+    }
+    if (!a.mmproj.empty() && specs.size() > 1)
+        throw Error(ErrorKind::InvalidArgument,
+                    "--mmproj goes with one --model; with several, give each GGUF pair as its directory");
+    a.server.model_id = specs.front().first;
     if (a.server.api_key.empty())
         if (const char* k = std::getenv("PARLANCE_API_KEY")) a.server.api_key = k;
     a.server.max_upload_bytes = static_cast<size_t>(a.max_upload_mb * 1024 * 1024);
@@ -125,32 +169,41 @@ void run(ServeArgs& a, GlobalOptions& globals) {
     server::HttpServer http(a.server, log);
     http.start();
     log.info("listening on ", a.server.tls_cert.empty() ? "http://" : "https://", a.server.host, ":", http.port(),
-             " (loading ", a.model, ")");
-    BackendOptions bo;
-    bo.device = a.server.device;
-    bo.threads = a.threads;
-    Backend backend(bo);
-    auto model = open_speech_model(a.model, backend, {a.quantize});
+             " (loading ", specs.size(), specs.size() == 1 ? " model: " : " models, the first ", specs.front().second,
+             ")");
     a.engine.max_new_tokens = a.max_new_tokens;
-    // Requests decode with the model's default beam size (clients of the OpenAI API cannot ask
-    // for another): room for four of them at once, and never fewer slots than before.
-    const int beams = model->default_beam_size();
-    a.engine.cache_slots = a.cache_slots > 0 ? a.cache_slots : std::max(16, 4 * 2 * beams);
-    if (std::max(2, a.engine.cache_slots) < 2 * beams)  // the engine takes at least 2
-        throw Error(ErrorKind::InvalidArgument,
-                    "--cache-slots " + std::to_string(a.engine.cache_slots) +
-                        " is too few for the model's default beam size " + std::to_string(beams) +
-                        " (generation_config.json num_beams): a request takes " + std::to_string(2 * beams));
     a.server.max_pending = a.engine.max_queue;
     if (a.kv_cache_mb < 0) throw Error(ErrorKind::InvalidArgument, "--kv-cache-mb must be >= 0");
     a.engine.kv_cache_bytes = static_cast<size_t>(a.kv_cache_mb * 1024 * 1024);
-    std::unique_ptr<SpeechEngine> engine = model->start_engine(a.engine, log);
-    if (engine->max_beams() < beams)
-        throw Error(ErrorKind::InvalidArgument,
-                    "--kv-cache-mb " + std::to_string(static_cast<int>(a.kv_cache_mb)) + " holds " +
-                        std::to_string(engine->max_beams()) +
-                        " full decoder contexts; a request at the model's default beam size " + std::to_string(beams) +
-                        " needs " + std::to_string(beams));
+    std::vector<SpeechSide> speech;
+    for (const auto& [id, path] : specs) {
+        SpeechSide& sp = speech.emplace_back();
+        sp.id = id;
+        sp.path = path;
+        BackendOptions bo;
+        bo.device = a.server.device;
+        bo.threads = a.threads;
+        sp.backend = std::make_unique<Backend>(bo);
+        sp.model = open_speech_model(path, *sp.backend, {a.quantize, a.mmproj});
+        // Requests decode with the model's default beam size (clients of the OpenAI API cannot
+        // ask for another): room for four of them at once, and never fewer slots than before.
+        sp.beams = sp.model->default_beam_size();
+        EngineOptions eo = a.engine;
+        eo.cache_slots = a.cache_slots > 0 ? a.cache_slots : std::max(16, 4 * 2 * sp.beams);
+        sp.cache_slots = eo.cache_slots;
+        if (std::max(2, eo.cache_slots) < 2 * sp.beams)  // the engine takes at least 2
+            throw Error(ErrorKind::InvalidArgument,
+                        "--cache-slots " + std::to_string(eo.cache_slots) +
+                            " is too few for the model's default beam size " + std::to_string(sp.beams) + " (" + path +
+                            ", generation_config.json num_beams): a request takes " + std::to_string(2 * sp.beams));
+        sp.engine = sp.model->start_engine(eo, log);
+        if (sp.engine->max_beams() < sp.beams)
+            throw Error(ErrorKind::InvalidArgument, "--kv-cache-mb " + std::to_string(static_cast<int>(a.kv_cache_mb)) +
+                                                        " holds " + std::to_string(sp.engine->max_beams()) +
+                                                        " full decoder contexts; a request to " + path +
+                                                        " at its default beam size " + std::to_string(sp.beams) +
+                                                        " needs " + std::to_string(sp.beams));
+    }
     // Live sessions' server_vad: Silero VAD on a backend of its own (one thread), so its small
     // graphs never wait on, or race with, the speech model's.
     std::unique_ptr<Backend> vad_backend;
@@ -172,18 +225,24 @@ void run(ServeArgs& a, GlobalOptions& globals) {
     std::unique_ptr<ChatSide> chat;
     if (!a.chat_model.empty()) {
         chat = load_chat(a, log);
-        if (chat->info.id == a.server.model_id)
-            throw Error(ErrorKind::InvalidArgument,
-                        "--chat-model-id '" + chat->info.id + "' is the speech model's id too");
+        for (const SpeechSide& sp : speech)
+            if (chat->info.id == sp.id)
+                throw Error(ErrorKind::InvalidArgument, "--chat-model-id '" + chat->info.id +
+                                                            "' is the id of the speech model " + sp.path + " too");
         http.set_chat(&chat->info);
     }
-    const std::string description = model->description();
-    http.set_engine(engine.get(), description);
-    log.info("ready: ", description, " loaded in ", seconds(model->load_seconds()), " on ", backend.device_name(), ", ",
-             backend.threads(), " threads; model id '", a.server.model_id, "'; beam size ", beams, ", ",
-             a.engine.cache_slots, " cache slots, ", engine->stats().kv_capacity_bytes >> 20, " MiB KV cache");
+    std::vector<server::SpeechModelInfo> infos;
+    for (const SpeechSide& sp : speech) {
+        infos.push_back({sp.id, sp.engine.get(), sp.model->description()});
+        log.info("ready: '", sp.id, "' = ", infos.back().description, " loaded in ", seconds(sp.model->load_seconds()),
+                 " on ", sp.backend->device_name(), ", ", sp.backend->threads(), " threads; beam size ", sp.beams, ", ",
+                 sp.cache_slots, " cache slots, ", sp.engine->stats().kv_capacity_bytes >> 20, " MiB KV cache");
+    }
+    if (speech.size() > 1)
+        log.info(speech.size(), " speech models; whisper-1 and the other OpenAI names mean '", speech.front().id, "'");
+    http.set_speech_models(std::move(infos));
     http.wait_for_signal();
-    engine->shutdown(true);
+    for (SpeechSide& sp : speech) sp.engine->shutdown(true);
     if (chat) chat->service->shutdown(true);
     log.info("stopped");
 }
@@ -196,9 +255,11 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
         "serve",
         "Serve the OpenAI-compatible API (transcriptions, translations, live transcription over /v1/realtime; "
         "chat completions with --chat-model)");
-    cmd->add_option("-m,--model", a->model,
-                    "Whisper model: HF snapshot directory or whisper.cpp .bin (default: $PARLANCE_MODEL, "
-                    "else the bundled default models/parlance-synth-en when it is there)");
+    cmd->add_option("-m,--model", a->models,
+                    std::string(kSpeechModelHelp) +
+                        ". Repeat for several models: ID=PATH names one (else its directory or file name without the "
+                        "extension); a request's `model` picks it, whisper-1 and OpenAI's other names mean the first");
+    cmd->add_option("--mmproj", a->mmproj, kMmprojHelp);
     cmd->add_option("--host", a->server.host, "Address to listen on")->default_val("127.0.0.1");
     cmd->add_option("--port", a->server.port, "Port (0 = any free port)")->default_val(8000);
     cmd->add_option("--api-key", a->server.api_key,
@@ -211,8 +272,10 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
     cmd->add_option("--tls-key", a->server.tls_key, "The PEM private key of --tls-cert")->check(CLI::ExistingFile);
     cmd->add_flag("--metrics-public", a->server.metrics_public,
                   "Serve /metrics without the key (for a Prometheus on a trusted network)");
-    cmd->add_option("--model-id", a->server.model_id, "The model name clients send (whisper-1 is also accepted)")
-        ->default_val("whisper");
+    a->server.model_id.clear();  // the id rule of --model applies unless --model-id is given
+    cmd->add_option("--model-id", a->server.model_id,
+                    "The first model's id, the name clients send (default: ID of --model ID=PATH, else its directory "
+                    "or file name; whisper-1 and whisper are also accepted)");
     cmd->add_option("--max-upload-mb", a->max_upload_mb, "Largest upload")->default_val(25);
     cmd->add_option("--max-audio-seconds", a->server.max_audio_seconds,
                     "Longest audio accepted: a file that declares more is refused before decoding, one that "
@@ -263,7 +326,10 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "case (a full context each) fits. Default or 0: what the cache slots can use at once. "
                     "Occupancy, prefix hits and evictions are in /metrics (parlance_kv_cache_*)");
     cmd->add_option("--max-new-tokens", a->max_new_tokens, "Decoded tokens per 30 s window (cap)")->default_val(224);
-    cmd->add_option("--encode-batch", a->engine.max_encode_batch, "30 s windows encoded in one graph")->default_val(4);
+    cmd->add_option("--encode-batch", a->engine.max_encode_batch,
+                    "30 s windows of different requests encoded in one graph (above 1, a request's log-probabilities "
+                    "may differ in the last bits with what runs beside it)")
+        ->default_val(1);
     cmd->add_option("--timeout", a->engine.request_timeout_seconds, "Per-request time limit in seconds (0 = none)")
         ->default_val(600);
     cmd->add_option("-t,--threads", a->threads, "CPU threads for compute (0 = all, up to 8)");

@@ -26,6 +26,7 @@ struct TranscribeArgs {
     std::string output;
     std::string device = "cpu";
     std::string quantize;
+    std::string mmproj;
     int threads = 0;
     double max_seconds = 4 * 3600;
     TranscribeOptions options;
@@ -60,18 +61,17 @@ void run(TranscribeArgs& a) {
     a.model = resolve_model(a.model);
     ResponseFormat format = parse_response_format(a.format);
     if (a.temperature >= 0.0f) a.options.temperatures = {a.temperature};
-    a.options.timestamps = !a.no_timestamps || format == ResponseFormat::Srt ||
-                           format == ResponseFormat::Vtt || format == ResponseFormat::VerboseJson;
+    a.options.timestamps = !a.no_timestamps || format == ResponseFormat::Srt || format == ResponseFormat::Vtt ||
+                           format == ResponseFormat::VerboseJson;
 
     BackendOptions bo;
     bo.device = a.device;
     bo.threads = a.threads;
     Backend backend(bo);
-    auto model = open_speech_model(a.model, backend, {a.quantize});
+    auto model = open_speech_model(a.model, backend, {a.quantize, a.mmproj});
     const bool tty = isatty(fileno(stderr));
-    std::fprintf(stderr, "loaded %s (%s) in %.2f s on %s, %d threads\n", a.model.c_str(),
-                 model->description().c_str(), model->load_seconds(), backend.device_name().c_str(),
-                 backend.threads());
+    std::fprintf(stderr, "loaded %s (%s) in %.2f s on %s, %d threads\n", a.model.c_str(), model->description().c_str(),
+                 model->load_seconds(), backend.device_name().c_str(), backend.threads());
 
     std::FILE* out = stdout;
     if (!a.output.empty()) {
@@ -104,8 +104,8 @@ void register_transcribe(CLI::App& app, GlobalOptions&) {
     auto a = std::make_shared<TranscribeArgs>();
     auto* cmd = app.add_subcommand("transcribe", "Transcribe or translate audio files with a Whisper model");
     cmd->add_option("files", a->files, "Audio files (wav, flac, mp3, m4a, ogg, webm, ...)")->required();
-    cmd->add_option("-m,--model", a->model, "Whisper model: HF snapshot directory or whisper.cpp .bin (default: $PARLANCE_MODEL, "
-                    "else the bundled default models/parlance-synth-en when it is there)");
+    cmd->add_option("-m,--model", a->model, kSpeechModelHelp);
+    cmd->add_option("--mmproj", a->mmproj, kMmprojHelp);
     cmd->add_option("-f,--format", a->format, "json|text|srt|vtt|verbose_json")->default_val("text");
     cmd->add_option("-o,--output", a->output, "Write here instead of stdout");
     cmd->add_option("-l,--language", a->options.language, "Spoken language code (default: detect)");
@@ -113,8 +113,7 @@ void register_transcribe(CLI::App& app, GlobalOptions&) {
     cmd->add_option_function<int>(
         "--beam-size", [a](int n) { a->options.beam_size = n; },
         "Beams (1 = greedy; default: the model's generation_config.json num_beams, else 1)");
-    cmd->add_option("--temperature", a->temperature,
-                    "Fixed sampling temperature (default: 0 with fallback 0.2..1.0)");
+    cmd->add_option("--temperature", a->temperature, "Fixed sampling temperature (default: 0 with fallback 0.2..1.0)");
     cmd->add_option("--prompt", a->options.initial_prompt, "Initial prompt (vocabulary, style)");
     cmd->add_flag("--no-timestamps", a->no_timestamps, "Do not predict timestamps (text and json only)");
     cmd->add_flag("--word-timestamps", a->options.word_timestamps,
@@ -128,8 +127,9 @@ void register_transcribe(CLI::App& app, GlobalOptions&) {
         "Decode each window without the text before it");
     cmd->add_option("--max-new-tokens", a->options.max_new_tokens, "Tokens per 30 s window (Qwen3-ASR: per piece)")
         ->default_val(224);
-    cmd->add_option("--min-new-tokens", a->options.min_new_tokens,
-                    "End-of-text suppressed until this many tokens per window or piece (as transformers' min_new_tokens)")
+    cmd->add_option(
+           "--min-new-tokens", a->options.min_new_tokens,
+           "End-of-text suppressed until this many tokens per window or piece (as transformers' min_new_tokens)")
         ->default_val(0);
     // OpenAI whisper's gate and fallback thresholds (its CLI's names, hyphenated).
     cmd->add_option("--no-speech-threshold", a->options.no_speech_threshold,

@@ -9,6 +9,14 @@ namespace parlance::cli {
 // Name of the bundled model's folder under models/.
 inline constexpr const char* kDefaultModelName = "parlance-synth-en";
 
+// --help of --model and --mmproj wherever a speech model is loaded (transcribe, serve).
+inline constexpr const char* kSpeechModelHelp =
+    "Speech model: HF snapshot directory (Whisper, Qwen3-ASR), whisper.cpp .bin, or llama.cpp's Qwen3-ASR GGUF "
+    "pair (their directory, or the text GGUF with --mmproj) (default: $PARLANCE_MODEL, else the bundled default "
+    "models/parlance-synth-en when it is there)";
+inline constexpr const char* kMmprojHelp =
+    "With --model TEXT.gguf: the pair's multimodal projector GGUF (llama.cpp's mmproj-*.gguf)";
+
 // `given` when it is not empty; otherwise $PARLANCE_MODEL, otherwise the bundled model found
 // next to the executable (installed: <prefix>/share/parlance/models/NAME) or in the source tree
 // it was built from. Throws InvalidArgument naming every place it looked when none has it.

@@ -33,9 +33,8 @@ struct CurlHandle {
 };
 
 // A GET with redirects followed; the body goes to `sink`. Returns the HTTP status.
-long http_get(const std::string& url, const std::string& token,
-              size_t (*sink)(char*, size_t, size_t, void*), void* sink_data,
-              curl_xferinfo_callback on_progress = nullptr, void* progress_data = nullptr) {
+long http_get(const std::string& url, const std::string& token, size_t (*sink)(char*, size_t, size_t, void*),
+              void* sink_data, curl_xferinfo_callback on_progress = nullptr, void* progress_data = nullptr) {
     curl_init_once();
     CurlHandle c;
     if (!c.h) throw Error(ErrorKind::Io, "could not create a libcurl handle");
@@ -113,7 +112,63 @@ int on_progress(void* data, curl_off_t total, curl_off_t now, curl_off_t, curl_o
 
 }  // namespace
 
-std::vector<std::string> files_to_pull(const std::vector<std::string>& repository_files) {
+namespace {
+
+std::string lower(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+// The file of `files` whose name holds the variant label (-Q8_0. / -f16.), else "".
+std::string with_variant(const std::vector<std::string>& files, const std::string& variant) {
+    const std::string v = lower(variant);
+    for (const std::string& f : files) {
+        const std::string n = lower(fs::path(f).filename().string());
+        const size_t at = n.rfind(v);
+        if (at != std::string::npos && at > 0 && (n[at - 1] == '-' || n[at - 1] == '.' || n[at - 1] == '_') &&
+            n.compare(at + v.size(), 5, ".gguf") == 0)
+            return f;
+    }
+    return {};
+}
+
+// llama.cpp's layout: model GGUFs and mmproj GGUFs of several variants; one of each.
+std::vector<std::string> gguf_pair_to_pull(const std::vector<std::string>& files, const std::string& quant) {
+    std::vector<std::string> models, projectors;
+    for (const std::string& f : files) {
+        if (!f.ends_with(".gguf")) continue;
+        (lower(fs::path(f).filename().string()).starts_with("mmproj") ? projectors : models).push_back(f);
+    }
+    if (models.empty()) return {};
+    std::string model;
+    if (!quant.empty()) {
+        model = with_variant(models, quant);
+        if (model.empty()) {
+            std::string there;
+            for (const std::string& m : models) there += (there.empty() ? "" : ", ") + m;
+            throw Error(ErrorKind::NotFound, "no model GGUF of the variant '" + quant + "' (there are: " + there + ")");
+        }
+    } else {
+        model = with_variant(models, "q8_0");
+        if (model.empty()) model = with_variant(models, "f16");
+        if (model.empty()) model = models.front();
+    }
+    std::vector<std::string> out = {model};
+    if (!projectors.empty()) {
+        // The projector of the model's variant (its name's last -LABEL), else f16, else the first.
+        const std::string stem = fs::path(model).stem().string();
+        const size_t dash = stem.find_last_of("-._");
+        std::string p = dash == std::string::npos ? "" : with_variant(projectors, stem.substr(dash + 1));
+        if (p.empty()) p = with_variant(projectors, "f16");
+        if (p.empty()) p = projectors.front();
+        out.push_back(p);
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::string> files_to_pull(const std::vector<std::string>& repository_files, const std::string& quant) {
     static const std::regex wanted(
         R"((config|generation_config|preprocessor_config|tokenizer|tokenizer_config|special_tokens_map|)"
         R"(added_tokens|normalizer|vocab)\.json|merges\.txt|model\.safetensors|model\.safetensors\.index\.json|)"
@@ -121,6 +176,12 @@ std::vector<std::string> files_to_pull(const std::vector<std::string>& repositor
     std::vector<std::string> out;
     for (const std::string& f : repository_files)
         if (std::regex_match(f, wanted)) out.push_back(f);
+    const bool has_weights =
+        std::any_of(out.begin(), out.end(), [](const std::string& f) { return f.ends_with(".safetensors"); });
+    if (!has_weights) {
+        std::vector<std::string> pair = gguf_pair_to_pull(repository_files, quant);
+        if (!pair.empty()) return pair;
+    }
     return out;
 }
 
@@ -148,14 +209,20 @@ PullResult pull_snapshot(const PullOptions& o, const PullProgress& progress) {
         names.push_back(name);
         if (s.contains("size") && s["size"].is_number_unsigned()) sizes[name] = s["size"].get<uint64_t>();
     }
-    std::vector<std::string> chosen = o.files.empty() ? files_to_pull(names) : o.files;
-    if (o.files.empty() && (std::find(chosen.begin(), chosen.end(), "config.json") == chosen.end() ||
-                            std::none_of(chosen.begin(), chosen.end(), [](const std::string& f) {
-                                return f.ends_with(".safetensors");
-                            })))
+    std::vector<std::string> chosen;
+    try {
+        chosen = o.files.empty() ? files_to_pull(names, o.quant) : o.files;
+    } catch (const Error& e) {
+        throw Error(e.kind(), o.repo + ": " + e.what());
+    }
+    const bool gguf = !chosen.empty() && chosen.front().ends_with(".gguf");
+    if (o.files.empty() && !gguf &&
+        (std::find(chosen.begin(), chosen.end(), "config.json") == chosen.end() ||
+         std::none_of(chosen.begin(), chosen.end(), [](const std::string& f) { return f.ends_with(".safetensors"); })))
         throw Error(ErrorKind::Unsupported,
-                    o.repo + ": no config.json and safetensors weights to load (pass --file to pick files, "
-                             "e.g. a .gguf or whisper.cpp .bin)");
+                    o.repo +
+                        ": no config.json and safetensors weights, and no GGUF files to load (pass --file to "
+                        "pick files, e.g. a whisper.cpp .bin)");
 
     fs::create_directories(o.dir);
     for (const std::string& name : chosen) {

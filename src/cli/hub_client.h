@@ -14,12 +14,13 @@
 namespace parlance::cli {
 
 struct PullOptions {
-    std::string repo;                   // "org/name"
-    std::string revision = "main";      // branch, tag or commit
+    std::string repo;               // "org/name"
+    std::string revision = "main";  // branch, tag or commit
     std::string endpoint = "https://huggingface.co";
-    std::string token;                  // bearer token for gated or private repositories
-    std::filesystem::path dir;          // destination folder
-    std::vector<std::string> files;     // exact files to fetch; empty: what parlance loads
+    std::string token;               // bearer token for gated or private repositories
+    std::filesystem::path dir;       // destination folder
+    std::vector<std::string> files;  // exact files to fetch; empty: what parlance loads
+    std::string quant;               // GGUF-only repositories: the variant (Q8_0, f16, ...); "" Q8_0 else f16
 };
 
 struct PulledFile {
@@ -43,7 +44,11 @@ using PullProgress = std::function<void(const std::string&, uint64_t, uint64_t)>
 // statuses, a size that differs from the listing, disk), each naming the URL or file.
 PullResult pull_snapshot(const PullOptions& options, const PullProgress& progress);
 
-// Which of a repository's files parlance needs (configs, tokenizer, safetensors weights).
-std::vector<std::string> files_to_pull(const std::vector<std::string>& repository_files);
+// Which of a repository's files parlance needs: configs, tokenizer, safetensors weights; or, in a
+// repository of GGUF files only (llama.cpp's, e.g. ggml-org/Qwen3-ASR-0.6B-GGUF), one model GGUF
+// of the `quant` variant (matched case-insensitively in the name; default Q8_0, else f16, else the
+// first) and the mmproj-*.gguf of the same variant (else f16, else the first), if any. Throws
+// Error(NotFound) when no GGUF has the asked variant, naming the ones there are.
+std::vector<std::string> files_to_pull(const std::vector<std::string>& repository_files, const std::string& quant = "");
 
 }  // namespace parlance::cli

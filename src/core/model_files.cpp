@@ -1,6 +1,7 @@
 // open_model_files (see model_files.h).
 #include "core/model_files.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -30,14 +31,72 @@ json read_json(const fs::path& file, bool required) {
     }
 }
 
+std::string joined(const std::vector<fs::path>& files) {
+    std::string s;
+    for (const fs::path& f : files) s += (s.empty() ? "" : ", ") + f.filename().string();
+    return s;
+}
+
+std::unique_ptr<TensorStore> open_mmproj(const fs::path& file) {
+    std::error_code ec;
+    if (!fs::exists(file, ec)) throw Error(ErrorKind::NotFound, file.string() + ": no such file (--mmproj)");
+    std::unique_ptr<TensorStore> s = TensorStore::open(file);
+    if (s->format() != FileFormat::Gguf || !is_mmproj_metadata(s->metadata()))
+        throw Error(ErrorKind::InvalidModel,
+                    file.string() + ": not a multimodal projector GGUF (general.type is not \"mmproj\")");
+    return s;
+}
+
+// A llama.cpp download directory: its model GGUF and mmproj GGUF (by their metadata).
+void open_gguf_directory(const fs::path& dir, ModelFiles& m) {
+    std::vector<fs::path> ggufs;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.is_regular_file() && e.path().extension() == ".gguf") ggufs.push_back(e.path());
+    std::sort(ggufs.begin(), ggufs.end());
+    std::vector<fs::path> models, projectors;
+    std::vector<std::unique_ptr<TensorStore>> model_stores, projector_stores;
+    for (const fs::path& f : ggufs) {
+        std::unique_ptr<TensorStore> s = TensorStore::open(f);
+        const bool projector = is_mmproj_metadata(s->metadata());
+        (projector ? projectors : models).push_back(f);
+        (projector ? projector_stores : model_stores).push_back(std::move(s));
+    }
+    if (models.size() != 1)
+        throw Error(ErrorKind::InvalidModel,
+                    dir.string() + (models.empty() ? ": no config.json and no model GGUF file"
+                                                   : ": holds several model GGUF files (" + joined(models) +
+                                                         "): pass one as --model and its projector as --mmproj"));
+    if (projectors.size() > 1)
+        throw Error(ErrorKind::InvalidModel, dir.string() + ": holds several mmproj GGUF files (" + joined(projectors) +
+                                                 "): pass the model file as --model and one of them as --mmproj");
+    m.tensors = std::move(model_stores[0]);
+    if (!projector_stores.empty()) m.mmproj = std::move(projector_stores[0]);
+}
+
 }  // namespace
 
-ModelFiles open_model_files(const fs::path& path) {
+bool is_mmproj_metadata(const json& meta) {
+    const auto type = meta.find("general.type");
+    if (type != meta.end() && type->is_string() && type->get<std::string>() == "mmproj") return true;
+    const auto arch = meta.find("general.architecture");
+    return arch != meta.end() && arch->is_string() && arch->get<std::string>() == "clip";
+}
+
+ModelFiles open_model_files(const fs::path& path, const fs::path& mmproj) {
     std::error_code ec;
     if (!fs::exists(path, ec)) throw Error(ErrorKind::NotFound, path.string() + ": no such file or directory");
     ModelFiles m;
     m.root = path;
     m.is_directory = fs::is_directory(path, ec);
+    if (m.is_directory && !fs::exists(path / "config.json")) {
+        bool any_gguf = false;
+        for (const auto& e : fs::directory_iterator(path)) any_gguf = any_gguf || e.path().extension() == ".gguf";
+        if (any_gguf) {
+            open_gguf_directory(path, m);
+            if (!mmproj.empty()) m.mmproj = open_mmproj(mmproj);
+            return m;
+        }
+    }
     if (m.is_directory) {
         m.config = read_json(path / "config.json", true);
         m.generation_config = read_json(path / "generation_config.json", false);
@@ -46,6 +105,17 @@ ModelFiles open_model_files(const fs::path& path) {
         if (fs::exists(path / "tokenizer.json")) m.tokenizer_json = path / "tokenizer.json";
     }
     m.tensors = TensorStore::open(path);
+    if (m.tensors->format() == FileFormat::Gguf && is_mmproj_metadata(m.tensors->metadata()))
+        throw Error(ErrorKind::InvalidModel,
+                    path.string() +
+                        ": a multimodal projector (mmproj) GGUF; pass the model GGUF as --model "
+                        "and this file as --mmproj");
+    if (!mmproj.empty()) {
+        if (m.tensors->format() != FileFormat::Gguf)
+            throw Error(ErrorKind::InvalidArgument,
+                        mmproj.string() + ": --mmproj goes with a GGUF model file (" + path.string() + " is not one)");
+        m.mmproj = open_mmproj(mmproj);
+    }
     return m;
 }
 
@@ -69,14 +139,14 @@ std::string ModelFiles::architecture() const {
 std::vector<fs::path> ModelFiles::files() const {
     std::vector<fs::path> out;
     if (is_directory) {
-        for (const char* name : {"config.json", "generation_config.json", "preprocessor_config.json",
-                                 "tokenizer.json", "tokenizer_config.json"}) {
+        for (const char* name : {"config.json", "generation_config.json", "preprocessor_config.json", "tokenizer.json",
+                                 "tokenizer_config.json"}) {
             if (fs::exists(root / name)) out.push_back(root / name);
         }
     }
-    if (tensors) {
-        for (const auto& f : tensors->files()) out.push_back(f);
-    }
+    for (const TensorStore* s : {tensors.get(), mmproj.get()})
+        if (s)
+            for (const auto& f : s->files()) out.push_back(f);
     return out;
 }
 

@@ -365,7 +365,7 @@ std::unique_ptr<SpeechEngine> LmSpeechModel::start_engine(const EngineOptions& o
 
 std::unique_ptr<SpeechModel> open_speech_model(const std::filesystem::path& path, Backend& backend,
                                                const SpeechModelOptions& options) {
-    const ArchitectureEntry* e = architecture_of(path);
+    const ArchitectureEntry* e = architecture_of(path, options.mmproj);
     if (e && e->capabilities.audio_lm)
         return std::make_unique<LmSpeechModel>(load_audio_language_model(path, backend, options), backend);
     return load_speech_model(path, backend, options);

@@ -16,19 +16,64 @@ const std::vector<ArchitectureEntry>& registered_architectures() {
     static const std::vector<ArchitectureEntry> table = {
         {"whisper", {"whisper"}, {"whisper"}, {true, true, false}},
         {"qwen3", {"qwen3"}, {"qwen3"}, {false, false, true}},
-        {"qwen3_asr", {"qwen3_asr"}, {}, {true, false, false, true}},
+        // llama.cpp writes Qwen3-ASR as a Qwen3-VL text model plus an audio mmproj (qwen3a).
+        {"qwen3_asr", {"qwen3_asr"}, {"qwen3vl"}, {true, false, false, true}, {"qwen3a"}},
     };
     return table;
 }
 
-const ArchitectureEntry& identify_architecture(const ModelFiles& files) {
+std::string mmproj_projector_type(const TensorStore& mmproj) {
+    for (const char* key : {"clip.audio.projector_type", "clip.projector_type"}) {
+        const auto it = mmproj.metadata().find(key);
+        if (it != mmproj.metadata().end() && it->is_string()) return it->get<std::string>();
+    }
+    return {};
+}
+
+namespace {
+
+// A GGUF pair must be what the entry expects: its projector type, or no mmproj at all.
+const ArchitectureEntry& checked_pair(const ArchitectureEntry& e, const ModelFiles& files, const std::string& arch) {
+    const std::string text = files.tensors->files().front().string();
+    if (e.mmproj_projectors.empty()) {
+        if (files.mmproj)
+            throw Error(ErrorKind::InvalidModel, files.mmproj->files().front().string() + ": " + e.name +
+                                                     " models take no multimodal projector (--mmproj)");
+        return e;
+    }
+    std::string wanted;
+    for (const std::string& p : e.mmproj_projectors) wanted += (wanted.empty() ? "" : ", ") + p;
+    if (!files.mmproj)
+        throw Error(ErrorKind::InvalidModel, text + ": a " + arch +
+                                                 " text model needs its multimodal projector GGUF (" + wanted +
+                                                 "): pass --mmproj FILE, or --model the directory holding both");
+    const std::string type = mmproj_projector_type(*files.mmproj);
+    if (std::find(e.mmproj_projectors.begin(), e.mmproj_projectors.end(), type) == e.mmproj_projectors.end())
+        throw Error(ErrorKind::Unsupported, files.mmproj->files().front().string() + ": projector type '" + type +
+                                                "' is not supported with a " + arch +
+                                                " text model (parlance reads: " + wanted + ")");
+    return e;
+}
+
+// The entry for opened files; nullptr when no registered architecture has their name. A pair that
+// is recognised but wrong (a missing or foreign mmproj) throws with its reason.
+const ArchitectureEntry* find_architecture(const ModelFiles& files) {
     const std::string arch = files.architecture();
     const bool gguf = files.tensors && files.tensors->format() == FileFormat::Gguf;
     for (const ArchitectureEntry& e : registered_architectures()) {
         const auto& names = gguf ? e.gguf_archs : e.hf_types;
-        if (std::find(names.begin(), names.end(), arch) != names.end()) return e;
-        if (files.tensors && files.tensors->format() == FileFormat::WhisperCpp && e.name == "whisper") return e;
+        if (std::find(names.begin(), names.end(), arch) != names.end())
+            return gguf ? &checked_pair(e, files, arch) : &e;
+        if (files.tensors && files.tensors->format() == FileFormat::WhisperCpp && e.name == "whisper") return &e;
     }
+    return nullptr;
+}
+
+}  // namespace
+
+const ArchitectureEntry& identify_architecture(const ModelFiles& files) {
+    if (const ArchitectureEntry* e = find_architecture(files)) return *e;
+    const std::string arch = files.architecture();
     std::string known;
     for (const ArchitectureEntry& e : registered_architectures()) known += (known.empty() ? "" : ", ") + e.name;
     throw Error(ErrorKind::Unsupported, files.root.string() + ": architecture '" + (arch.empty() ? "unknown" : arch) +
@@ -40,8 +85,9 @@ std::unique_ptr<LanguageModel> load_language_model(const std::filesystem::path& 
     ModelFiles files = open_model_files(path);
     const ArchitectureEntry& e = identify_architecture(files);
     if (!e.capabilities.generate)
-        throw Error(ErrorKind::Unsupported, path.string() + ": " + e.name +
-                                                " models transcribe speech; they do not generate text (use transcribe)");
+        throw Error(
+            ErrorKind::Unsupported,
+            path.string() + ": " + e.name + " models transcribe speech; they do not generate text (use transcribe)");
     if (e.name == "qwen3") {
         qwen3::Qwen3LoadOptions lo;
         lo.quantize = options.quantize;
@@ -50,28 +96,31 @@ std::unique_ptr<LanguageModel> load_language_model(const std::filesystem::path& 
     throw Error(ErrorKind::Internal, "registry: no loader for " + e.name);
 }
 
-const ArchitectureEntry* architecture_of(const std::filesystem::path& path) {
+const ArchitectureEntry* architecture_of(const std::filesystem::path& path, const std::filesystem::path& mmproj) {
+    ModelFiles files;
     try {
-        return &identify_architecture(open_model_files(path));
+        files = open_model_files(path, mmproj);
     } catch (const Error&) {
-        return nullptr;
+        if (!mmproj.empty()) throw;  // the projector the user named is wrong: say so
+        return nullptr;              // the loader's own checks name what is missing
     }
+    return find_architecture(files);
 }
 
 std::unique_ptr<AudioLanguageModel> load_audio_language_model(const std::filesystem::path& path, Backend& backend,
                                                               const SpeechModelOptions& options) {
-    const ArchitectureEntry* e = architecture_of(path);
-    if (!e || !e->capabilities.audio_lm)
-        throw Error(ErrorKind::Unsupported, path.string() + ": not an audio language model (" +
-                                                (e ? e->name : std::string("unrecognised")) + ")");
-    return qwen3_asr::Qwen3AsrModel::load(path, backend, options.quantize);
+    ModelFiles files = open_model_files(path, options.mmproj);
+    const ArchitectureEntry& e = identify_architecture(files);
+    if (!e.capabilities.audio_lm)
+        throw Error(ErrorKind::Unsupported, path.string() + ": not an audio language model (" + e.name + ")");
+    return qwen3_asr::Qwen3AsrModel::load(std::move(files), backend, options.quantize);
 }
 
 std::unique_ptr<SpeechModel> load_speech_model(const std::filesystem::path& path, Backend& backend,
                                                const SpeechModelOptions& options) {
     // Files that say what they are are checked against the table; anything else goes to Whisper's
     // loader, whose refusal names the file and field (a missing config.json, a bad tensor).
-    const ArchitectureEntry* e = architecture_of(path);
+    const ArchitectureEntry* e = architecture_of(path, options.mmproj);
     if (e && e->capabilities.audio_lm)
         throw Error(ErrorKind::Internal, path.string() + ": " + e->name + " opens through open_speech_model");
     if (e && !e->capabilities.transcribe)
@@ -88,7 +137,8 @@ ParityReport run_speech_parity(const std::filesystem::path& reference_dir, const
 
 ConvertResult convert_model(const std::filesystem::path& input, const std::filesystem::path& output,
                             const std::string& target, const ConvertOptions& options) {
-    if (target != "whispercpp") throw Error(ErrorKind::InvalidArgument, "--to " + target + ": unknown target (whispercpp)");
+    if (target != "whispercpp")
+        throw Error(ErrorKind::InvalidArgument, "--to " + target + ": unknown target (whispercpp)");
     const ArchitectureEntry* e = nullptr;
     try {
         e = &identify_architecture(open_model_files(input));

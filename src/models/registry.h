@@ -12,8 +12,8 @@
 #include "core/backend.h"
 #include "core/model_files.h"
 #include "core/parity_report.h"
-#include "models/conversion.h"
 #include "models/audio_language_model.h"
+#include "models/conversion.h"
 #include "models/language_model.h"
 #include "models/speech_model.h"
 
@@ -29,17 +29,22 @@ struct Capabilities {
 };
 
 struct ArchitectureEntry {
-    std::string name;                   // "whisper", "qwen3"
-    std::vector<std::string> hf_types;  // config.json model_type values
+    std::string name;                     // "whisper", "qwen3"
+    std::vector<std::string> hf_types;    // config.json model_type values
     std::vector<std::string> gguf_archs;  // general.architecture values
     Capabilities capabilities;
+    // llama.cpp multimodal pairs: the projector types (an mmproj's clip.audio.projector_type or
+    // clip.projector_type) this architecture's text GGUF goes with; such a text GGUF without its
+    // mmproj is refused.
+    std::vector<std::string> mmproj_projectors = {};
 };
 
 // Every registered architecture.
 const std::vector<ArchitectureEntry>& registered_architectures();
 
 // The entry for opened files. Throws Error(Unsupported) naming what the files say and listing the
-// registered architectures.
+// registered architectures; Error(InvalidModel) for a text GGUF of a multimodal pair without its
+// mmproj (or an mmproj of another projector type), or an mmproj given to a model that has none.
 const ArchitectureEntry& identify_architecture(const ModelFiles& files);
 
 struct LanguageModelOptions {
@@ -53,11 +58,18 @@ std::unique_ptr<LanguageModel> load_language_model(const std::filesystem::path& 
 
 struct SpeechModelOptions {
     std::string quantize;  // "" as stored, f32, f16, q8_0, q5_k, q4_k
+    // The projector GGUF of a llama.cpp pair given as a text-model file (--mmproj); empty: none,
+    // or found beside the text model when the path is their directory.
+    std::filesystem::path mmproj = {};
 };
+
+// The projector type an mmproj GGUF declares (clip.audio.projector_type, else clip.projector_type);
+// empty when it declares none.
+std::string mmproj_projector_type(const TensorStore& mmproj);
 
 // The entry for a model path, or nullptr when its files do not say what they are (a loader's own
 // checks then name what is missing).
-const ArchitectureEntry* architecture_of(const std::filesystem::path& path);
+const ArchitectureEntry* architecture_of(const std::filesystem::path& path, const std::filesystem::path& mmproj = {});
 
 // Loads an audio language model (capabilities.audio_lm: Qwen3-ASR). Throws Error(Unsupported)
 // for other architectures, Error(InvalidModel) naming the file and field or tensor at fault.

@@ -28,7 +28,11 @@ struct EngineOptions {
     // (each beam a full context); blocks are taken as its tokens arrive. 0: cache_slots / 2
     // hypotheses' worth, what the slots can hold at once.
     size_t kv_cache_bytes = 0;
-    int max_encode_batch = 4;                // windows encoded in one graph
+    // Windows of different requests encoded in one graph. 1 keeps every request's result
+    // identical whatever else runs: the encoder's large products go to OpenBLAS, whose blocking
+    // follows the product's width, so a batch of windows changes the last bits of each (seen on
+    // an AVX-512 machine with 2 threads: log-probabilities 1e-6 apart, the same tokens).
+    int max_encode_batch = 1;
     double request_timeout_seconds = 600.0;  // 0 = none
     int max_new_tokens = 224;                // cap on decoded tokens per 30 s window, whatever a request asks
 };

@@ -76,6 +76,22 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const std::string& cert, co
         throw Error(ErrorKind::InvalidArgument, "--tls-key " + key + " does not match the certificate " + cert);
     return ctx;
 }
+// %XX and + of a query value (a model id such as org%2Fname).
+std::string url_decode(const std::string& s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '+') {
+            out.push_back(' ');
+        } else if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+                   std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+            out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16)));
+            i += 2;
+        } else {
+            out.push_back(s[i]);
+        }
+    }
+    return out;
+}
 }  // namespace
 
 struct HttpServer::Impl {
@@ -88,7 +104,10 @@ struct HttpServer::Impl {
     Metrics metrics;
     AudioBudget audio_budget;
     silero_vad::SileroVad* vad = nullptr;
+    // The first speech model's engine, stored last by set_speech_models: non-null means `speech`
+    // is complete (it is never changed after).
     std::atomic<SpeechEngine*> engine{nullptr};
+    std::vector<SpeechModelInfo> speech;
     std::atomic<const ChatModel*> chat{nullptr};
     ResponseStore responses;
     std::string model_description;
@@ -324,7 +343,11 @@ private:
             }
             case RouteId::Models: {
                 only(http::verb::get);
-                nlohmann::json data = nlohmann::json::array({model_object()});
+                nlohmann::json data = nlohmann::json::array();
+                if (server_.engine.load())
+                    for (const SpeechModelInfo& m : server_.speech) data.push_back(model_object(m.id));
+                else
+                    data.push_back(model_object());
                 if (const ChatModel* c = server_.chat.load()) data.push_back(model_object(c->id));
                 return send_json(200, {{"object", "list"}, {"data", data}});
             }
@@ -333,10 +356,11 @@ private:
                 const std::string id = path.substr(11);
                 const ChatModel* c = server_.chat.load();
                 if (c && id == c->id) return send_json(200, model_object(id));
-                if (id != server_.options.model_id)
+                const bool loaded = server_.engine.load() != nullptr;
+                if (loaded ? !speech_model(id) : id != server_.options.model_id)
                     throw ApiError(404, "the model " + ApiError::quote(id) + " does not exist", "model",
                                    "model_not_found");
-                return send_json(200, model_object());
+                return send_json(200, model_object(id));
             }
             case RouteId::Status:
                 only(http::verb::get);
@@ -403,6 +427,20 @@ private:
 
     void upgrade_realtime();
 
+    // The loaded speech model a request names: its id, or an alias of the first. Null when none.
+    const SpeechModelInfo* speech_model(const std::string& requested) const {
+        for (const SpeechModelInfo& m : server_.speech)
+            if (m.id == requested) return &m;
+        return is_speech_model_alias(requested) ? &server_.speech.front() : nullptr;
+    }
+
+    // "'a', 'b'": what a 404 for an unknown model lists.
+    std::string speech_model_ids() const {
+        std::string s;
+        for (const SpeechModelInfo& m : server_.speech) s += (s.empty() ? "'" : ", '") + m.id + "'";
+        return s;
+    }
+
     nlohmann::json model_object(const std::string& id = "") const {
         return {{"id", id.empty() ? server_.options.model_id : id},
                 {"object", "model"},
@@ -443,6 +481,19 @@ private:
                              {"prefix_hit_tokens", s.kv.prefix_hits},
                              {"evictions", s.kv.evictions}};
         }
+        if (e) {  // every speech model (the fields above are the first's)
+            nlohmann::json models = nlohmann::json::array();
+            for (const SpeechModelInfo& m : server_.speech) {
+                const EngineStats s = m.engine->stats();
+                models.push_back({{"id", m.id},
+                                  {"description", m.description},
+                                  {"queue", s.queued},
+                                  {"active_requests", s.active},
+                                  {"completed", s.completed},
+                                  {"audio_seconds", s.audio_seconds}});
+            }
+            j["speech_models"] = models;
+        }
         if (const ChatModel* c = server_.chat.load()) {
             const GenerationServiceStats g = c->service->stats();
             j["chat"] = {{"model", c->id},
@@ -467,8 +518,7 @@ private:
 
     // --- Transcription: validated here, decoded and waited for on the worker pool.
     void transcribe(bool translation) {
-        SpeechEngine* engine = server_.engine.load();
-        if (!engine) throw ApiError(503, "the model is still loading", "", "loading");
+        if (!server_.engine.load()) throw ApiError(503, "the model is still loading", "", "loading");
         if (server_.stopping.load()) throw ApiError(503, "the server is shutting down", "", "shutting_down");
         auto boundary = multipart_boundary(request_[http::field::content_type]);
         if (!boundary) throw ApiError(400, "Content-Type must be multipart/form-data with a boundary", "file");
@@ -477,11 +527,13 @@ private:
         if (form_.chunking && !server_.vad)
             throw ApiError(400, "chunking_strategy server_vad needs the Silero VAD model (serve --vad-model)",
                            "chunking_strategy", "unsupported_value");
-        if (form_.model != server_.options.model_id && form_.model != "whisper-1")
+        const SpeechModelInfo* chosen = speech_model(form_.model);
+        if (!chosen)
             throw ApiError(404,
-                           "the model " + ApiError::quote(form_.model) + " does not exist (this server serves '" +
-                               server_.options.model_id + "')",
+                           "the model " + ApiError::quote(form_.model) + " does not exist (this server serves " +
+                               speech_model_ids() + ")",
                            "model", "model_not_found");
+        SpeechEngine* engine = chosen->engine;
         try {
             engine->check_language(form_.language);
         } catch (const Error& e) {
@@ -1029,8 +1081,7 @@ void Connection<Stream>::upgrade_realtime() {
     if (!websocket::is_upgrade(request_))
         throw ApiError(426, "GET /v1/realtime is a WebSocket endpoint: connect with Upgrade: websocket", "",
                        "upgrade_required");
-    SpeechEngine* engine = server_.engine.load();
-    if (!engine) throw ApiError(503, "the model is still loading", "", "loading");
+    if (!server_.engine.load()) throw ApiError(503, "the model is still loading", "", "loading");
     if (server_.stopping.load()) throw ApiError(503, "the server is shutting down", "", "shutting_down");
     if (RealtimeSession::active() >= server_.options.max_sessions)
         throw ApiError(429,
@@ -1048,14 +1099,26 @@ void Connection<Stream>::upgrade_realtime() {
     const std::string protocols(request_[http::field::sec_websocket_protocol]);
     const bool beta = beta_header.find("realtime=v1") != std::string::npos ||
                       protocols.find("openai-beta.realtime-v1") != std::string::npos;
+    // ?model=ID picks the session's speech model (the first when absent or an alias); a name
+    // that is not loaded is refused here, before the upgrade.
+    const SpeechModelInfo* chosen = &server_.speech.front();
+    if (const size_t m = query.find("model="); m != std::string::npos && (m == 0 || query[m - 1] == '&')) {
+        const std::string name = url_decode(query.substr(m + 6, query.find('&', m) - (m + 6)));
+        chosen = speech_model(name);
+        if (!chosen)
+            throw ApiError(404,
+                           "the model " + ApiError::quote(name) + " does not exist (this server serves " +
+                               speech_model_ids() + ")",
+                           "model", "model_not_found");
+    }
     read_timer_.cancel();
     final_queued_ = true;
     record(101, 0.0);
     RealtimeContext c;
-    c.engine = engine;
+    c.engine = chosen->engine;
     c.vad = server_.vad;
     c.options = server_.options.realtime;
-    c.options.model_id = server_.options.model_id;
+    c.options.model_id = chosen->id;
     c.max_message_bytes = server_.options.max_realtime_message_bytes;
     c.workers = &server_.workers;
     c.log = &server_.log;
@@ -1109,9 +1172,17 @@ void HttpServer::start() {
     for (int i = 0; i < std::max(1, d.options.io_threads); ++i) d.io_threads.emplace_back([&d] { d.io.run(); });
 }
 
+void HttpServer::set_speech_models(std::vector<SpeechModelInfo> models) {
+    if (models.empty() || impl_->engine.load())
+        throw Error(ErrorKind::Internal, "set_speech_models: once, with a model");
+    impl_->options.model_id = models.front().id;
+    impl_->model_description = models.front().description;
+    impl_->speech = std::move(models);
+    impl_->engine.store(impl_->speech.front().engine);
+}
+
 void HttpServer::set_engine(SpeechEngine* engine, const std::string& description) {
-    impl_->model_description = description;
-    impl_->engine.store(engine);
+    set_speech_models({{impl_->options.model_id, engine, description}});
 }
 
 void HttpServer::set_chat(const ChatModel* chat) {

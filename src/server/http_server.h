@@ -44,7 +44,7 @@ struct ServerOptions {
     RealtimeOptions realtime;                      // each session's cadence, commit rule, limits
     size_t max_realtime_message_bytes = 4u << 20;  // one WebSocket message (then close 1009)
     size_t max_stored_responses = 1024;            // /v1/responses kept for previous_response_id and GET
-    std::string model_id = "whisper";              // the `model` field clients send (also accepts whisper-1)
+    std::string model_id = "whisper";              // the first speech model's id (set_speech_models sets it)
     std::string device = "cpu";
 };
 
@@ -53,6 +53,14 @@ inline constexpr size_t kMaxTargetBytes = 8 << 10;
 inline constexpr size_t kMaxHeaderBytes = 32 << 10;
 inline constexpr int kMaxHeaderFields = 100;
 
+// One loaded speech model as clients name it. The first is the default: OpenAI's own names
+// (is_speech_model_alias, realtime_session.h) mean it.
+struct SpeechModelInfo {
+    std::string id;
+    SpeechEngine* engine = nullptr;
+    std::string description;
+};
+
 class HttpServer {
 public:
     HttpServer(const ServerOptions& options, Logger& logger);
@@ -60,9 +68,12 @@ public:
     HttpServer(const HttpServer&) = delete;
     HttpServer& operator=(const HttpServer&) = delete;
 
-    // Binds and starts the I/O threads; /health answers 503 until set_engine().
+    // Binds and starts the I/O threads; /health answers 503 until set_speech_models().
     void start();
-    // Marks the model as loaded: requests are served from now on.
+    // Marks the speech models as loaded (at least one, ids unique; the engines outlive the
+    // server): requests are served from now on, a request's `model` picks its engine.
+    void set_speech_models(std::vector<SpeechModelInfo> models);
+    // One model under options.model_id.
     void set_engine(SpeechEngine* engine, const std::string& model_description);
     // The VAD of live sessions' server_vad (null: sessions need turn_detection null). It must
     // outlive the server and run on its own Backend.

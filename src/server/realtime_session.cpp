@@ -17,6 +17,10 @@
 #include "server/latency_histogram.h"
 
 namespace parlance::server {
+
+bool is_speech_model_alias(const std::string& name) {
+    return name == "whisper-1" || name == "gpt-4o-transcribe" || name == "gpt-4o-mini-transcribe" || name == "whisper";
+}
 namespace {
 
 using nlohmann::json;
@@ -324,6 +328,7 @@ void RealtimeSession::update_session(const json& ev, bool beta_shape) {
             include_.clear();
             for (const auto& x : s["include"])
                 if (x.is_string()) include_.push_back(x);
+            tentative_ = std::find(include_.begin(), include_.end(), kTentativeEvent) != include_.end();
         }
         where = "session.audio.input.";
     }
@@ -331,11 +336,11 @@ void RealtimeSession::update_session(const json& ev, bool beta_shape) {
     if (tr && tr->is_object()) {
         if (tr->contains("model") && (*tr)["model"].is_string()) {
             const std::string m = (*tr)["model"];
-            if (m != o_.model_id && m != "whisper-1" && m != "gpt-4o-transcribe" && m != "gpt-4o-mini-transcribe")
-                return error(
-                    "model_not_found",
-                    "the model '" + m.substr(0, 100) + "' does not exist (this server serves '" + o_.model_id + "')",
-                    tr_param + "model", ev);
+            if (m != o_.model_id && !is_speech_model_alias(m))
+                return error("model_not_found",
+                             "the model '" + m.substr(0, 100) + "' is not this session's ('" + o_.model_id +
+                                 "'; a session's model is chosen when it opens: /v1/realtime?model=ID)",
+                             tr_param + "model", ev);
             model = m;
         }
         if (tr->contains("language")) {
@@ -554,7 +559,7 @@ void RealtimeSession::send_delta(Item& it, const std::string& delta) {
 }
 
 void RealtimeSession::send_tentative(Item& it) {
-    if (std::find(include_.begin(), include_.end(), kTentativeEvent) == include_.end()) return;
+    if (!tentative_) return;
     std::string text = it.policy.tentative();
     if (text == it.tentative_sent) return;
     it.tentative_sent = text;
@@ -683,9 +688,11 @@ void RealtimeSession::on_decoded(const Decode& d, const std::string& text, const
                 }
             } else if (err.empty()) {
                 const std::string delta = it.policy.update(text);
-                if (!delta.empty()) stats().commit_lag.observe(steady_seconds() - d.queued_at);
-                send_delta(it, delta);
-                if (!delta.empty()) it.tentative_sent.clear();  // a client drops its tentative text on a delta
+                if (!delta.empty()) {
+                    stats().commit_lag.observe(steady_seconds() - d.queued_at);
+                    send_delta(it, delta);
+                    it.tentative_sent.clear();  // a client drops its tentative text on a delta
+                }
                 send_tentative(it);
             }
         } else if (!err.empty()) {

@@ -38,6 +38,11 @@ class SileroVad;
 
 namespace parlance::server {
 
+// Model names that mean the first speech model loaded (or, in a live session, the session's):
+// OpenAI's (whisper-1, gpt-4o-transcribe, gpt-4o-mini-transcribe) and "whisper", parlance's
+// default id before models were named.
+bool is_speech_model_alias(const std::string& name);
+
 struct RealtimeOptions {
     std::string model_id = "whisper";  // transcription.model values accepted (and whisper-1)
     double redecode_seconds = 0.6;     // new speech that triggers a re-decode of the open segment
@@ -153,6 +158,7 @@ private:
     float threshold_ = 0.5f;
     int prefix_padding_ms_ = 300, silence_duration_ms_ = 500;
     std::vector<std::string> include_;
+    bool tentative_ = false;  // include_ names the tentative event
 
     // Audio at 16 kHz: audio_[0] is session sample origin_; total_ samples received so far.
     std::unique_ptr<Resampler> resampler_;

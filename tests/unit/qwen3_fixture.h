@@ -11,6 +11,10 @@
 #include <ggml.h>
 #include <nlohmann/json.hpp>
 
+namespace parlance {
+class GgufWriter;
+}
+
 namespace parlance::testing {
 
 // splitmix64 of the reference script (state += golden ratio, then the finaliser).
@@ -38,7 +42,17 @@ std::filesystem::path write_qwen3(const std::string& config, const std::filesyst
 // generator over every parameter of Qwen3ASRForConditionalGeneration, convolution kernels drawn as
 // [out, in*kh*kw], ln_post's weight near 1. Writes an HF snapshot (config.json, bf16
 // model.safetensors, the Qwen3 tokenizer) into `dir` and returns it.
+// With `gguf_pair`, writes llama.cpp's form of the same weights instead: model.gguf (qwen3vl, bf16)
+// and mmproj.gguf (clip, projector qwen3a, f16 matrices), every key, name, shape and type as the
+// bundle's converter wrote them (tests/fixtures/qwen3_asr/gguf_pair_layout.json, made by
+// tools/reference/qwen3_asr_gguf_pair.py), the dimensions from the config.
 nlohmann::json qwen3_asr_reference(const std::string& config);
-std::filesystem::path write_qwen3_asr(const std::string& config, const std::filesystem::path& dir);
+std::filesystem::path write_qwen3_asr(const std::string& config, const std::filesystem::path& dir,
+                                      bool gguf_pair = false);
+// Sets every scalar key of a recorded layout (or of a GGUF's metadata, as TensorStore reads it):
+// strings, booleans, integers (as u32), floats, small integer arrays; token arrays are skipped.
+void set_gguf_keys(GgufWriter& w, const nlohmann::json& keys);
+// The converter's recorded layout (see above).
+nlohmann::json qwen3_asr_gguf_layout();
 
 }  // namespace parlance::testing

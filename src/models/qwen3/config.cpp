@@ -17,7 +17,8 @@ int need_int(const json& j, const std::string& key, const std::string& source, i
         throw Error(ErrorKind::InvalidModel, source + ": field '" + key + "' must be an integer");
     const int64_t v = it->get<int64_t>();
     if (v < min_value || v > (1 << 30))
-        throw Error(ErrorKind::InvalidModel, source + ": field '" + key + "' = " + std::to_string(v) + " is out of range");
+        throw Error(ErrorKind::InvalidModel,
+                    source + ": field '" + key + "' = " + std::to_string(v) + " is out of range");
     return static_cast<int>(v);
 }
 
@@ -40,7 +41,8 @@ void check(const Qwen3Config& c, const std::string& source) {
                                                  " is not a multiple of num_key_value_heads " +
                                                  std::to_string(c.num_kv_heads));
     if (c.head_dim % 2 != 0)
-        throw Error(ErrorKind::InvalidModel, source + ": head_dim " + std::to_string(c.head_dim) + " must be even (rotary)");
+        throw Error(ErrorKind::InvalidModel,
+                    source + ": head_dim " + std::to_string(c.head_dim) + " must be even (rotary)");
 }
 
 }  // namespace
@@ -58,7 +60,7 @@ Qwen3Config Qwen3Config::from_hf(const json& j, const std::string& source) {
                          ? need_int(j, "num_key_value_heads", source, 1)
                          : c.num_heads;
     c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null() ? need_int(j, "head_dim", source, 2)
-                                                                     : c.hidden_size / c.num_heads;
+                                                                    : c.hidden_size / c.num_heads;
     c.max_position_embeddings = need_int(j, "max_position_embeddings", source, 1);
     c.rms_norm_eps = need_float(j, "rms_norm_eps", source, 1e-6f, false);
     c.tie_word_embeddings = j.value("tie_word_embeddings", false);
@@ -84,7 +86,8 @@ Qwen3Config Qwen3Config::from_hf(const json& j, const std::string& source) {
         if (type == "linear") {
             c.rope_freq_scale = 1.0f / need_float(*scaling, "factor", source + " rope scaling", 1.0f, true);
         } else if (type != "default") {
-            throw Error(ErrorKind::Unsupported, source + ": rope type '" + type + "' is not supported (default, linear)");
+            throw Error(ErrorKind::Unsupported,
+                        source + ": rope type '" + type + "' is not supported (default, linear)");
         }
     }
     check(c, source);
@@ -92,24 +95,34 @@ Qwen3Config Qwen3Config::from_hf(const json& j, const std::string& source) {
 }
 
 Qwen3Config Qwen3Config::from_gguf(const json& m, const std::string& source) {
-    auto key = [](const char* k) { return std::string("qwen3.") + k; };
+    // Keys carry the file's architecture: "qwen3", or "qwen3vl" for the text model of llama.cpp's
+    // Qwen3-ASR pair (a Qwen3 decoder; the Qwen3-VL vision extras must be absent).
+    const std::string arch = m.contains("general.architecture") && m["general.architecture"].is_string()
+                                 ? m["general.architecture"].get<std::string>()
+                                 : "qwen3";
+    auto key = [&](const char* k) { return arch + "." + k; };
     Qwen3Config c;
+    if (m.contains(key("n_deepstack_layers")) && need_int(m, key("n_deepstack_layers"), source, 0) != 0)
+        throw Error(ErrorKind::Unsupported, source + ": " + key("n_deepstack_layers") +
+                                                " is not 0 (a Qwen3-VL vision model; parlance reads its text "
+                                                "decoder only for Qwen3-ASR)");
     c.num_layers = need_int(m, key("block_count"), source, 1);
     c.hidden_size = need_int(m, key("embedding_length"), source, 1);
     c.intermediate_size = need_int(m, key("feed_forward_length"), source, 1);
     c.num_heads = need_int(m, key("attention.head_count"), source, 1);
     c.num_kv_heads = m.contains(key("attention.head_count_kv")) ? need_int(m, key("attention.head_count_kv"), source, 1)
-                                                                 : c.num_heads;
+                                                                : c.num_heads;
     c.head_dim = m.contains(key("attention.key_length")) ? need_int(m, key("attention.key_length"), source, 2)
-                                                          : c.hidden_size / c.num_heads;
+                                                         : c.hidden_size / c.num_heads;
     if (m.contains(key("attention.value_length")) &&
         need_int(m, key("attention.value_length"), source, 1) != c.head_dim)
-        throw Error(ErrorKind::Unsupported, source + ": qwen3.attention.value_length differs from key_length");
+        throw Error(ErrorKind::Unsupported, source + ": " + key("attention.value_length") + " differs from key_length");
     c.max_position_embeddings = need_int(m, key("context_length"), source, 1);
     c.rms_norm_eps = need_float(m, key("attention.layer_norm_rms_epsilon"), source, 1e-6f, false);
     c.rope_theta = need_float(m, key("rope.freq_base"), source, 1000000.0f, false);
     if (m.contains(key("rope.scaling.type"))) {
-        const std::string type = m[key("rope.scaling.type")].is_string() ? m[key("rope.scaling.type")].get<std::string>() : "";
+        const std::string type =
+            m[key("rope.scaling.type")].is_string() ? m[key("rope.scaling.type")].get<std::string>() : "";
         if (type == "linear")
             c.rope_freq_scale = 1.0f / need_float(m, key("rope.scaling.factor"), source, 1.0f, true);
         else if (type != "none" && !type.empty())

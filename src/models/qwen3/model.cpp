@@ -29,7 +29,9 @@ std::unique_ptr<Qwen3Model> Qwen3Model::load(ModelFiles files, Backend& backend,
     std::unique_ptr<Qwen3Model> m(new Qwen3Model(backend));
     const bool gguf = files.tensors->format() == FileFormat::Gguf;
     const TensorStore& store = *files.tensors;
-    const std::string source = gguf ? files.root.string() : (files.root / "config.json").string();
+    // A GGUF pair's directory holds two files: errors and the tokenizer name the model's.
+    const std::filesystem::path gguf_file = gguf ? store.files().front() : std::filesystem::path();
+    const std::string source = gguf ? gguf_file.string() : (files.root / "config.json").string();
     if (gguf) {
         m->c_ = Qwen3Config::from_gguf(store.metadata(), source);
         const TensorInfo& emb = store.get("token_embd.weight");
@@ -38,7 +40,7 @@ std::unique_ptr<Qwen3Model> Qwen3Model::load(ModelFiles files, Backend& backend,
                                                      std::to_string(m->c_.hidden_size) + "]");
         m->c_.vocab_size = static_cast<int>(emb.shape[0]);
         m->c_.tie_word_embeddings = store.find("output.weight") == nullptr;
-        m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(files.root));
+        m->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(gguf_file));
         const json& md = store.metadata();
         for (const char* k : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"})
             if (md.contains(k))
@@ -55,6 +57,10 @@ std::unique_ptr<Qwen3Model> Qwen3Model::load(ModelFiles files, Backend& backend,
         if (m->stop_ids_.empty() && files.config.contains("eos_token_id"))
             m->stop_ids_ = ids_of(files.config["eos_token_id"]);
     }
+    for (const std::string& text : options.stop_tokens)
+        if (const auto id = m->tokenizer_->token_to_id(text))
+            if (std::find(m->stop_ids_.begin(), m->stop_ids_.end(), *id) == m->stop_ids_.end())
+                m->stop_ids_.push_back(*id);
     const Qwen3Config& c = m->c_;
     if (m->tokenizer_->vocab_size() > static_cast<size_t>(c.vocab_size))
         throw Error(ErrorKind::InvalidModel, source + ": vocab_size " + std::to_string(c.vocab_size) +
@@ -62,7 +68,8 @@ std::unique_ptr<Qwen3Model> Qwen3Model::load(ModelFiles files, Backend& backend,
                                                  std::to_string(m->tokenizer_->vocab_size()) + " tokens");
     for (int32_t id : m->stop_ids_)
         if (id < 0 || id >= c.vocab_size)
-            throw Error(ErrorKind::InvalidModel, source + ": eos_token_id " + std::to_string(id) + " is outside the vocabulary");
+            throw Error(ErrorKind::InvalidModel,
+                        source + ": eos_token_id " + std::to_string(id) + " is outside the vocabulary");
 
     // The weight table: HF names and llama.cpp's GGUF names, shapes from the config.
     const int64_t d = c.hidden_size, q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim, kv = c.kv_dim(),
@@ -97,7 +104,8 @@ std::unique_ptr<Qwen3Model> Qwen3Model::load(ModelFiles files, Backend& backend,
     std::vector<std::string> ignored = {"rope_freqs.weight"};
     if (c.tie_word_embeddings) ignored.push_back(gguf ? "output.weight" : "lm_head.weight");
     ignored.insert(ignored.end(), options.foreign_tensors.begin(), options.foreign_tensors.end());
-    m->weights_ = std::make_unique<WeightSet>(store, table, backend, parse_weight_type(options.quantize), "Qwen3", ignored);
+    m->weights_ =
+        std::make_unique<WeightSet>(store, table, backend, parse_weight_type(options.quantize), "Qwen3", ignored);
     if (!m->output_) m->output_ = m->embed_;
     m->files_ = std::move(files);
     m->graph_buf_.resize(graph_context_size());
@@ -120,7 +128,8 @@ void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& 
         ggml_context* c;
         ~Free() { ggml_free(c); }
     } guard{ctx};
-    ggml_cgraph* graph = ggml_new_graph_custom(ctx, graph_capacity(static_cast<size_t>(c_.num_layers) * 80 + 512), false);
+    ggml_cgraph* graph =
+        ggml_new_graph_custom(ctx, graph_capacity(static_cast<size_t>(c_.num_layers) * 80 + 512), false);
     const StepTensors in = StepTensors::create(ctx, b, kv);
 
     ggml_tensor* x = ggml_get_rows(ctx, embed_, in.tokens);  // [d, n]
@@ -151,9 +160,9 @@ void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& 
         h = rms_norm(ctx, x, l.mlp_norm, c_.rms_norm_eps);
         x = ggml_add(ctx, x, swiglu_mlp(ctx, h, l.gate, l.up, l.down));
     }
-    x = ggml_get_rows(ctx, x, in.outputs);                 // [d, n_out]
+    x = ggml_get_rows(ctx, x, in.outputs);  // [d, n_out]
     x = rms_norm(ctx, x, final_norm_, c_.rms_norm_eps);
-    ggml_tensor* out = weight_product(ctx, output_, x);      // [V, n_out]
+    ggml_tensor* out = weight_product(ctx, output_, x);  // [V, n_out]
     ggml_set_output(out);
     ggml_build_forward_expand(graph, out);
 

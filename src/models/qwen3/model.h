@@ -19,13 +19,16 @@
 namespace parlance::qwen3 {
 
 struct Qwen3LoadOptions {
-    std::string quantize;   // "" as stored (bf16 -> f32), "f32", "f16", "q8_0", "q5_k", "q4_k"
+    std::string quantize;  // "" as stored (bf16 -> f32), "f32", "f16", "q8_0", "q5_k", "q4_k"
     // A Qwen3 decoder inside another HF checkpoint (Qwen3-ASR's text model): its config object
     // instead of config.json's, the prefix its tensor names carry instead of "model." (e.g.
     // "model.language_model."), and the stored tensors of the other parts, left to their loaders.
     const nlohmann::json* config = nullptr;
     std::string hf_prefix = "model.";
     std::vector<std::string> foreign_tensors;
+    // Token texts that also end a sequence when the tokenizer has them (a GGUF names one
+    // eos_token_id; the checkpoint it came from may have stopped on several).
+    std::vector<std::string> stop_tokens;
 };
 
 class Qwen3Model final : public LanguageModel {
@@ -73,7 +76,7 @@ private:
     std::unique_ptr<Tokenizer> tokenizer_;
     std::vector<int32_t> stop_ids_;
     ggml_tensor* embed_ = nullptr;
-    ggml_tensor* output_ = nullptr;   // == embed_ when tied
+    ggml_tensor* output_ = nullptr;  // == embed_ when tied
     ggml_tensor* final_norm_ = nullptr;
     std::vector<Layer> layers_;
     std::unique_ptr<WeightSet> weights_;

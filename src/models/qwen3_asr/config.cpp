@@ -21,6 +21,12 @@ int int_or(const json& j, const char* key, int fallback, const std::string& wher
     return j[key].get<int>();
 }
 
+std::string shape_of(const std::vector<int64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
 }  // namespace
 
 int AudioEncoderConfig::conv_freq() const {
@@ -36,6 +42,24 @@ int AudioEncoderConfig::chunk_tokens(int frames) {
 
 int AudioEncoderConfig::clip_tokens(int frames) const {
     return frames / chunk_frames() * chunk_tokens(chunk_frames()) + chunk_tokens(frames % chunk_frames());
+}
+
+void AudioEncoderConfig::check(const std::string& where) const {
+    for (int v : {num_mel_bins, layers, heads, ffn_dim, d_model, n_window, downsample_hidden, output_dim})
+        if (v <= 0) throw Error(ErrorKind::InvalidModel, where + ": sizes must be positive");
+    if (d_model % heads != 0 || head_dim() % 2 != 0)
+        throw Error(ErrorKind::InvalidModel, where + ": d_model " + std::to_string(d_model) +
+                                                 " is not an even head size times encoder_attention_heads " +
+                                                 std::to_string(heads));
+    if (n_window_infer <= 0 || n_window_infer % chunk_frames() != 0)
+        throw Error(ErrorKind::InvalidModel, where + ": n_window_infer " + std::to_string(n_window_infer) +
+                                                 " is not a multiple of 2 * n_window (" +
+                                                 std::to_string(chunk_frames()) + ")");
+    if (max_positions < AudioEncoderConfig::chunk_tokens(chunk_frames()))
+        throw Error(ErrorKind::InvalidModel, where + ": max_position_embeddings " + std::to_string(max_positions) +
+                                                 " is shorter than a chunk's " +
+                                                 std::to_string(AudioEncoderConfig::chunk_tokens(chunk_frames())) +
+                                                 " tokens");
 }
 
 Qwen3AsrConfig Qwen3AsrConfig::parse(const json& c, const std::filesystem::path& file) {
@@ -67,22 +91,7 @@ Qwen3AsrConfig Qwen3AsrConfig::parse(const json& c, const std::filesystem::path&
         throw Error(ErrorKind::Unsupported,
                     where + ": activation_function '" + a["activation_function"].get<std::string>() + "' (gelu only)");
     if (a.value("scale_embedding", false)) throw Error(ErrorKind::Unsupported, where + ": scale_embedding true");
-    for (int v :
-         {e.num_mel_bins, e.layers, e.heads, e.ffn_dim, e.d_model, e.n_window, e.downsample_hidden, e.output_dim})
-        if (v <= 0) throw Error(ErrorKind::InvalidModel, where + ": sizes must be positive");
-    if (e.d_model % e.heads != 0 || e.head_dim() % 2 != 0)
-        throw Error(ErrorKind::InvalidModel, where + ": d_model " + std::to_string(e.d_model) +
-                                                 " is not an even head size times encoder_attention_heads " +
-                                                 std::to_string(e.heads));
-    if (e.n_window_infer <= 0 || e.n_window_infer % e.chunk_frames() != 0)
-        throw Error(ErrorKind::InvalidModel, where + ": n_window_infer " + std::to_string(e.n_window_infer) +
-                                                 " is not a multiple of 2 * n_window (" +
-                                                 std::to_string(e.chunk_frames()) + ")");
-    if (e.max_positions < AudioEncoderConfig::chunk_tokens(e.chunk_frames()))
-        throw Error(ErrorKind::InvalidModel, where + ": max_position_embeddings " + std::to_string(e.max_positions) +
-                                                 " is shorter than a chunk's " +
-                                                 std::to_string(AudioEncoderConfig::chunk_tokens(e.chunk_frames())) +
-                                                 " tokens");
+    e.check(where);
     out.text_config = c["text_config"];
     const int text_hidden = need_int(out.text_config, "hidden_size", f + " text_config");
     if (e.output_dim != text_hidden)
@@ -94,6 +103,34 @@ Qwen3AsrConfig Qwen3AsrConfig::parse(const json& c, const std::filesystem::path&
     if (out.audio_token_id < 0 || out.audio_token_id >= vocab)
         throw Error(ErrorKind::InvalidModel, f + ": audio_token_id " + std::to_string(out.audio_token_id) +
                                                  " is outside the vocabulary (" + std::to_string(vocab) + ")");
+    return out;
+}
+
+Qwen3AsrConfig Qwen3AsrConfig::from_gguf(const TensorStore& mmproj) {
+    const json& m = mmproj.metadata();
+    const std::string where = mmproj.files().front().string();
+    auto key_int = [&](const char* key) {
+        const auto it = m.find(key);
+        if (it == m.end() || !it->is_number_integer())
+            throw Error(ErrorKind::InvalidModel, where + ": missing or non-integer field '" + std::string(key) + "'");
+        return it->get<int>();
+    };
+    Qwen3AsrConfig out;
+    AudioEncoderConfig& e = out.audio;
+    e.num_mel_bins = key_int("clip.audio.num_mel_bins");
+    e.layers = key_int("clip.audio.block_count");
+    e.heads = key_int("clip.audio.attention.head_count");
+    e.ffn_dim = key_int("clip.audio.feed_forward_length");
+    e.d_model = key_int("clip.audio.embedding_length");
+    e.output_dim = key_int("clip.audio.projection_dim");
+    if (const auto it = m.find("clip.audio.attention.layer_norm_epsilon"); it != m.end() && it->is_number())
+        e.layer_norm_eps = it->get<float>();
+    const TensorInfo& conv = mmproj.get("a.conv2d.1.weight");  // [out, in, kh, kw]
+    if (conv.shape.size() != 4 || conv.shape[1] != 1 || conv.shape[2] != 3 || conv.shape[3] != 3)
+        throw Error(ErrorKind::InvalidModel,
+                    where + ": tensor a.conv2d.1.weight is " + shape_of(conv.shape) + ", not [channels, 1, 3, 3]");
+    e.downsample_hidden = static_cast<int>(conv.shape[0]);
+    e.check(where);
     return out;
 }
 

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/tensor_store.h"
+
 namespace parlance::qwen3_asr {
 
 struct AudioEncoderConfig {
@@ -32,15 +34,23 @@ struct AudioEncoderConfig {
     static int chunk_tokens(int frames);
     // Encoder tokens of a clip of `frames` valid mel frames (13 per full chunk plus the rest's).
     int clip_tokens(int frames) const;
+
+    // Throws Error(InvalidModel) prefixed by `where` for sizes that cannot work together.
+    void check(const std::string& where) const;
 };
 
 struct Qwen3AsrConfig {
     AudioEncoderConfig audio;
-    nlohmann::json text_config;  // model_type qwen3
+    nlohmann::json text_config;  // model_type qwen3 (HF form; null for a GGUF pair)
     int audio_token_id = 151676;
 
     // config.json of an HF snapshot (`file` names it in errors).
     static Qwen3AsrConfig parse(const nlohmann::json& config, const std::filesystem::path& file);
+    // llama.cpp's mmproj GGUF (clip.audio.* keys, projector qwen3a). It does not store the
+    // chunk and window sizes: llama.cpp fixes them at the published models' values (100-frame
+    // chunks, 800-frame windows), and so does this. The conv channels come from a.conv2d.1's
+    // shape; audio_token_id is left to the tokenizer's <|audio_pad|>.
+    static Qwen3AsrConfig from_gguf(const TensorStore& mmproj);
 };
 
 }  // namespace parlance::qwen3_asr

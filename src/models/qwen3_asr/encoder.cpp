@@ -38,51 +38,61 @@ AudioEncoder::AudioEncoder(const AudioEncoderConfig& config, const TensorStore& 
                            ggml_type quantize)
     : c_(config), backend_(backend) {
     const int64_t d = c_.d_model, ch = c_.downsample_hidden, ff = c_.ffn_dim;
+    // One table, two namings: transformers' (model.audio_tower.*, model.multi_modal_projector.*)
+    // and llama.cpp's mmproj (a.*, mm.a.mlp.*), which stores the conv biases as [ch, 1, 1].
+    const bool gguf = store.format() == FileFormat::Gguf;
     std::vector<WeightSpec> t;
-    auto add = [&](const std::string& name, std::vector<int64_t> shape, WeightKind kind, ggml_tensor** slot) {
-        t.push_back({name, std::move(shape), kind, slot, false});
+    auto add = [&](const std::string& hf, const std::string& gg, std::vector<int64_t> shape, WeightKind kind,
+                   ggml_tensor** slot) {
+        t.push_back({gguf ? gg : hf, std::move(shape), kind, slot, false});
     };
     const std::string p = kTower;
-    // Convolution kernels stay f32: im2col products take the kernel's type.
-    add(p + "conv2d1.weight", {ch, 1, 3, 3}, WeightKind::Vector, &conv_w_[0]);
-    add(p + "conv2d1.bias", {ch}, WeightKind::Vector, &conv_b_[0]);
-    add(p + "conv2d2.weight", {ch, ch, 3, 3}, WeightKind::Vector, &conv_w_[1]);
-    add(p + "conv2d2.bias", {ch}, WeightKind::Vector, &conv_b_[1]);
-    add(p + "conv2d3.weight", {ch, ch, 3, 3}, WeightKind::Vector, &conv_w_[2]);
-    add(p + "conv2d3.bias", {ch}, WeightKind::Vector, &conv_b_[2]);
-    add(p + "conv_out.weight", {d, ch * c_.conv_freq()}, WeightKind::Matrix, &conv_out_);
+    for (int i = 0; i < 3; ++i) {
+        const std::string n = std::to_string(i + 1);
+        // Convolution kernels stay f32: im2col products take the kernel's type.
+        add(p + "conv2d" + n + ".weight", "a.conv2d." + n + ".weight", {ch, i == 0 ? 1 : ch, 3, 3}, WeightKind::Vector,
+            &conv_w_[i]);
+        add(p + "conv2d" + n + ".bias", "a.conv2d." + n + ".bias",
+            gguf ? std::vector<int64_t>{ch, 1, 1} : std::vector<int64_t>{ch}, WeightKind::Vector, &conv_b_[i]);
+    }
+    add(p + "conv_out.weight", "a.conv_out.weight", {d, ch * c_.conv_freq()}, WeightKind::Matrix, &conv_out_);
     layers_.resize(c_.layers);
     for (int i = 0; i < c_.layers; ++i) {
         Layer& l = layers_[i];
-        const std::string h = p + "layers." + std::to_string(i) + ".";
-        add(h + "self_attn_layer_norm.weight", {d}, WeightKind::Vector, &l.ln1_w);
-        add(h + "self_attn_layer_norm.bias", {d}, WeightKind::Vector, &l.ln1_b);
-        add(h + "self_attn.q_proj.weight", {d, d}, WeightKind::Matrix, &l.q_w);
-        add(h + "self_attn.q_proj.bias", {d}, WeightKind::Vector, &l.q_b);
-        add(h + "self_attn.k_proj.weight", {d, d}, WeightKind::Matrix, &l.k_w);
-        add(h + "self_attn.k_proj.bias", {d}, WeightKind::Vector, &l.k_b);
-        add(h + "self_attn.v_proj.weight", {d, d}, WeightKind::Matrix, &l.v_w);
-        add(h + "self_attn.v_proj.bias", {d}, WeightKind::Vector, &l.v_b);
-        add(h + "self_attn.out_proj.weight", {d, d}, WeightKind::Matrix, &l.o_w);
-        add(h + "self_attn.out_proj.bias", {d}, WeightKind::Vector, &l.o_b);
-        add(h + "final_layer_norm.weight", {d}, WeightKind::Vector, &l.ln2_w);
-        add(h + "final_layer_norm.bias", {d}, WeightKind::Vector, &l.ln2_b);
-        add(h + "fc1.weight", {ff, d}, WeightKind::Matrix, &l.fc1_w);
-        add(h + "fc1.bias", {ff}, WeightKind::Vector, &l.fc1_b);
-        add(h + "fc2.weight", {d, ff}, WeightKind::Matrix, &l.fc2_w);
-        add(h + "fc2.bias", {d}, WeightKind::Vector, &l.fc2_b);
+        const std::string h = p + "layers." + std::to_string(i) + ".", g = "a.blk." + std::to_string(i) + ".";
+        add(h + "self_attn_layer_norm.weight", g + "ln1.weight", {d}, WeightKind::Vector, &l.ln1_w);
+        add(h + "self_attn_layer_norm.bias", g + "ln1.bias", {d}, WeightKind::Vector, &l.ln1_b);
+        add(h + "self_attn.q_proj.weight", g + "attn_q.weight", {d, d}, WeightKind::Matrix, &l.q_w);
+        add(h + "self_attn.q_proj.bias", g + "attn_q.bias", {d}, WeightKind::Vector, &l.q_b);
+        add(h + "self_attn.k_proj.weight", g + "attn_k.weight", {d, d}, WeightKind::Matrix, &l.k_w);
+        add(h + "self_attn.k_proj.bias", g + "attn_k.bias", {d}, WeightKind::Vector, &l.k_b);
+        add(h + "self_attn.v_proj.weight", g + "attn_v.weight", {d, d}, WeightKind::Matrix, &l.v_w);
+        add(h + "self_attn.v_proj.bias", g + "attn_v.bias", {d}, WeightKind::Vector, &l.v_b);
+        add(h + "self_attn.out_proj.weight", g + "attn_out.weight", {d, d}, WeightKind::Matrix, &l.o_w);
+        add(h + "self_attn.out_proj.bias", g + "attn_out.bias", {d}, WeightKind::Vector, &l.o_b);
+        add(h + "final_layer_norm.weight", g + "ln2.weight", {d}, WeightKind::Vector, &l.ln2_w);
+        add(h + "final_layer_norm.bias", g + "ln2.bias", {d}, WeightKind::Vector, &l.ln2_b);
+        add(h + "fc1.weight", g + "ffn_up.weight", {ff, d}, WeightKind::Matrix, &l.fc1_w);
+        add(h + "fc1.bias", g + "ffn_up.bias", {ff}, WeightKind::Vector, &l.fc1_b);
+        add(h + "fc2.weight", g + "ffn_down.weight", {d, ff}, WeightKind::Matrix, &l.fc2_w);
+        add(h + "fc2.bias", g + "ffn_down.bias", {d}, WeightKind::Vector, &l.fc2_b);
     }
-    add(p + "ln_post.weight", {d}, WeightKind::Vector, &ln_post_w_);
-    add(p + "ln_post.bias", {d}, WeightKind::Vector, &ln_post_b_);
+    add(p + "ln_post.weight", "a.post_ln.weight", {d}, WeightKind::Vector, &ln_post_w_);
+    add(p + "ln_post.bias", "a.post_ln.bias", {d}, WeightKind::Vector, &ln_post_b_);
     const std::string q = kProjector;
-    add(q + "linear_1.weight", {d, d}, WeightKind::Matrix, &proj1_w_);
-    add(q + "linear_1.bias", {d}, WeightKind::Vector, &proj1_b_);
-    add(q + "linear_2.weight", {c_.output_dim, d}, WeightKind::Matrix, &proj2_w_);
-    add(q + "linear_2.bias", {c_.output_dim}, WeightKind::Vector, &proj2_b_);
-    // Everything else in the checkpoint is the text model's.
+    add(q + "linear_1.weight", "mm.a.mlp.1.weight", {d, d}, WeightKind::Matrix, &proj1_w_);
+    add(q + "linear_1.bias", "mm.a.mlp.1.bias", {d}, WeightKind::Vector, &proj1_b_);
+    add(q + "linear_2.weight", "mm.a.mlp.2.weight", {c_.output_dim, d}, WeightKind::Matrix, &proj2_w_);
+    add(q + "linear_2.bias", "mm.a.mlp.2.bias", {c_.output_dim}, WeightKind::Vector, &proj2_b_);
+    // Everything else in an HF checkpoint is the text model's; an mmproj also holds the
+    // converter's table of the sinusoidal positions, which the graph computes itself.
     std::vector<std::string> others;
-    for (const TensorInfo& ti : store.tensors())
-        if (ti.name.rfind(kTower, 0) != 0 && ti.name.rfind(kProjector, 0) != 0) others.push_back(ti.name);
+    if (gguf) {
+        others.push_back("a.position_embd.weight");
+    } else {
+        for (const TensorInfo& ti : store.tensors())
+            if (ti.name.rfind(kTower, 0) != 0 && ti.name.rfind(kProjector, 0) != 0) others.push_back(ti.name);
+    }
     weights_ = std::make_unique<WeightSet>(store, t, backend, quantize, "Qwen3-ASR audio encoder", others);
     graph_buf_.resize(graph_context_size());
 }

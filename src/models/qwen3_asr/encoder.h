@@ -21,9 +21,9 @@ namespace parlance::qwen3_asr {
 
 class AudioEncoder {
 public:
-    // Binds model.audio_tower.* and model.multi_modal_projector.* of `store` (HF names; other
-    // tensors are left to the text model). Throws Error(InvalidModel) naming a missing or
-    // misshaped tensor.
+    // Binds model.audio_tower.* and model.multi_modal_projector.* of an HF `store` (other
+    // tensors are left to the text model), or every tensor of llama.cpp's mmproj GGUF (a.*,
+    // mm.a.mlp.*). Throws Error(InvalidModel) naming a missing, misshaped or unexpected tensor.
     AudioEncoder(const AudioEncoderConfig& config, const TensorStore& store, Backend& backend, ggml_type quantize);
     ~AudioEncoder();
 

@@ -12,27 +12,48 @@ namespace parlance::qwen3_asr {
 
 std::unique_ptr<Qwen3AsrModel> Qwen3AsrModel::load(const std::filesystem::path& dir, Backend& backend,
                                                    const std::string& quantize) {
+    return load(open_model_files(dir), backend, quantize);
+}
+
+std::unique_ptr<Qwen3AsrModel> Qwen3AsrModel::load(ModelFiles files, Backend& backend, const std::string& quantize) {
     const auto t0 = std::chrono::steady_clock::now();
-    ModelFiles files = open_model_files(dir);
-    const std::filesystem::path config_file = files.root / "config.json";
+    const std::filesystem::path dir = files.root;
+    const bool gguf = files.tensors->format() == FileFormat::Gguf;
+    if (gguf && !files.mmproj)
+        throw Error(ErrorKind::InvalidModel, dir.string() + ": a Qwen3-ASR text GGUF needs its mmproj GGUF (--mmproj)");
     std::unique_ptr<Qwen3AsrModel> m(new Qwen3AsrModel());
-    m->config_ = Qwen3AsrConfig::parse(files.config, config_file);
+    // Where the config and the tokenizer come from, for refusals.
+    const std::string config_source =
+        gguf ? files.mmproj->files().front().string() : (files.root / "config.json").string();
+    const std::string tokenizer_source =
+        gguf ? files.tensors->files().front().string() : (dir / "tokenizer.json").string();
+    m->config_ = gguf ? Qwen3AsrConfig::from_gguf(*files.mmproj) : Qwen3AsrConfig::parse(files.config, config_source);
+    m->form_ = gguf ? "GGUF pair (text + mmproj)" : "HF snapshot";
     m->mel_ = std::make_unique<LogMel>(m->config_.audio.num_mel_bins);
     // The encoder binds its tensors first; the decoder then takes the files (and the rest).
-    m->encoder_ =
-        std::make_unique<AudioEncoder>(m->config_.audio, *files.tensors, backend, parse_weight_type(quantize));
+    m->encoder_ = std::make_unique<AudioEncoder>(m->config_.audio, gguf ? *files.mmproj : *files.tensors, backend,
+                                                 parse_weight_type(quantize));
     qwen3::Qwen3LoadOptions lo;
     lo.quantize = quantize;
-    lo.config = &m->config_.text_config;
-    lo.hf_prefix = "model.language_model.";
-    for (const TensorInfo& t : files.tensors->tensors())
-        if (t.name.rfind(lo.hf_prefix, 0) != 0 && t.name != "lm_head.weight") lo.foreign_tensors.push_back(t.name);
+    if (gguf) {
+        // The toolkit's checkpoints stop on either end token; the GGUF names only <|im_end|>.
+        lo.stop_tokens = {"<|im_end|>", "<|endoftext|>"};
+    } else {
+        lo.config = &m->config_.text_config;
+        lo.hf_prefix = "model.language_model.";
+        for (const TensorInfo& t : files.tensors->tensors())
+            if (t.name.rfind(lo.hf_prefix, 0) != 0 && t.name != "lm_head.weight") lo.foreign_tensors.push_back(t.name);
+    }
     m->decoder_ = qwen3::Qwen3Model::load(std::move(files), backend, lo);
+    if (m->decoder_->hidden_size() != m->config_.audio.output_dim)
+        throw Error(ErrorKind::InvalidModel,
+                    config_source + ": the projector's output (" + std::to_string(m->config_.audio.output_dim) +
+                        ") is not the text model's hidden size (" + std::to_string(m->decoder_->hidden_size()) + ")");
 
     const Tokenizer& tok = m->decoder_->tokenizer();
     auto need = [&](const char* text) {
         const auto id = tok.token_to_id(text);
-        if (!id) throw Error(ErrorKind::InvalidModel, (dir / "tokenizer.json").string() + ": no token " + text);
+        if (!id) throw Error(ErrorKind::InvalidModel, tokenizer_source + ": no token " + text);
         return *id;
     };
     SpecialIds& s = m->special_;
@@ -42,9 +63,10 @@ std::unique_ptr<Qwen3AsrModel> Qwen3AsrModel::load(const std::filesystem::path& 
     s.audio_end = need("<|audio_end|>");
     s.audio_pad = need("<|audio_pad|>");
     s.asr_text = need("<asr_text>");
+    if (gguf) m->config_.audio_token_id = s.audio_pad;
     if (s.audio_pad != m->config_.audio_token_id)
         throw Error(ErrorKind::InvalidModel,
-                    config_file.string() + ": audio_token_id " + std::to_string(m->config_.audio_token_id) +
+                    config_source + ": audio_token_id " + std::to_string(m->config_.audio_token_id) +
                         " is not the tokenizer's <|audio_pad|> (" + std::to_string(s.audio_pad) + ")");
     m->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return m;
@@ -87,9 +109,9 @@ std::vector<int32_t> Qwen3AsrModel::prompt_for(int n_audio, const std::string& c
 std::string Qwen3AsrModel::description() const {
     const AudioEncoderConfig& a = config_.audio;
     const qwen3::Qwen3Config& t = decoder_->config();
-    return "qwen3_asr: audio encoder " + std::to_string(a.layers) + " layers, d_model " + std::to_string(a.d_model) +
-           "; qwen3 decoder " + std::to_string(t.num_layers) + " layers, hidden " + std::to_string(t.hidden_size) +
-           "; " + std::to_string(languages().size()) + " languages";
+    return "qwen3_asr (" + form_ + "): audio encoder " + std::to_string(a.layers) + " layers, d_model " +
+           std::to_string(a.d_model) + "; qwen3 decoder " + std::to_string(t.num_layers) + " layers, hidden " +
+           std::to_string(t.hidden_size) + "; " + std::to_string(languages().size()) + " languages";
 }
 
 std::vector<float> Qwen3AsrModel::embed_audio(std::span<const float> pcm16k, int* n_tokens) {

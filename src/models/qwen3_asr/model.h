@@ -1,6 +1,7 @@
-// A loaded Qwen3-ASR checkpoint (HF snapshot, model_type qwen3_asr): the audio encoder and
-// projector (encoder.h) and the Qwen3 text decoder (models/qwen3) that reads the audio through
-// the engine's embedding spans, plus the toolkit's prompt. Immutable after load.
+// A loaded Qwen3-ASR checkpoint — an HF snapshot (model_type qwen3_asr) or llama.cpp's GGUF pair
+// (a qwen3vl text model + an mmproj with projector qwen3a): the audio encoder and projector
+// (encoder.h) and the Qwen3 text decoder (models/qwen3) that reads the audio through the engine's
+// embedding spans, plus the toolkit's prompt. Immutable after load.
 #pragma once
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 
 #include "audio/mel.h"
 #include "core/backend.h"
+#include "core/model_files.h"
 #include "models/audio_language_model.h"
 #include "models/qwen3/model.h"
 #include "models/qwen3_asr/config.h"
@@ -32,7 +34,10 @@ public:
 
     // Throws Error(InvalidModel) naming the file and field or tensor at fault: the config's
     // checks (config.h), every tensor of both parts, the special tokens missing from the
-    // tokenizer, audio_token_id not the tokenizer's <|audio_pad|>.
+    // tokenizer, audio_token_id not the tokenizer's <|audio_pad|>, a projector whose output is
+    // not the decoder's width.
+    static std::unique_ptr<Qwen3AsrModel> load(ModelFiles files, Backend& backend, const std::string& quantize = "");
+    // An HF snapshot directory, or a GGUF pair's directory.
     static std::unique_ptr<Qwen3AsrModel> load(const std::filesystem::path& dir, Backend& backend,
                                                const std::string& quantize = "");
 
@@ -51,6 +56,8 @@ public:
 
     // AudioLanguageModel
     std::string description() const override;
+    // "HF snapshot" or "GGUF pair (text + mmproj)".
+    const std::string& form() const { return form_; }
     double load_seconds() const override { return load_seconds_; }
     qwen3::Qwen3Model& decoder() override { return *decoder_; }
     double max_piece_seconds() const override { return kMaxPieceSeconds; }
@@ -62,6 +69,7 @@ public:
 
 private:
     double load_seconds_ = 0.0;
+    std::string form_;
     Qwen3AsrConfig config_;
     SpecialIds special_;
     std::unique_ptr<LogMel> mel_;

@@ -102,6 +102,45 @@ TEST(Generate, TranscribeRunsAQwen3AsrCheckpoint) {
     EXPECT_EQ(json::parse(read_file(d / "fixed.json"))["text"], text);
 }
 
+// llama.cpp's GGUF pair of the same weights through the CLI: the directory, or the text file with
+// --mmproj, transcribes exactly as the HF snapshot does; `info` describes both files.
+TEST(Generate, TranscribeAndInfoReadLlamaCppsGgufPair) {
+    TempDir d;
+    const auto hf = write_qwen3_asr("tiny", d / "hf");
+    const auto pair = write_qwen3_asr("tiny", d / "pair", /*gguf_pair=*/true);
+    const std::string wav = quoted((fixtures_dir() / "audio/jfk.wav").string());
+    auto transcribe = [&](const std::string& model, const std::string& out) {
+        int rc = -1;
+        const std::string log = run_and_capture(quoted(parlance_binary().string()) + " transcribe --model " + model +
+                                                    " " + wav + " --format verbose_json -o " + quoted(out) + " 2>&1",
+                                                &rc);
+        EXPECT_EQ(rc, 0) << log;
+        return json::parse(read_file(out));
+    };
+    const json from_hf = transcribe(quoted(hf.string()), (d / "hf.json").string());
+    const json from_dir = transcribe(quoted(pair.string()), (d / "dir.json").string());
+    const json from_files =
+        transcribe(quoted((pair / "model.gguf").string()) + " --mmproj " + quoted((pair / "mmproj.gguf").string()),
+                   (d / "files.json").string());
+    EXPECT_EQ(from_dir["text"], from_hf["text"]);
+    EXPECT_EQ(from_dir["segments"], from_hf["segments"]);
+    EXPECT_EQ(from_files, from_dir);
+    int rc = -1;
+    const json info =
+        json::parse(run_and_capture(quoted(parlance_binary().string()) + " info --json " + quoted(pair.string()), &rc));
+    EXPECT_EQ(rc, 0);
+    EXPECT_EQ(info["architecture"], "qwen3vl");
+    EXPECT_EQ(info["files"], 2);
+    EXPECT_EQ(info["mmproj"]["projector_type"], "qwen3a");
+    EXPECT_EQ(info["mmproj"]["dimensions"]["clip.audio.block_count"], 2);
+    // The text model alone is refused, naming what it needs.
+    const std::string out = run_and_capture(quoted(parlance_binary().string()) + " transcribe --model " +
+                                                quoted((pair / "model.gguf").string()) + " " + wav + " 2>&1",
+                                            &rc);
+    EXPECT_NE(rc, 0);
+    EXPECT_NE(out.find("--mmproj"), std::string::npos) << out;
+}
+
 TEST(Generate, PromptFileAndSeededSamplingAsTheIssueSpellsThem) {
     TempDir d;
     const auto model = write_qwen3("tiny", d.path());

@@ -6,13 +6,15 @@
 #include <map>
 #include <thread>
 
+#include <gtest/gtest.h>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/hub_client.h"
+#include "core/error.h"
+#include "qwen3_fixture.h"
 #include "test_support.h"
 
 namespace parlance {
@@ -108,9 +110,8 @@ private:
 };
 
 int pull(const FakeHub& hub, const std::string& args, std::string* out) {
-    return testing::run_command(quoted(testing::parlance_binary().string()) + " pull --endpoint " + hub.url() +
-                                    " " + args + " 2>&1",
-                                out);
+    return testing::run_command(
+        quoted(testing::parlance_binary().string()) + " pull --endpoint " + hub.url() + " " + args + " 2>&1", out);
 }
 
 TEST(Pull, FetchesWhatParlanceLoadsThenSkipsWhatIsPresent) {
@@ -131,10 +132,10 @@ TEST(Pull, FetchesWhatParlanceLoadsThenSkipsWhatIsPresent) {
 
     // The pulled folder is a model parlance loads.
     std::string info;
-    EXPECT_EQ(testing::run_command(quoted(testing::parlance_binary().string()) + " info " +
-                                       quoted(dest.path().string()) + " 2>&1",
-                                   &info),
-              0)
+    EXPECT_EQ(
+        testing::run_command(
+            quoted(testing::parlance_binary().string()) + " info " + quoted(dest.path().string()) + " 2>&1", &info),
+        0)
         << info;
 
     // Again: everything is present with the listed size, nothing is downloaded.
@@ -191,25 +192,83 @@ TEST(Pull, GatedRepositoryNeedsAToken) {
     std::string out;
     EXPECT_NE(pull(hub, "test/gated --dir " + quoted(dest.path().string()), &out), 0);
     EXPECT_NE(out.find("HF_TOKEN"), std::string::npos) << out;
-    ASSERT_EQ(testing::run_command("HF_TOKEN=secret " + quoted(testing::parlance_binary().string()) +
-                                       " pull --endpoint " + hub.url() + " test/gated --dir " +
-                                       quoted(dest.path().string()) + " 2>&1",
-                                   &out),
-              0)
+    ASSERT_EQ(
+        testing::run_command("HF_TOKEN=secret " + quoted(testing::parlance_binary().string()) + " pull --endpoint " +
+                                 hub.url() + " test/gated --dir " + quoted(dest.path().string()) + " 2>&1",
+                             &out),
+        0)
         << out;
     EXPECT_TRUE(fs::exists(dest / "model.safetensors"));
 }
 
 TEST(Pull, WhichFilesParlanceNeeds) {
-    const std::vector<std::string> repo = {
-        "config.json", "generation_config.json", "tokenizer.json", "merges.txt", "vocab.json",
-        "model.safetensors.index.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
-        "pytorch_model.bin", "flax_model.msgpack", "tf_model.h5", "README.md", ".gitattributes",
-        "onnx/encoder_model.onnx", "ggml-base.bin"};
-    const std::vector<std::string> want = {
-        "config.json", "generation_config.json", "tokenizer.json", "merges.txt", "vocab.json",
-        "model.safetensors.index.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
+    const std::vector<std::string> repo = {"config.json",
+                                           "generation_config.json",
+                                           "tokenizer.json",
+                                           "merges.txt",
+                                           "vocab.json",
+                                           "model.safetensors.index.json",
+                                           "model-00001-of-00002.safetensors",
+                                           "model-00002-of-00002.safetensors",
+                                           "pytorch_model.bin",
+                                           "flax_model.msgpack",
+                                           "tf_model.h5",
+                                           "README.md",
+                                           ".gitattributes",
+                                           "onnx/encoder_model.onnx",
+                                           "ggml-base.bin"};
+    const std::vector<std::string> want = {"config.json",
+                                           "generation_config.json",
+                                           "tokenizer.json",
+                                           "merges.txt",
+                                           "vocab.json",
+                                           "model.safetensors.index.json",
+                                           "model-00001-of-00002.safetensors",
+                                           "model-00002-of-00002.safetensors"};
     EXPECT_EQ(cli::files_to_pull(repo), want);
+}
+
+// A repository of llama.cpp GGUFs (ggml-org/Qwen3-ASR-0.6B-GGUF's layout): one model file and the
+// mmproj of the same variant.
+TEST(Pull, AGgufRepositoryGivesOneModelAndItsMmproj) {
+    const std::vector<std::string> repo = {"README.md",
+                                           ".gitattributes",
+                                           "Qwen3-ASR-0.6B-f16.gguf",
+                                           "Qwen3-ASR-0.6B-Q8_0.gguf",
+                                           "mmproj-Qwen3-ASR-0.6B-f16.gguf",
+                                           "mmproj-Qwen3-ASR-0.6B-Q8_0.gguf"};
+    EXPECT_EQ(cli::files_to_pull(repo),
+              (std::vector<std::string>{"Qwen3-ASR-0.6B-Q8_0.gguf", "mmproj-Qwen3-ASR-0.6B-Q8_0.gguf"}));
+    EXPECT_EQ(cli::files_to_pull(repo, "F16"),
+              (std::vector<std::string>{"Qwen3-ASR-0.6B-f16.gguf", "mmproj-Qwen3-ASR-0.6B-f16.gguf"}));
+    // A variant without its own projector takes the f16 one.
+    EXPECT_EQ(cli::files_to_pull({"m-Q4_K_M.gguf", "mmproj-m-f16.gguf"}),
+              (std::vector<std::string>{"m-Q4_K_M.gguf", "mmproj-m-f16.gguf"}));
+    EXPECT_THROW(cli::files_to_pull(repo, "q2_k"), Error);
+
+    // End to end: the pulled folder is a pair parlance loads.
+    testing::TempDir pair, published;
+    testing::write_qwen3_asr("tiny", pair.path(), /*gguf_pair=*/true);
+    for (const char* v : {"Q8_0", "f16"}) {
+        fs::copy_file(pair / "model.gguf", published / (std::string("tiny-") + v + ".gguf"));
+        fs::copy_file(pair / "mmproj.gguf", published / (std::string("mmproj-tiny-") + v + ".gguf"));
+    }
+    FakeHub hub;
+    hub.publish("test/tiny-gguf", published.path());
+    TempDir dest;
+    std::string out;
+    ASSERT_EQ(pull(hub, "test/tiny-gguf --dir " + quoted(dest.path().string()), &out), 0) << out;
+    EXPECT_TRUE(fs::exists(dest / "tiny-Q8_0.gguf"));
+    EXPECT_TRUE(fs::exists(dest / "mmproj-tiny-Q8_0.gguf"));
+    EXPECT_FALSE(fs::exists(dest / "tiny-f16.gguf"));
+    EXPECT_NE(out.find(dest.path().string()), std::string::npos) << out;
+    std::string info;
+    EXPECT_EQ(
+        testing::run_command(
+            quoted(testing::parlance_binary().string()) + " info " + quoted(dest.path().string()) + " 2>&1", &info),
+        0)
+        << info;
+    EXPECT_NE(info.find("qwen3a"), std::string::npos) << info;
 }
 
 }  // namespace

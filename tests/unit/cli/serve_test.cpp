@@ -46,11 +46,14 @@ TEST(Serve, HealthModelsStatusMetricsAndPage) {
     EXPECT_NE(Server::curl("-s " + s.url("/health")).find("ok"), std::string::npos);
     json models = json::parse(Server::curl("-s " + s.url("/v1/models")));
     EXPECT_EQ(models["object"], "list");
-    EXPECT_EQ(models["data"][0]["id"], "whisper");
-    EXPECT_EQ(json::parse(Server::curl("-s " + s.url("/v1/models/whisper")))["id"], "whisper");
+    // The id is the model's directory name (no --model-id, no ID=PATH).
+    EXPECT_EQ(models["data"][0]["id"], "model");
+    EXPECT_EQ(json::parse(Server::curl("-s " + s.url("/v1/models/model")))["id"], "model");
+    EXPECT_EQ(json::parse(Server::curl("-s " + s.url("/v1/models/whisper-1")))["id"], "whisper-1");
     json status = json::parse(Server::curl("-s " + s.url("/v1/status")));
     EXPECT_EQ(status["ready"], true);
-    EXPECT_TRUE(status.contains("queue") && status.contains("active_requests") && status.contains("resident_memory_bytes"));
+    EXPECT_TRUE(status.contains("queue") && status.contains("active_requests") &&
+                status.contains("resident_memory_bytes"));
     EXPECT_NE(Server::curl("-s " + s.url("/")).find("<form"), std::string::npos);
     s.post("/v1/audio/transcriptions", kJfk + kFast);
     std::string metrics = Server::curl("-s " + s.url("/metrics"));
@@ -149,13 +152,14 @@ TEST(Serve, ChunkingStrategyServerVadDecodesOnlyTheSpeech) {
     EXPECT_EQ(sj["text"], "");
     EXPECT_TRUE(sj["segments"].empty());
     EXPECT_NEAR(sj["duration"].get<double>(), 6.0, 0.01);
-    for (auto [args, param] : {std::pair{std::string("-F chunking_strategy=manual"), "chunking_strategy"},
-                               std::pair{std::string("-F 'chunking_strategy={\"type\": \"x\"}'"), "chunking_strategy.type"},
-                               std::pair{std::string("-F 'chunking_strategy[type]=server_vad' -F 'chunking_strategy[threshold]=2'"),
-                                         "chunking_strategy.threshold"},
-                               std::pair{std::string("-F 'chunking_strategy[frob]=1' -F 'chunking_strategy[type]=server_vad'"),
-                                         "chunking_strategy.frob"},
-                               std::pair{std::string("-F 'chunking_strategy[threshold]=0.4'"), "chunking_strategy.type"}}) {
+    for (auto [args, param] :
+         {std::pair{std::string("-F chunking_strategy=manual"), "chunking_strategy"},
+          std::pair{std::string("-F 'chunking_strategy={\"type\": \"x\"}'"), "chunking_strategy.type"},
+          std::pair{std::string("-F 'chunking_strategy[type]=server_vad' -F 'chunking_strategy[threshold]=2'"),
+                    "chunking_strategy.threshold"},
+          std::pair{std::string("-F 'chunking_strategy[frob]=1' -F 'chunking_strategy[type]=server_vad'"),
+                    "chunking_strategy.frob"},
+          std::pair{std::string("-F 'chunking_strategy[threshold]=0.4'"), "chunking_strategy.type"}}) {
         auto [status, body] = s.post("/v1/audio/transcriptions", padded_form + " " + args);
         EXPECT_EQ(status, 400) << args << ": " << body;
         EXPECT_EQ(json::parse(body)["error"]["param"], param) << args << ": " << body;
@@ -173,9 +177,13 @@ TEST(Serve, InvalidRequestsGetTheirStatusAndErrorBody) {
     expect_error(s.post("/v1/audio/transcriptions", kJfk + kFast + " -F stream=maybe"), 400, "stream");
     expect_error(s.post("/v1/audio/transcriptions", kJfk + kFast + " -F colour=blue"), 400, "colour");
     expect_error(s.post("/v1/audio/translations", kJfk + kFast + " -F language=en"), 400, "language");
-    expect_error(s.post("/v1/audio/transcriptions", "-F file=@" + fixture("whisper/tiny-en/reference.json") + kFast), 400, "file");
-    expect_error(s.post("/v1/audio/transcriptions", "-H 'Content-Type: multipart/form-data; boundary=XX' --data-binary 'garbage'"), 400, "");
-    expect_error(s.post("/v1/audio/transcriptions", "-H 'Content-Type: application/json' --data-binary '{}'"), 400, "file");
+    expect_error(s.post("/v1/audio/transcriptions", "-F file=@" + fixture("whisper/tiny-en/reference.json") + kFast),
+                 400, "file");
+    expect_error(s.post("/v1/audio/transcriptions",
+                        "-H 'Content-Type: multipart/form-data; boundary=XX' --data-binary 'garbage'"),
+                 400, "");
+    expect_error(s.post("/v1/audio/transcriptions", "-H 'Content-Type: application/json' --data-binary '{}'"), 400,
+                 "file");
     expect_error(s.post("/v1/audio/transcriptions", kJfk + " -F model=gpt-9"), 404, "model");
     expect_error(s.post("/v1/models", "-X POST"), 405, "");
     expect_error(s.post("/v1/nothing", "-X POST"), 404, "");
@@ -225,7 +233,8 @@ TEST(Serve, ApiKey) {
 TEST(Serve, ConcurrentRequestsGiveTheSameBytesAsOneAtATime) {
     Server s("--cache-slots 8");
     const std::vector<std::string> clips = {"audio/jfk.wav", "audio/sense_and_sensibility_01_austen_64kb-0880.wav",
-                                            "audio/espeak_quiet_loud.wav", "audio/sense_and_sensibility_01_austen_64kb-0930.wav"};
+                                            "audio/espeak_quiet_loud.wav",
+                                            "audio/sense_and_sensibility_01_austen_64kb-0930.wav"};
     auto form = [&](const std::string& clip) {
         return "-F file=@" + fixture(clip) + kFast + " -F response_format=verbose_json";
     };
@@ -233,7 +242,8 @@ TEST(Serve, ConcurrentRequestsGiveTheSameBytesAsOneAtATime) {
     for (const auto& c : clips) alone.push_back(s.post("/v1/audio/transcriptions", form(c)).second);
     std::vector<std::future<std::pair<int, std::string>>> together;
     for (const auto& c : clips)
-        together.push_back(std::async(std::launch::async, [&, c] { return s.post("/v1/audio/transcriptions", form(c)); }));
+        together.push_back(
+            std::async(std::launch::async, [&, c] { return s.post("/v1/audio/transcriptions", form(c)); }));
     for (size_t i = 0; i < clips.size(); ++i) {
         auto r = together[i].get();
         EXPECT_EQ(r.first, 200);
@@ -313,10 +323,12 @@ TEST(Serve, KvCacheCapAdmitsWhatFitsAndReportsItsBlocks) {
     EXPECT_EQ(kv["reserved_blocks"], 0) << kv.dump();
     const std::string metrics = Server::curl("-s " + s.url("/metrics"));
     for (const std::string& name :
-         {"parlance_kv_cache_capacity_bytes " + std::to_string(static_cast<long long>(kv["capacity_bytes"].get<double>())),
+         {"parlance_kv_cache_capacity_bytes " +
+              std::to_string(static_cast<long long>(kv["capacity_bytes"].get<double>())),
           std::string("parlance_kv_cache_blocks{state=\"used\"} 0"),
-          "parlance_kv_cache_blocks{state=\"free\"} " + std::to_string(total), std::string("parlance_kv_cache_usage_ratio 0"),
-          std::string("parlance_kv_prefix_hit_tokens_total"), std::string("parlance_kv_cache_evictions_total")})
+          "parlance_kv_cache_blocks{state=\"free\"} " + std::to_string(total),
+          std::string("parlance_kv_cache_usage_ratio 0"), std::string("parlance_kv_prefix_hit_tokens_total"),
+          std::string("parlance_kv_cache_evictions_total")})
         EXPECT_NE(metrics.find(name), std::string::npos) << name << "\n" << metrics;
 }
 
@@ -329,6 +341,69 @@ TEST(Serve, KvCacheCapBelowOneContextIsRefusedAtStartup) {
 // A Qwen3-ASR checkpoint behind the same API: the registry opens it, requests decode on the
 // generation engine (concurrent ones in the same steps, with the same bytes as alone), and what
 // it cannot do is a 400 naming why.
+// Several speech models in one server (issue 15): `--model` repeated, ids from ID=PATH or the
+// directory name; a request's `model` picks one, OpenAI's names mean the first, an unknown id is a
+// 404 in OpenAI's shape; /v1/models and /v1/status list them all; a live session picks its model
+// when it opens (?model=ID).
+TEST(Serve, SeveralSpeechModelsEachRequestPicksItsModel) {
+    TempDir dir;
+    const auto asr = write_qwen3_asr("tiny", dir / "qwen3-asr-tiny");
+    const std::string whisper_dir = fixture("whisper/tiny-en/model");
+    Server s("--model en=" + whisper_dir + " --model " + asr.string(), "");
+    ASSERT_GT(s.port(), 0) << s.read_log();
+    const json models = json::parse(Server::curl("-s " + s.url("/v1/models")));
+    ASSERT_EQ(models["data"].size(), 2u) << models.dump();
+    EXPECT_EQ(models["data"][0]["id"], "en");
+    EXPECT_EQ(models["data"][1]["id"], "qwen3-asr-tiny");
+    const json status = json::parse(Server::curl("-s " + s.url("/v1/status")));
+    ASSERT_EQ(status["speech_models"].size(), 2u) << status.dump();
+    EXPECT_EQ(status["model"], "en");
+    EXPECT_NE(status["speech_models"][1]["description"].get<std::string>().find("qwen3_asr"), std::string::npos);
+    auto transcribe = [&](const std::string& model) {
+        return s.post("/v1/audio/transcriptions",
+                      kJfk + " -F temperature=0 -F response_format=verbose_json -F model=" + model);
+    };
+    const auto en = transcribe("en"), first = transcribe("whisper-1"), qwen = transcribe("qwen3-asr-tiny");
+    ASSERT_EQ(en.first, 200) << en.second << s.read_log();
+    ASSERT_EQ(qwen.first, 200) << qwen.second << s.read_log();
+    EXPECT_EQ(first, en) << "whisper-1 is the first model";
+    EXPECT_NE(json::parse(qwen.second)["text"], json::parse(en.second)["text"]);
+    // The same requests to servers holding one of the models each give the same answers.
+    {
+        Server alone("", "whisper/tiny-en/model");
+        ASSERT_GT(alone.port(), 0) << alone.read_log();
+        EXPECT_EQ(alone.post("/v1/audio/transcriptions",
+                             kJfk + " -F temperature=0 -F response_format=verbose_json -F model=whisper-1"),
+                  en);
+    }
+    const auto unknown = transcribe("nope");
+    EXPECT_EQ(unknown.first, 404);
+    const json e = json::parse(unknown.second);
+    EXPECT_EQ(e["error"]["code"], "model_not_found");
+    EXPECT_EQ(e["error"]["param"], "model");
+    EXPECT_NE(e["error"]["message"].get<std::string>().find("'en', 'qwen3-asr-tiny'"), std::string::npos)
+        << unknown.second;
+    // A live session for a model that is not loaded is refused before the upgrade.
+    const std::string ws =
+        " -H 'Connection: Upgrade' -H 'Upgrade: websocket' -H 'Sec-WebSocket-Version: 13'"
+        " -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=='";
+    const std::string refused = Server::curl("-s -i" + ws + " " + s.url("/v1/realtime?model=nope"));
+    EXPECT_NE(refused.find("404"), std::string::npos) << refused;
+    EXPECT_NE(refused.find("model_not_found"), std::string::npos) << refused;
+    const std::string upgraded = Server::curl("-s -i -m 2" + ws + " " + s.url("/v1/realtime?model=qwen3-asr-tiny"));
+    EXPECT_NE(upgraded.find("101"), std::string::npos) << upgraded;
+}
+
+TEST(Serve, TwoModelsWithOneIdAreRefusedAtStart) {
+    const std::string m = fixture("whisper/tiny-en/model");
+    std::string out;
+    const int rc = run_command(parlance_binary().string() + " serve --port 0 --model a=" + m +
+                                   " --model a=" + fixture("whisper/tiny-multi/model") + " 2>&1",
+                               &out);
+    EXPECT_NE(rc, 0);
+    EXPECT_NE(out.find("two models with the id 'a'"), std::string::npos) << out;
+}
+
 TEST(Serve, Qwen3AsrCheckpointServesTheSameApi) {
     TempDir dir;
     const auto model = write_qwen3_asr("tiny", dir.path());
@@ -361,7 +436,8 @@ TEST(Serve, Qwen3AsrCheckpointServesTheSameApi) {
     }
     EXPECT_EQ(done, j["text"]);
     EXPECT_NE(deltas.find(j["segments"][0]["text"].get<std::string>()), std::string::npos) << deltas;
-    const auto forced = s.post("/v1/audio/transcriptions", kJfk + kFast + " -F language=fr -F response_format=verbose_json");
+    const auto forced =
+        s.post("/v1/audio/transcriptions", kJfk + kFast + " -F language=fr -F response_format=verbose_json");
     ASSERT_EQ(forced.first, 200) << forced.second;
     EXPECT_EQ(json::parse(forced.second)["language"], "fr");
     auto bad = s.post("/v1/audio/transcriptions", kJfk + kFast + " -F language=xx");
@@ -375,7 +451,9 @@ TEST(Serve, Qwen3AsrCheckpointServesTheSameApi) {
 TEST(Serve, LoadOf32ClientsTimes20RequestsHasNoErrorsAndMemoryStaysFlat) {
     Server s("--cache-slots 16");
     const std::string form = "-F file=@" + fixture("audio/sense_and_sensibility_01_austen_64kb-0880.wav") + kFast;
-    auto rss = [&] { return json::parse(Server::curl("-s " + s.url("/v1/status")))["resident_memory_bytes"].get<double>(); };
+    auto rss = [&] {
+        return json::parse(Server::curl("-s " + s.url("/v1/status")))["resident_memory_bytes"].get<double>();
+    };
     auto load = [&](int clients, int requests) {
         std::vector<std::future<int>> futures;
         for (int c = 0; c < clients; ++c)
@@ -420,20 +498,17 @@ TEST(Serve, TheModelsDefaultBeamSizeDecodesRequests) {
         EXPECT_EQ(r.first, 200) << r.second;
         const auto cli = dir.path() / "cli.txt";
         ASSERT_EQ(run_command(parlance_binary().string() + " transcribe --model " + model.string() +
-                              " --beam-size 3 --temperature 0 --max-new-tokens 24 -f text -o " +
-                              cli.string() + " " + fixture("audio/jfk.wav")),
+                              " --beam-size 3 --temperature 0 --max-new-tokens 24 -f text -o " + cli.string() + " " +
+                              fixture("audio/jfk.wav")),
                   0);
         EXPECT_EQ(r.second, read_file(cli));
     }
     std::string out;
-    EXPECT_NE(run_command("timeout 60 " + parlance_binary().string() +
-                              " serve --port 0 --threads 2 --model " + model.string() +
-                              " --cache-slots 4",
+    EXPECT_NE(run_command("timeout 60 " + parlance_binary().string() + " serve --port 0 --threads 2 --model " +
+                              model.string() + " --cache-slots 4",
                           &out),
               0);
-    EXPECT_NE(out.find("--cache-slots 4 is too few for the model's default beam size 3"),
-              std::string::npos)
-        << out;
+    EXPECT_NE(out.find("--cache-slots 4 is too few for the model's default beam size 3"), std::string::npos) << out;
 }
 
 TEST(Serve, SigtermDrainsInFlightRequests) {

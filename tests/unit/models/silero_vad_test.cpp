@@ -76,7 +76,10 @@ TEST(SileroVad, AStreamGivesTheWholeFileProbabilities) {
             for (size_t j = 0; j < w && i * w + j < pcm.size(); ++j) window[j] = pcm[i * w + j];
             worst = std::max(worst, std::abs(double(s.push(window)) - whole[i]));
         }
-        EXPECT_LE(worst, 1e-6) << rate;
+        // Not bit-identical: one window at a time and the whole file in one graph block ggml's
+        // products differently (1.4e-6 on an AVX-512 machine); a state not carried from window
+        // to window shows as errors above 1e-2.
+        EXPECT_LE(worst, 1e-5) << rate;
         EXPECT_THROW(s.push(std::vector<float>(w - 1)), Error);
     }
     EXPECT_THROW(SileroVad::window_samples(44100), Error);
