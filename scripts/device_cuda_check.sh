@@ -150,6 +150,28 @@ build_parlance() {
 run_w() { LD_LIBRARY_PATH="$SYSROOT/usr/lib/$ARCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$STATE/build/tests/write_qwen3_fixture" "$@"; }
 run_parlance() { LD_LIBRARY_PATH="$SYSROOT/usr/lib/$ARCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$STATE/build/parlance" "$@"; }
 
+# Batch invariance through the server (what Serve.ConcurrentRequestsGiveTheSameBytesAsOneAtATime
+# checks on the CPU): four clips one at a time, then all four at once, on DEVICE; the bodies must
+# be the same bytes.
+serve_invariance() {
+  local device="$1" port=$((18200 + RANDOM % 500)) fx="$ROOT/tests/fixtures" same=0 i pid
+  local clips=(audio/jfk.wav audio/sense_and_sensibility_01_austen_64kb-0880.wav audio/espeak_quiet_loud.wav
+               audio/sense_and_sensibility_01_austen_64kb-0930.wav)
+  run_parlance serve --device "$device" --port "$port" --max-new-tokens 24 --cache-slots 8 \
+    --model "$fx/whisper/tiny-multi/model" >"$STATE/serve_$device.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
+  post() { curl -s -F "file=@$fx/$1" -F temperature=0 -F model=whisper-1 -F response_format=verbose_json \
+             "http://127.0.0.1:$port/v1/audio/transcriptions" >"$2"; }
+  for i in 0 1 2 3; do post "${clips[$i]}" "$STATE/alone_$device.$i"; done
+  for i in 0 1 2 3; do post "${clips[$i]}" "$STATE/together_$device.$i" & done
+  wait $(jobs -p | grep -v "^$pid$") 2>/dev/null
+  for i in 0 1 2 3; do cmp -s "$STATE/alone_$device.$i" "$STATE/together_$device.$i" && same=$((same + 1)); done
+  kill "$pid"; wait "$pid" 2>/dev/null
+  echo "$same of 4 checks identical (concurrent requests == one at a time, serve --device $device)"
+  [ "$same" = 4 ]
+}
+
 environment() {
   uname -a; cat /etc/os-release 2>/dev/null | head -3; ldd --version | head -1; nproc
   command -v nvidia-smi >/dev/null && nvidia-smi
@@ -212,6 +234,14 @@ if [ "$ACTION" = stages ]; then
     [ "$MODE" = cuda ] && stage parity_cuda_qwen3_gguf run_parlance parity "$ROOT/tests/fixtures/qwen3/tiny" --model "$STATE/qwen3-gguf/model.gguf" --device cuda
     stage parity_cpu_qwen3_gguf run_parlance parity "$ROOT/tests/fixtures/qwen3/tiny" --model "$STATE/qwen3-gguf/model.gguf" --device cpu
   fi
+  # llama.cpp's GGUF pair of the Qwen3-ASR layout (the tests' writer, byte for byte what the
+  # bundle's converter writes), on both devices.
+  if stage write_asr_gguf run_w asr:layout-0.6b "$STATE/qwen3-asr-gguf" --gguf; then
+    [ "$MODE" = cuda ] && stage parity_cuda_qwen3_asr_gguf run_parlance parity "$ROOT/tests/fixtures/qwen3_asr/layout-0.6b" --model "$STATE/qwen3-asr-gguf" --device cuda
+    stage parity_cpu_qwen3_asr_gguf run_parlance parity "$ROOT/tests/fixtures/qwen3_asr/layout-0.6b" --model "$STATE/qwen3-asr-gguf" --device cpu
+  fi
+  [ "$MODE" = cuda ] && stage parity_cuda_serve_invariance serve_invariance cuda
+  stage parity_cpu_serve_invariance serve_invariance cpu
   # One line per parity run: what passed.
   for f in "$STATE"/parity_*.log; do
     printf '%-28s %s\n' "$(basename "$f" .log)" "$(grep -E 'checks identical' "$f" | tr '\n' ' ')" >>"$STATE/summary.txt"
