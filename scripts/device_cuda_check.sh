@@ -49,8 +49,13 @@ if [ "$ACTION" = prepare ]; then
   for b in cann et hexagon hip metal musa opencl openvino rpc sycl virtgpu vulkan webgpu zdnn zendnn; do
     skip+=("--exclude=ggml/src/ggml-$b")
   done
-  tar czf "$CARRY/ggml-src.tar.gz" -C "$LLAMA_SRC" "${skip[@]}" ggml
+  # The CPU backend's code for other architectures (CMake compiles it only there): the device copy
+  # of the tree is capped at 64 MiB, and the tracked tree is 62.7 MB.
+  for a in arm loongarch powerpc riscv s390 wasm; do skip+=("--exclude=ggml/src/ggml-cpu/arch/$a"); done
+  skip+=("--exclude=ggml/src/ggml-cpu/spacemit" "--exclude=ggml/src/ggml-cpu/kleidiai")
+  tar cf - -C "$LLAMA_SRC" "${skip[@]}" ggml | gzip -9 >"$CARRY/ggml-src.tar.gz"
   # The bundle's pieces scripts/lib/llama_common builds (Jinja, GBNF grammar, JSON schema converter).
+  export XZ_OPT=-9e
   tar cJf "$CARRY/llama-common-src.tar.xz" -C "$LLAMA_SRC" common/jinja common/json.h common/json.cpp \
     common/unicode.h common/unicode.cpp common/json-schema-to-grammar.h common/json-schema-to-grammar.cpp \
     common/common.h src/llama-grammar.h src/llama-grammar.cpp src/llama-impl.h src/llama-vocab.h \

@@ -3,7 +3,8 @@
 //   build/tests/write_qwen3_fixture tiny /tmp/qwen3-tiny [--gguf] [--f32|--f16|--q8_0|--q4_k] [--edit JSON]
 // and of a Qwen3-ASR reference (tests/fixtures/qwen3_asr/<config>) with an "asr:" prefix:
 //   build/tests/write_qwen3_fixture asr:tiny /tmp/qwen3-asr-tiny [--gguf]
-// (--gguf: llama.cpp's pair, model.gguf + mmproj.gguf, as the bundle's converter lays it out)
+// (--gguf: llama.cpp's pair, model.gguf + mmproj.gguf, as the bundle's converter lays it out;
+// --f16 / --q8_0 then set the text model's matrices, --edit merges JSON into the config)
 // --edit merges JSON into the config first (e.g. the full Qwen3-0.6B widths for benchmarks:
 // '{"hidden_size":1024,"intermediate_size":3072}' on layout-0.6b); such a checkpoint has no reference.
 #include <cstdio>
@@ -40,8 +41,10 @@ int main(int argc, char** argv) {
     try {
         const std::string config = argv[1];
         if (config.rfind("asr:", 0) == 0) {
-            std::printf("%s\n",
-                        parlance::testing::write_qwen3_asr(config.substr(4), argv[2], how.gguf).string().c_str());
+            // --f16 / --q8_0 set the text GGUF's matrices (bf16 otherwise, as the converter's default).
+            std::printf("%s\n", parlance::testing::write_qwen3_asr(config.substr(4), argv[2], how.gguf, edit, how.dtype)
+                                    .string()
+                                    .c_str());
             return 0;
         }
         std::printf("%s\n", parlance::testing::write_qwen3(config, argv[2], how, edit).string().c_str());

@@ -1173,16 +1173,13 @@ void HttpServer::start() {
 }
 
 void HttpServer::set_speech_models(std::vector<SpeechModelInfo> models) {
-    if (models.empty() || impl_->engine.load())
-        throw Error(ErrorKind::Internal, "set_speech_models: once, with a model");
-    impl_->options.model_id = models.front().id;
+    // options.model_id is read by every request thread from the start: it must already be the
+    // first model's id (cmd_serve sets it before the server starts).
+    if (models.empty() || impl_->engine.load() || models.front().id != impl_->options.model_id)
+        throw Error(ErrorKind::Internal, "set_speech_models: once, the first model under options.model_id");
     impl_->model_description = models.front().description;
     impl_->speech = std::move(models);
     impl_->engine.store(impl_->speech.front().engine);
-}
-
-void HttpServer::set_engine(SpeechEngine* engine, const std::string& description) {
-    set_speech_models({{impl_->options.model_id, engine, description}});
 }
 
 void HttpServer::set_chat(const ChatModel* chat) {

@@ -44,7 +44,7 @@ struct ServerOptions {
     RealtimeOptions realtime;                      // each session's cadence, commit rule, limits
     size_t max_realtime_message_bytes = 4u << 20;  // one WebSocket message (then close 1009)
     size_t max_stored_responses = 1024;            // /v1/responses kept for previous_response_id and GET
-    std::string model_id = "whisper";              // the first speech model's id (set_speech_models sets it)
+    std::string model_id = "whisper";              // the first speech model's id (set_speech_models' first)
     std::string device = "cpu";
 };
 
@@ -70,11 +70,10 @@ public:
 
     // Binds and starts the I/O threads; /health answers 503 until set_speech_models().
     void start();
-    // Marks the speech models as loaded (at least one, ids unique; the engines outlive the
-    // server): requests are served from now on, a request's `model` picks its engine.
+    // Marks the speech models as loaded (at least one, the first under options.model_id, ids
+    // unique; the engines outlive the server): requests are served from now on, a request's
+    // `model` picks its engine.
     void set_speech_models(std::vector<SpeechModelInfo> models);
-    // One model under options.model_id.
-    void set_engine(SpeechEngine* engine, const std::string& model_description);
     // The VAD of live sessions' server_vad (null: sessions need turn_detection null). It must
     // outlive the server and run on its own Backend.
     void set_vad(silero_vad::SileroVad* vad);

@@ -261,7 +261,7 @@ std::vector<float> converter_positions(int64_t d) {
 }
 
 void write_asr_gguf_pair(const json& cfg, const std::vector<TensorData>& hf_tensors, const json& tok_json,
-                         const fs::path& dir) {
+                         const fs::path& dir, ggml_type text_type) {
     const json layout = qwen3_asr_gguf_layout()["files"];
     const json& a = cfg["audio_config"];
     const json& t = cfg["text_config"];
@@ -283,7 +283,7 @@ void write_asr_gguf_pair(const json& cfg, const std::vector<TensorData>& hf_tens
     for (const Param& q : params(t)) {
         if (q.hf.rfind("model.", 0) != 0) continue;
         const std::string hf = "model.language_model." + q.hf.substr(6);
-        text.add_tensor(TensorData::from_f32(q.gguf, q.shape, values(hf), q.norm ? GGML_TYPE_F32 : GGML_TYPE_BF16));
+        text.add_tensor(TensorData::from_f32(q.gguf, q.shape, values(hf), q.norm ? GGML_TYPE_F32 : text_type));
     }
     text.write(dir / "model.gguf");
 
@@ -316,9 +316,11 @@ json qwen3_asr_gguf_layout() {
     return read_json(fixtures_dir() / "qwen3_asr" / "gguf_pair_layout.json");
 }
 
-fs::path write_qwen3_asr(const std::string& config, const fs::path& dir, bool gguf_pair) {
+fs::path write_qwen3_asr(const std::string& config, const fs::path& dir, bool gguf_pair, const json& edit,
+                         ggml_type gguf_text_type) {
     const fs::path src = fixtures_dir() / "qwen3_asr" / config;
-    const json cfg = read_json(src / "config.json");
+    json cfg = read_json(src / "config.json");
+    if (edit.is_object()) cfg.merge_patch(edit);
     const uint64_t seed = qwen3_asr_reference(config)["seed"];
     const json& a = cfg["audio_config"];
     const int64_t d = a["d_model"], ch = a["downsample_hidden_size"], ff = a["encoder_ffn_dim"], out = a["output_dim"];
@@ -378,7 +380,7 @@ fs::path write_qwen3_asr(const std::string& config, const fs::path& dir, bool gg
                                        {"normalized", false},
                                        {"special", special}});
     if (gguf_pair) {
-        write_asr_gguf_pair(cfg, tensors, tok, dir);
+        write_asr_gguf_pair(cfg, tensors, tok, dir, gguf_text_type);
         return dir;
     }
     std::ofstream(dir / "config.json") << cfg.dump(2);

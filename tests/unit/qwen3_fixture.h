@@ -47,8 +47,12 @@ std::filesystem::path write_qwen3(const std::string& config, const std::filesyst
 // bundle's converter wrote them (tests/fixtures/qwen3_asr/gguf_pair_layout.json, made by
 // tools/reference/qwen3_asr_gguf_pair.py), the dimensions from the config.
 nlohmann::json qwen3_asr_reference(const std::string& config);
+// `edit` is merged into the config first (e.g. the 0.6B's full widths for a benchmark; such a
+// checkpoint has no reference); `gguf_text_type` is the text GGUF's matrix type (bf16 as the
+// converter's default; f16 or q8_0 as the published files).
 std::filesystem::path write_qwen3_asr(const std::string& config, const std::filesystem::path& dir,
-                                      bool gguf_pair = false);
+                                      bool gguf_pair = false, const nlohmann::json& edit = nullptr,
+                                      ggml_type gguf_text_type = GGML_TYPE_BF16);
 // Sets every scalar key of a recorded layout (or of a GGUF's metadata, as TensorStore reads it):
 // strings, booleans, integers (as u32), floats, small integer arrays; token arrays are skipped.
 void set_gguf_keys(GgufWriter& w, const nlohmann::json& keys);
