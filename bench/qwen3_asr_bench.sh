@@ -4,20 +4,20 @@
 # random weights from the tests' generator, written once as llama.cpp's GGUF pair (f16 text model,
 # f16 mmproj: byte for byte what the bundle's converter writes), then transcribed by parlance and
 # by llama.cpp's llama-mtmd-cli from the pinned bundle, on the same files, the same threads, in one
-# run. Clips of 10 s and 30 s (from tests/fixtures/audio/jfk.wav); each program decodes exactly
-# --tokens tokens and once exactly one, so
-#   the 1-token run  = load + features + encode + the prompt's prefill + one token,
-#   decode per token = (the N-token run - the 1-token run) / (N - 1),
-# measured the same way for both programs (wall clock of the whole process; peak RSS by GNU time).
-# Usage: bench/qwen3_asr_bench.sh [--tokens 33] [--threads "1 2"]
+# run. Clips of 10 s and 30 s (from tests/fixtures/audio/jfk.wav); each program loads the pair,
+# encodes the clip and decodes exactly --tokens tokens (greedy, no early stop): the whole process's
+# wall time and peak RSS (GNU time), after one warm-up run each, the two programs in turn --reps
+# times, medians and the median of the pairwise ratios.
+# Usage: bench/qwen3_asr_bench.sh [--tokens 33] [--threads "1 2"] [--reps 3]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${PARLANCE_CACHE:-$HOME/.cache/parlance}"
-TOKENS=33; THREADS="1 2"
+TOKENS=33; THREADS="1 2"; REPS=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --tokens) TOKENS="$2"; shift 2 ;;
     --threads) THREADS="$2"; shift 2 ;;
+    --reps) REPS="$2"; shift 2 ;;
     *) echo "bench/qwen3_asr_bench.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -65,22 +65,23 @@ mtmd_run() {  # THREADS CLIP TOKENS (a prompt of the same shape: transcribe, gre
   timed "$MTMD" -m "$M/model.gguf" --mmproj "$M/mmproj.gguf" --audio "$2" -p "Transcribe the audio." \
     -n "$3" --ignore-eos --temp 0 -t "$1" --no-warmup -c 4096
 }
-echo "| threads | clip | tool | 1-token run s (load + encode + prompt) | decode ms/token | $TOKENS-token run s (RTF) | peak RSS MiB |"
+echo "| threads | clip | parlance s (RTF) | llama-mtmd-cli s (RTF) | parlance / llama.cpp | parlance peak RSS MiB | llama.cpp peak RSS MiB |"
 echo "|---|---|---|---|---|---|---|"
 for th in $THREADS; do
   for clip in 10 30; do
-    for tool in parlance mtmd; do
-      run="${tool}_run"
-      read -r t1 _ < <("$run" "$th" "$CLIPS/clip$clip.wav" 1)
-      read -r tn rssn < <("$run" "$th" "$CLIPS/clip$clip.wav" "$TOKENS")
-      python3 - "$th" "$clip" "$tool" "$t1" "$tn" "$rssn" "$TOKENS" <<'PY'
-import sys
-th, clip, tool, t1, tn, rss, n = sys.argv[1:]
-t1, tn, clip, n = float(t1), float(tn), int(clip), int(n)
-name = "parlance" if tool == "parlance" else "llama.cpp llama-mtmd-cli"
-print(f"| {th} | {clip} s | {name} | {t1:.2f} | {1000 * (tn - t1) / (n - 1):.1f} | {tn:.2f} ({tn / clip:.3f}) | "
-      f"{int(rss) / 1024:.0f} |")
-PY
+    parlance_run "$th" "$CLIPS/clip$clip.wav" "$TOKENS" >/dev/null  # warm-up: the files in the page cache
+    mtmd_run "$th" "$CLIPS/clip$clip.wav" "$TOKENS" >/dev/null
+    rows=()
+    for _ in $(seq 1 "$REPS"); do  # in turn, so a drift of the machine's speed hits both
+      rows+=("$(parlance_run "$th" "$CLIPS/clip$clip.wav" "$TOKENS") $(mtmd_run "$th" "$CLIPS/clip$clip.wav" "$TOKENS")")
     done
+    printf '%s\n' "${rows[@]}" | python3 -c '
+import statistics, sys
+th, clip = sys.argv[1], int(sys.argv[2])
+r = [list(map(float, l.split())) for l in sys.stdin if l.strip()]
+p, pm, l, lm = (statistics.median(x[i] for x in r) for i in range(4))
+ratio = statistics.median(x[0] / x[2] for x in r)
+print(f"| {th} | {clip} s | {p:.2f} ({p / clip:.3f}) | {l:.2f} ({l / clip:.3f}) | {ratio:.2f}x | {pm / 1024:.0f} | {lm / 1024:.0f} |")
+' "$th" "$clip"
   done
 done
