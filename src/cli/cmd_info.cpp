@@ -115,7 +115,7 @@ json describe(const ModelFiles& m) {
     out["format"] = file_format_name(store.format());
     const std::string arch = m.architecture();
     out["architecture"] = arch.empty() ? json(nullptr) : json(arch);
-    if (m.is_directory) {
+    if (m.config.is_object()) {  // an HF snapshot (a GGUF pair's directory has no config.json)
         out["dimensions"] = config_dimensions(m.config);
     } else if (store.format() == FileFormat::WhisperCpp) {
         out["dimensions"] = store.metadata().value("hparams", json::object());

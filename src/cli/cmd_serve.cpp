@@ -49,7 +49,11 @@ std::pair<std::string, std::string> model_spec(const std::string& value) {
     namespace fs = std::filesystem;
     const size_t eq = value.find('=');
     std::error_code ec;
-    if (eq != std::string::npos && eq > 0 && !fs::exists(value, ec)) return {value.substr(0, eq), value.substr(eq + 1)};
+    if (eq != std::string::npos && eq > 0 && !fs::exists(value, ec)) {
+        if (eq + 1 == value.size())
+            throw Error(ErrorKind::InvalidArgument, "--model " + value + ": no path after '=' (ID=PATH)");
+        return {value.substr(0, eq), value.substr(eq + 1)};
+    }
     fs::path p(value);
     if (p.filename().empty()) p = p.parent_path();  // "dir/"
     return {fs::is_directory(p, ec) ? p.filename().string() : p.stem().string(), value};

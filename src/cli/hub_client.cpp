@@ -155,9 +155,10 @@ std::vector<std::string> gguf_pair_to_pull(const std::vector<std::string>& files
     }
     std::vector<std::string> out = {model};
     if (!projectors.empty()) {
-        // The projector of the model's variant (its name's last -LABEL), else f16, else the first.
+        // The projector of the model's variant (its name's last -LABEL: Q8_0, Q5_K_M), else f16,
+        // else the first.
         const std::string stem = fs::path(model).stem().string();
-        const size_t dash = stem.find_last_of("-._");
+        const size_t dash = stem.rfind('-');
         std::string p = dash == std::string::npos ? "" : with_variant(projectors, stem.substr(dash + 1));
         if (p.empty()) p = with_variant(projectors, "f16");
         if (p.empty()) p = projectors.front();

@@ -47,11 +47,14 @@ std::unique_ptr<TensorStore> open_mmproj(const fs::path& file) {
     return s;
 }
 
-// A llama.cpp download directory: its model GGUF and mmproj GGUF (by their metadata).
-void open_gguf_directory(const fs::path& dir, ModelFiles& m) {
+// A llama.cpp download directory: its model GGUF and mmproj GGUF (by their metadata). An explicit
+// `mmproj` replaces the directory's (and settles a directory holding several).
+void open_gguf_directory(const fs::path& dir, const fs::path& mmproj, ModelFiles& m) {
     std::vector<fs::path> ggufs;
-    for (const auto& e : fs::directory_iterator(dir))
-        if (e.is_regular_file() && e.path().extension() == ".gguf") ggufs.push_back(e.path());
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+        if (e.is_regular_file(ec) && e.path().extension() == ".gguf") ggufs.push_back(e.path());
+    if (ec) throw Error(ErrorKind::Io, dir.string() + ": cannot list (" + ec.message() + ")");
     std::sort(ggufs.begin(), ggufs.end());
     std::vector<fs::path> models, projectors;
     std::vector<std::unique_ptr<TensorStore>> model_stores, projector_stores;
@@ -66,10 +69,14 @@ void open_gguf_directory(const fs::path& dir, ModelFiles& m) {
                     dir.string() + (models.empty() ? ": no config.json and no model GGUF file"
                                                    : ": holds several model GGUF files (" + joined(models) +
                                                          "): pass one as --model and its projector as --mmproj"));
+    m.tensors = std::move(model_stores[0]);
+    if (!mmproj.empty()) {
+        m.mmproj = open_mmproj(mmproj);
+        return;
+    }
     if (projectors.size() > 1)
         throw Error(ErrorKind::InvalidModel, dir.string() + ": holds several mmproj GGUF files (" + joined(projectors) +
-                                                 "): pass the model file as --model and one of them as --mmproj");
-    m.tensors = std::move(model_stores[0]);
+                                                 "): name one with --mmproj");
     if (!projector_stores.empty()) m.mmproj = std::move(projector_stores[0]);
 }
 
@@ -90,10 +97,9 @@ ModelFiles open_model_files(const fs::path& path, const fs::path& mmproj) {
     m.is_directory = fs::is_directory(path, ec);
     if (m.is_directory && !fs::exists(path / "config.json")) {
         bool any_gguf = false;
-        for (const auto& e : fs::directory_iterator(path)) any_gguf = any_gguf || e.path().extension() == ".gguf";
+        for (const auto& e : fs::directory_iterator(path, ec)) any_gguf = any_gguf || e.path().extension() == ".gguf";
         if (any_gguf) {
-            open_gguf_directory(path, m);
-            if (!mmproj.empty()) m.mmproj = open_mmproj(mmproj);
+            open_gguf_directory(path, mmproj, m);
             return m;
         }
     }
@@ -104,12 +110,7 @@ ModelFiles open_model_files(const fs::path& path, const fs::path& mmproj) {
         m.tokenizer_config = read_json(path / "tokenizer_config.json", false);
         if (fs::exists(path / "tokenizer.json")) m.tokenizer_json = path / "tokenizer.json";
     }
-    m.tensors = TensorStore::open(path);
-    if (m.tensors->format() == FileFormat::Gguf && is_mmproj_metadata(m.tensors->metadata()))
-        throw Error(ErrorKind::InvalidModel,
-                    path.string() +
-                        ": a multimodal projector (mmproj) GGUF; pass the model GGUF as --model "
-                        "and this file as --mmproj");
+    m.tensors = TensorStore::open(path);  // an mmproj alone opens too: info describes it, loaders refuse it
     if (!mmproj.empty()) {
         if (m.tensors->format() != FileFormat::Gguf)
             throw Error(ErrorKind::InvalidArgument,

@@ -43,8 +43,8 @@ struct ModelFiles {
 // Opens a directory (config.json required: Error(InvalidModel) naming it when missing or not
 // JSON; the optional configs likewise when present but not JSON) or a single .safetensors /
 // .gguf / .bin file. A directory without config.json that holds GGUF files is a llama.cpp
-// download: its one model GGUF and its one mmproj GGUF, if any (several of either are refused,
-// naming them: pick with a file path and `mmproj`). `mmproj` names the projector of a GGUF file
+// download: its one model GGUF and its one mmproj GGUF, if any (several model GGUFs are refused
+// naming them; several mmprojs unless `mmproj` names one). `mmproj` names the projector of a GGUF file
 // explicitly (refused unless it is an mmproj GGUF). Tensor errors propagate from
 // TensorStore::open; a missing path throws Error(NotFound) naming it.
 ModelFiles open_model_files(const std::filesystem::path& path, const std::filesystem::path& mmproj = {});

@@ -60,6 +60,11 @@ const ArchitectureEntry& checked_pair(const ArchitectureEntry& e, const ModelFil
 const ArchitectureEntry* find_architecture(const ModelFiles& files) {
     const std::string arch = files.architecture();
     const bool gguf = files.tensors && files.tensors->format() == FileFormat::Gguf;
+    if (gguf && is_mmproj_metadata(files.tensors->metadata()))
+        throw Error(ErrorKind::InvalidModel,
+                    files.root.string() +
+                        ": a multimodal projector (mmproj) GGUF: pass the model GGUF as --model "
+                        "and this file as --mmproj");
     for (const ArchitectureEntry& e : registered_architectures()) {
         const auto& names = gguf ? e.gguf_archs : e.hf_types;
         if (std::find(names.begin(), names.end(), arch) != names.end())

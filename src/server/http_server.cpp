@@ -1099,17 +1099,14 @@ void Connection<Stream>::upgrade_realtime() {
     const std::string protocols(request_[http::field::sec_websocket_protocol]);
     const bool beta = beta_header.find("realtime=v1") != std::string::npos ||
                       protocols.find("openai-beta.realtime-v1") != std::string::npos;
-    // ?model=ID picks the session's speech model (the first when absent or an alias); a name
-    // that is not loaded is refused here, before the upgrade.
+    // ?model=ID picks the session's speech model when it names a loaded one; otherwise (absent,
+    // OpenAI's names, or a realtime model such as gpt-realtime that SDKs put there) the first.
     const SpeechModelInfo* chosen = &server_.speech.front();
-    if (const size_t m = query.find("model="); m != std::string::npos && (m == 0 || query[m - 1] == '&')) {
-        const std::string name = url_decode(query.substr(m + 6, query.find('&', m) - (m + 6)));
-        chosen = speech_model(name);
-        if (!chosen)
-            throw ApiError(404,
-                           "the model " + ApiError::quote(name) + " does not exist (this server serves " +
-                               speech_model_ids() + ")",
-                           "model", "model_not_found");
+    for (size_t at = 0; at <= query.size();) {
+        const size_t end = std::min(query.find('&', at), query.size());
+        if (query.compare(at, 6, "model=") == 0)
+            if (const SpeechModelInfo* m = speech_model(url_decode(query.substr(at + 6, end - at - 6)))) chosen = m;
+        at = end + 1;
     }
     read_timer_.cancel();
     final_queued_ = true;
@@ -1216,7 +1213,8 @@ void HttpServer::stop() {
         d.cancel_all();
         if (!wait_idle(std::chrono::seconds(5))) {
             // A request still waiting on the engine: end the engine's work outright.
-            if (SpeechEngine* e = d.engine.load()) e->shutdown(false);
+            if (d.engine.load())
+                for (const SpeechModelInfo& m : d.speech) m.engine->shutdown(false);
             if (const ChatModel* c = d.chat.load()) c->service->shutdown(false);
             wait_idle(std::chrono::seconds(5));
         }

@@ -133,6 +133,12 @@ TEST(Generate, TranscribeAndInfoReadLlamaCppsGgufPair) {
     EXPECT_EQ(info["files"], 2);
     EXPECT_EQ(info["mmproj"]["projector_type"], "qwen3a");
     EXPECT_EQ(info["mmproj"]["dimensions"]["clip.audio.block_count"], 2);
+    EXPECT_EQ(info["dimensions"]["qwen3vl.block_count"], 2) << info.dump();  // the text model's, from its keys
+    // The projector alone is a file info describes too.
+    const json projector = json::parse(run_and_capture(
+        quoted(parlance_binary().string()) + " info --json " + quoted((pair / "mmproj.gguf").string()), &rc));
+    EXPECT_EQ(rc, 0);
+    EXPECT_EQ(projector["architecture"], "clip");
     // The text model alone is refused, naming what it needs.
     const std::string out = run_and_capture(quoted(parlance_binary().string()) + " transcribe --model " +
                                                 quoted((pair / "model.gguf").string()) + " " + wav + " 2>&1",

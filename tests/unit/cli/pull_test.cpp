@@ -241,6 +241,11 @@ TEST(Pull, AGgufRepositoryGivesOneModelAndItsMmproj) {
               (std::vector<std::string>{"Qwen3-ASR-0.6B-Q8_0.gguf", "mmproj-Qwen3-ASR-0.6B-Q8_0.gguf"}));
     EXPECT_EQ(cli::files_to_pull(repo, "F16"),
               (std::vector<std::string>{"Qwen3-ASR-0.6B-f16.gguf", "mmproj-Qwen3-ASR-0.6B-f16.gguf"}));
+    // The projector of the model's whole variant label, wherever it is listed.
+    EXPECT_EQ(cli::files_to_pull({"m-Q4_0.gguf", "m-Q8_0.gguf", "mmproj-m-Q4_0.gguf", "mmproj-m-Q8_0.gguf"}),
+              (std::vector<std::string>{"m-Q8_0.gguf", "mmproj-m-Q8_0.gguf"}));
+    EXPECT_EQ(cli::files_to_pull({"m-Q5_K_M.gguf", "mmproj-m-Q4_K_M.gguf", "mmproj-m-Q5_K_M.gguf"}),
+              (std::vector<std::string>{"m-Q5_K_M.gguf", "mmproj-m-Q5_K_M.gguf"}));
     // A variant without its own projector takes the f16 one.
     EXPECT_EQ(cli::files_to_pull({"m-Q4_K_M.gguf", "mmproj-m-f16.gguf"}),
               (std::vector<std::string>{"m-Q4_K_M.gguf", "mmproj-m-f16.gguf"}));
@@ -261,7 +266,7 @@ TEST(Pull, AGgufRepositoryGivesOneModelAndItsMmproj) {
     EXPECT_TRUE(fs::exists(dest / "tiny-Q8_0.gguf"));
     EXPECT_TRUE(fs::exists(dest / "mmproj-tiny-Q8_0.gguf"));
     EXPECT_FALSE(fs::exists(dest / "tiny-f16.gguf"));
-    EXPECT_NE(out.find(dest.path().string()), std::string::npos) << out;
+    EXPECT_NE(out.find(dest.path().string() + "\n"), std::string::npos) << out;  // the folder, not a file in it
     std::string info;
     EXPECT_EQ(
         testing::run_command(
