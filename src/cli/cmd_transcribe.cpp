@@ -32,7 +32,18 @@ struct TranscribeArgs {
     TranscribeOptions options;
     float temperature = -1.0f;
     bool no_timestamps = false;
+    bool timings = false;
 };
+
+// One line to stderr: where a file's time went (benchmarks read it; bench/qwen3_asr_bench.sh).
+void print_timings(const std::string& file, const TranscribeTimings& t) {
+    const auto ms = [](double s) { return s * 1000.0; };
+    std::fprintf(stderr,
+                 "timings %s: log-mel %.1f ms, encode %.1f ms, prefill %d tokens %.1f ms, decode %d tokens %.1f ms "
+                 "(%.2f ms/token)\n",
+                 file.c_str(), ms(t.features), ms(t.encode), t.prefill_tokens, ms(t.prefill), t.decode_tokens,
+                 ms(t.decode), t.decode_tokens > 0 ? ms(t.decode) / t.decode_tokens : 0.0);
+}
 
 // CLI11 validators ("" when the value is good). strtof reads as CLI11 will; NaN is refused
 // (every comparison with it is false, so it would turn the gate off unnoticed).
@@ -91,6 +102,7 @@ void run(TranscribeArgs& a) {
         }
         Transcript t = model->transcribe(pcm, o);
         if (tty) std::fprintf(stderr, "\n");
+        if (a.timings) print_timings(file, t.timings);
         if (a.files.size() > 1 && format == ResponseFormat::Text) std::fprintf(out, "== %s\n", file.c_str());
         std::string rendered = render_transcript(t, format, true, a.options.word_timestamps);
         std::fwrite(rendered.data(), 1, rendered.size(), out);
@@ -143,6 +155,8 @@ void register_transcribe(CLI::App& app, GlobalOptions&) {
                     "above --no-speech-threshold, counts as silent; =-inf: never")
         ->default_val(-1.0f)
         ->check(CLI::Validator(check_log_probability, "<= 0"));
+    cmd->add_flag("--timings", a->timings,
+                  "Print where each file's time went to stderr: log-mel, encoder, prompt steps, decode ms/token");
     cmd->add_option("-t,--threads", a->threads, "CPU threads (0 = all, up to 8)");
     cmd->add_option("--device", a->device, "cpu|cuda|metal")->default_val("cpu");
     cmd->add_option("--quantize", a->quantize,

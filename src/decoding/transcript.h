@@ -32,13 +32,25 @@ struct Segment {
     std::vector<Word> words;
 };
 
+// Where a transcription's time went, for benchmarks (`parlance transcribe --timings`); a model
+// that does not measure a phase leaves it 0.
+struct TranscribeTimings {
+    double features = 0.0;   // seconds: log-mel
+    double encode = 0.0;     // seconds: audio encoder (and projector)
+    int prefill_tokens = 0;  // tokens computed by steps that held prompt tokens (audio included)
+    double prefill = 0.0;    // seconds of those steps (they sample each prompt's first token)
+    int decode_tokens = 0;   // tokens sampled by steps that computed only generated tokens
+    double decode = 0.0;     // seconds of those steps
+};
+
 struct Transcript {
     std::string task = "transcribe";
-    std::string language;  // code, e.g. "en"
-    double duration = 0.0; // seconds of input audio
+    std::string language;   // code, e.g. "en"
+    double duration = 0.0;  // seconds of input audio
     std::string text;
     std::vector<Segment> segments;
     std::map<std::string, float> language_probs;  // when detected
+    TranscribeTimings timings;
 };
 
 enum class ResponseFormat { Json, Text, Srt, Vtt, VerboseJson };

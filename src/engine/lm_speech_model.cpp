@@ -44,7 +44,7 @@ struct Piece {
 
 // The request's audio as pieces, each embedded and prompted, ready to submit.
 std::vector<Piece> prepare(AudioLanguageModel& m, std::span<const float> pcm, const TranscribeOptions& o,
-                           const std::string& forced) {
+                           const std::string& forced, AudioLanguageModel::EmbedTimes* times = nullptr) {
     if (pcm.empty()) throw Error(ErrorKind::InvalidAudio, "the audio is empty");
     const std::vector<size_t> cuts = quiet_cut_points(pcm, m.max_piece_seconds());
     std::vector<Piece> pieces;
@@ -53,7 +53,7 @@ std::vector<Piece> prepare(AudioLanguageModel& m, std::span<const float> pcm, co
         p.start = static_cast<double>(cuts[i]) / 16000.0;
         p.end = static_cast<double>(cuts[i + 1]) / 16000.0;
         int n = 0;
-        std::vector<float> emb = m.embed_audio(pcm.subspan(cuts[i], cuts[i + 1] - cuts[i]), &n);
+        std::vector<float> emb = m.embed_audio(pcm.subspan(cuts[i], cuts[i + 1] - cuts[i]), &n, times);
         int at = 0;
         GenerationRequest& r = p.request;
         r.prompt = m.prompt(n, o.initial_prompt, forced, &at);
@@ -335,7 +335,8 @@ LmSpeechModel::LmSpeechModel(std::unique_ptr<AudioLanguageModel> model, Backend&
 
 Transcript LmSpeechModel::transcribe(std::span<const float> pcm16k, const TranscribeOptions& options) {
     const std::string forced = check_options(*model_, options);
-    std::vector<Piece> pieces = prepare(*model_, pcm16k, options, forced);
+    AudioLanguageModel::EmbedTimes embed_times;
+    std::vector<Piece> pieces = prepare(*model_, pcm16k, options, forced, &embed_times);
     GenerationEngine engine(model_->decoder(), backend_, generation_options(0));
     std::map<SeqId, size_t> index;
     for (size_t i = 0; i < pieces.size(); ++i) index[engine.submit(pieces[i].request)] = i;
@@ -345,8 +346,25 @@ Transcript LmSpeechModel::transcribe(std::span<const float> pcm16k, const Transc
     t.duration = static_cast<double>(pcm16k.size()) / 16000.0;
     std::string language;
     size_t emitted = 0;
+    t.timings.features = embed_times.features;
+    t.timings.encode = embed_times.encode;
     while (engine.has_work()) {
-        for (GenerationResult& r : engine.step()) results[index.at(r.id)] = std::move(r);
+        const GenerationStats before = engine.stats();
+        const auto t0 = Clock::now();
+        std::vector<GenerationResult> finished = engine.step();
+        const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+        // A step that computed more tokens than it sampled held prompt tokens.
+        const GenerationStats after = engine.stats();
+        const auto computed = static_cast<int>(after.tokens_computed - before.tokens_computed);
+        const auto sampled = static_cast<int>(after.tokens_generated - before.tokens_generated);
+        if (computed > sampled) {
+            t.timings.prefill_tokens += computed;
+            t.timings.prefill += seconds;
+        } else {
+            t.timings.decode_tokens += sampled;
+            t.timings.decode += seconds;
+        }
+        for (GenerationResult& r : finished) results[index.at(r.id)] = std::move(r);
         while (emitted < pieces.size() && results[emitted]) {
             bool speech = false;
             Segment s = segment_of(*model_, pieces[emitted], *results[emitted], forced, &language, &speech);

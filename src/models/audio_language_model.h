@@ -23,8 +23,15 @@ public:
 
     // Longest audio one prompt holds (longer audio is cut into pieces), seconds.
     virtual double max_piece_seconds() const = 0;
-    // The decoder-width vectors of 16 kHz mono audio, [tokens][hidden] row-major.
-    virtual std::vector<float> embed_audio(std::span<const float> pcm16k, int* n_tokens) = 0;
+    // Where embed_audio's time went, seconds (benchmarks: `transcribe --timings`).
+    struct EmbedTimes {
+        double features = 0.0;  // log-mel
+        double encode = 0.0;    // audio encoder and projector
+    };
+    // The decoder-width vectors of 16 kHz mono audio, [tokens][hidden] row-major; times, when
+    // given, get the phases' seconds added.
+    virtual std::vector<float> embed_audio(std::span<const float> pcm16k, int* n_tokens,
+                                           EmbedTimes* times = nullptr) = 0;
 
     // A language as the caller names it (ISO code or name, any case) -> the model's code for it.
     // Throws Error(InvalidArgument) naming the languages it supports.

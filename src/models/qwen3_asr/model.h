@@ -61,7 +61,7 @@ public:
     double load_seconds() const override { return load_seconds_; }
     qwen3::Qwen3Model& decoder() override { return *decoder_; }
     double max_piece_seconds() const override { return kMaxPieceSeconds; }
-    std::vector<float> embed_audio(std::span<const float> pcm16k, int* n_tokens) override;
+    std::vector<float> embed_audio(std::span<const float> pcm16k, int* n_tokens, EmbedTimes* times) override;
     std::string language_code(const std::string& code_or_name) const override;
     std::vector<int32_t> prompt(int n_audio, const std::string& context, const std::string& language_code,
                                 int* audio_position) const override;

@@ -2,6 +2,7 @@
 #include "models/whisper/transcriber.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <string>
@@ -13,13 +14,11 @@
 #include "models/whisper/timestamp_rules.h"
 
 namespace parlance::whisper {
-namespace {
+namespace {}  // namespace
 
-
-
-}  // namespace
-
-void WhisperStepModel::bind(int slot, const CrossKv* cross) { cross_[slot] = cross; }
+void WhisperStepModel::bind(int slot, const CrossKv* cross) {
+    cross_[slot] = cross;
+}
 
 std::vector<std::vector<float>> WhisperStepModel::step(std::span<const StepInput> inputs) {
     std::vector<DecodeItem> items;
@@ -41,8 +40,7 @@ float compression_ratio(const std::string& text) {
     if (text.empty()) return 0.0f;
     uLongf bound = compressBound(text.size());
     std::vector<Bytef> out(bound);
-    if (compress2(out.data(), &bound, reinterpret_cast<const Bytef*>(text.data()), text.size(), 9) != Z_OK)
-        return 0.0f;
+    if (compress2(out.data(), &bound, reinterpret_cast<const Bytef*>(text.data()), text.size(), 9) != Z_OK) return 0.0f;
     return static_cast<float>(text.size()) / static_cast<float>(bound);
 }
 
@@ -56,8 +54,7 @@ std::vector<float> window_mel(const WhisperModel& model, std::span<const float> 
     return mel;
 }
 
-std::map<std::string, float> language_probabilities(std::span<const float> logits,
-                                                    const SpecialTokens& tokens) {
+std::map<std::string, float> language_probabilities(std::span<const float> logits, const SpecialTokens& tokens) {
     std::map<std::string, float> probs;
     if (tokens.languages.empty()) return probs;
     float m = kNegInf;
@@ -69,8 +66,8 @@ std::map<std::string, float> language_probabilities(std::span<const float> logit
     return probs;
 }
 
-ProcessorList whisper_processors(const WhisperModel& model, int prompt_length, bool timestamps,
-                                 int min_new_tokens, bool suppress_blank) {
+ProcessorList whisper_processors(const WhisperModel& model, int prompt_length, bool timestamps, int min_new_tokens,
+                                 bool suppress_blank) {
     const SpecialTokens& t = model.tokens;
     ProcessorList list;
     if (min_new_tokens > 0) list.push_back(std::make_shared<MinNewTokens>(t.eot, min_new_tokens));
@@ -90,9 +87,8 @@ TranscribeOptions with_model_defaults(TranscribeOptions o, const SpecialTokens& 
 int slots_for_beams(int beams, int available) {
     if (beams < 1 || 2 * beams > available)
         throw Error(ErrorKind::InvalidArgument,
-                    "beam_size " + std::to_string(beams) + " must be between 1 and " +
-                        std::to_string(available / 2) + " (2 decoder cache slots per beam, " +
-                        std::to_string(available) + " available)");
+                    "beam_size " + std::to_string(beams) + " must be between 1 and " + std::to_string(available / 2) +
+                        " (2 decoder cache slots per beam, " + std::to_string(available) + " available)");
     return 2 * beams;
 }
 
@@ -104,24 +100,46 @@ Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::spa
     Session session(model, runner.backend(), std::vector<float>(pcm.begin(), pcm.end()), o, slots);
     WhisperStepModel steps(runner);
     for (int s : slots) steps.bind(s, session.cross());
+    using Clock = std::chrono::steady_clock;
+    const auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+    TranscribeTimings times;
     // The same step loop the engine runs for many sessions, here for one.
     for (;;) {
+        const auto t0 = Clock::now();
         switch (session.phase()) {
             case Session::Phase::NeedEncode: {
                 std::vector<float> mel = session.window_mel();
+                times.features += since(t0);
+                const auto t1 = Clock::now();
                 CrossKv* cross = session.cross();
                 runner.encode(std::span<const std::vector<float>>(&mel, 1), std::span<CrossKv* const>(&cross, 1));
                 session.encoded();
+                times.encode += since(t1);
                 break;
             }
-            case Session::Phase::NeedAlign: session.align(runner); break;
+            case Session::Phase::NeedAlign:
+                session.align(runner);
+                break;
             case Session::Phase::Decoding: {
                 std::vector<StepInput> in = session.inputs();
                 std::vector<std::vector<float>> logits = steps.step(in);
+                int computed = 0;
+                for (const StepInput& i : in) computed += static_cast<int>(i.tokens.size());
+                if (computed > static_cast<int>(in.size())) {  // a window's prompt
+                    times.prefill_tokens += computed;
+                    times.prefill += since(t0);
+                } else {
+                    times.decode_tokens += computed;
+                    times.decode += since(t0);
+                }
                 session.consume(logits, steps);
                 break;
             }
-            case Session::Phase::Done: return std::move(session.transcript());
+            case Session::Phase::Done: {
+                Transcript t = std::move(session.transcript());
+                t.timings = times;
+                return t;
+            }
         }
     }
 }
