@@ -31,6 +31,10 @@ ggml_backend_dev_t find_device(const std::string& device) {
 }  // namespace
 
 size_t graph_capacity(size_t estimated_nodes) {
+    if (estimated_nodes > kMaxGraphNodes)
+        throw Error(ErrorKind::TooLarge, "a step of about " + std::to_string(estimated_nodes) +
+                                             " graph nodes is more than a graph holds (" +
+                                             std::to_string(kMaxGraphNodes) + "): run fewer sequences at once");
     size_t n = 1024;
     while (n < estimated_nodes && n < kMaxGraphNodes) n *= 2;
     return n;

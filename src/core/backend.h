@@ -77,8 +77,9 @@ private:
 // of the graph's capacity on every step, so an oversized graph costs time.
 constexpr size_t kMaxGraphNodes = 65536;
 size_t graph_context_size(size_t max_nodes = kMaxGraphNodes);
-// A capacity for an estimated node count: rounded up to a power of two, at least 1024, at most
-// kMaxGraphNodes.
+// A capacity for an estimated node count: rounded up to a power of two, at least 1024. Throws
+// Error(TooLarge) past kMaxGraphNodes (on a GPU a step's attention grows with its sequences: a
+// clear refusal instead of ggml's abort).
 size_t graph_capacity(size_t estimated_nodes);
 
 }  // namespace parlance

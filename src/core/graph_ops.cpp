@@ -51,10 +51,12 @@ StepTensors StepTensors::create(ggml_context* ctx, const StepBatch& b, const KvS
     t.positions = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n);
     t.write = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, n);
     t.read = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, b.n_kv());
-    if (in_cpu_memory(cache.k(0)))
+    if (in_cpu_memory(cache.k(0))) {
         t.visible = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 2, n);
-    else
-        t.mask = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, b.n_kv(), n);
+    } else {
+        t.mask = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, static_cast<int64_t>(b.segment_mask_size()));
+        t.segments = b.segments;
+    }
     t.outputs = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, static_cast<int64_t>(b.outputs.size()));
     for (ggml_tensor* x : {t.tokens, t.positions, t.write, t.read, t.mask, t.visible, t.outputs})
         if (x) ggml_set_input(x);
@@ -67,7 +69,7 @@ void StepTensors::upload(const StepBatch& b) const {
     ggml_backend_tensor_set(write, b.write_cells.data(), 0, b.write_cells.size() * sizeof(int64_t));
     ggml_backend_tensor_set(read, b.read_cells.data(), 0, b.read_cells.size() * sizeof(int32_t));
     if (mask) {
-        const std::vector<float> m = b.mask();
+        const std::vector<float> m = b.segment_masks();
         ggml_backend_tensor_set(mask, m.data(), 0, m.size() * sizeof(float));
     }
     if (visible) ggml_backend_tensor_set(visible, b.visible.data(), 0, b.visible.size() * sizeof(int32_t));
@@ -83,20 +85,52 @@ ggml_tensor* paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, 
     ggml_tensor* kc = ggml_set_rows(ctx, cache.k(layer), ggml_reshape_2d(ctx, k, kv_dim, n), in.write);
     ggml_tensor* vc = ggml_set_rows(ctx, cache.v(layer), ggml_reshape_2d(ctx, v, kv_dim, n), in.write);
     if (in.visible) return cpu_paged_attention(ctx, q, kc, vc, in.read, in.visible, scale);
-    const int64_t n_kv = in.read->ne[0];
-    ggml_tensor* K = ggml_get_rows(ctx, kc, in.read);                           // [kv_dim, n_kv]
-    K = ggml_permute(ctx, ggml_reshape_3d(ctx, K, hd, Hkv, n_kv), 0, 2, 1, 3);  // [hd, n_kv, Hkv]
-    ggml_tensor* V = ggml_get_rows(ctx, vc, in.read);
-    V = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_3d(ctx, V, hd, Hkv, n_kv), 1, 2, 0,
-                                    3));                // [n_kv, hd, Hkv]
-    ggml_tensor* Q = ggml_permute(ctx, q, 0, 2, 1, 3);  // [hd, n, H]
-    ggml_tensor* kq = ggml_mul_mat(ctx, K, Q);          // [n_kv, n, H]
-    ggml_mul_mat_set_prec(kq, GGML_PREC_F32);
-    kq = ggml_soft_max_ext(ctx, kq, in.mask, scale, 0.0f);
-    ggml_tensor* o = ggml_mul_mat(ctx, V, kq);  // [hd, n, H]
-    ggml_mul_mat_set_prec(o, GGML_PREC_F32);
-    o = ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3));  // [hd, H, n]
-    return ggml_reshape_2d(ctx, o, hd * H, n);
+    return segmented_attention(ctx, q, kc, vc, in.read, in.mask, in.segments, scale);
+}
+
+ggml_tensor* segmented_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k_cells, ggml_tensor* v_cells,
+                                 ggml_tensor* read, ggml_tensor* masks, std::span<const StepBatch::Segment> segments,
+                                 float scale) {
+    const int64_t hd = q->ne[0], H = q->ne[1], n = q->ne[2];
+    const int64_t Hkv = k_cells->ne[0] / hd;
+    // One sequence at a time: its cells gathered, its rows of q, its block of the masks.
+    std::vector<ggml_tensor*> outs;
+    size_t mask_at = 0;
+    for (const StepBatch::Segment& g : segments) {
+        ggml_tensor* cells = ggml_view_1d(ctx, read, g.n_read, static_cast<size_t>(g.read) * sizeof(int32_t));
+        ggml_tensor* K = ggml_get_rows(ctx, k_cells, cells);                            // [kv_dim, L]
+        K = ggml_permute(ctx, ggml_reshape_3d(ctx, K, hd, Hkv, g.n_read), 0, 2, 1, 3);  // [hd, L, Hkv]
+        ggml_tensor* V = ggml_get_rows(ctx, v_cells, cells);
+        V = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_3d(ctx, V, hd, Hkv, g.n_read), 1, 2, 0, 3));  // [L, hd, Hkv]
+        ggml_tensor* qs =
+            ggml_view_3d(ctx, q, hd, H, g.n_tokens, q->nb[1], q->nb[2], static_cast<size_t>(g.token) * q->nb[2]);
+        ggml_tensor* Q = ggml_permute(ctx, qs, 0, 2, 1, 3);  // [hd, n_s, H]
+        ggml_tensor* kq = ggml_mul_mat(ctx, K, Q);           // [L, n_s, H]
+        ggml_mul_mat_set_prec(kq, GGML_PREC_F32);
+        ggml_tensor* mask = ggml_view_2d(ctx, masks, g.n_read, g.n_tokens,
+                                         static_cast<size_t>(g.n_read) * sizeof(float), mask_at * sizeof(float));
+        mask_at += static_cast<size_t>(g.n_read) * static_cast<size_t>(g.n_tokens);
+        kq = ggml_soft_max_ext(ctx, kq, mask, scale, 0.0f);
+        ggml_tensor* o = ggml_mul_mat(ctx, V, kq);  // [hd, n_s, H]
+        ggml_mul_mat_set_prec(o, GGML_PREC_F32);
+        o = ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3));  // [hd, H, n_s]
+        outs.push_back(ggml_reshape_2d(ctx, o, hd * H, g.n_tokens));
+    }
+    if (outs.empty()) throw Error(ErrorKind::Internal, "attention: a step without sequences");
+    // Joined pairwise (a balanced tree: each token's row is copied log2(segments) times).
+    while (outs.size() > 1) {
+        std::vector<ggml_tensor*> next;
+        for (size_t i = 0; i + 1 < outs.size(); i += 2) next.push_back(ggml_concat(ctx, outs[i], outs[i + 1], 1));
+        if (outs.size() % 2) next.push_back(outs.back());
+        outs = std::move(next);
+    }
+    if (outs.front()->ne[1] != n) throw Error(ErrorKind::Internal, "attention: segments do not cover the batch");
+    return outs.front();
+}
+
+size_t paged_attention_nodes(const StepBatch& batch, const KvStorage& cache) {
+    if (in_cpu_memory(cache.k(0))) return 8;
+    return 4 + 20 * batch.segments.size();
 }
 
 }  // namespace parlance

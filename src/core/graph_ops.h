@@ -6,6 +6,8 @@
 
 #include <ggml.h>
 
+#include <span>
+
 #include "core/kv_storage.h"
 #include "core/step_batch.h"
 
@@ -37,13 +39,14 @@ ggml_tensor* rope(ggml_context* ctx, ggml_tensor* x, ggml_tensor* positions, con
 // The input tensors of a StepBatch in a graph; create() before building, upload() after the
 // graph is allocated.
 struct StepTensors {
-    ggml_tensor* tokens = nullptr;     // I32 [n_tokens]
-    ggml_tensor* positions = nullptr;  // I32 [n_tokens]
-    ggml_tensor* write = nullptr;      // I64 [n_tokens]
-    ggml_tensor* read = nullptr;       // I32 [n_kv]
-    ggml_tensor* mask = nullptr;       // F32 [n_kv, n_tokens]: GPU caches (gather-and-mask attention)
-    ggml_tensor* visible = nullptr;    // I32 [2, n_tokens]: host caches (cpu_paged_attention)
-    ggml_tensor* outputs = nullptr;    // I32 [n_outputs]
+    ggml_tensor* tokens = nullptr;             // I32 [n_tokens]
+    ggml_tensor* positions = nullptr;          // I32 [n_tokens]
+    ggml_tensor* write = nullptr;              // I64 [n_tokens]
+    ggml_tensor* read = nullptr;               // I32 [n_kv]
+    ggml_tensor* mask = nullptr;               // F32 [segment_mask_size()]: GPU caches (segment_masks())
+    ggml_tensor* visible = nullptr;            // I32 [2, n_tokens]: host caches (cpu_paged_attention)
+    ggml_tensor* outputs = nullptr;            // I32 [n_outputs]
+    std::vector<StepBatch::Segment> segments;  // GPU caches: the graph attends per segment
 
     // The attention path follows where the cache lives: a host cache is read in place by
     // cpu_paged_attention, a device cache is gathered and masked.
@@ -53,10 +56,22 @@ struct StepTensors {
 
 // Grouped-query attention of one layer for every token of the batch: writes k and v (this step's,
 // [hd, kv_heads, n]) into the layer's cache cells and attends q [hd, heads, n] over each token's
-// visible cells — in place on the CPU (cpu_attention.h), gathered and masked on a GPU. heads must
-// be a multiple of kv_heads (query head h reads kv head h / (heads / kv_heads), as transformers'
-// repeat_kv). -> [hd * heads, n].
+// visible cells — in place on the CPU (cpu_attention.h); on a GPU each sequence's segment is
+// gathered and attended by itself, so every product and softmax has that sequence's shape alone
+// and its result does not depend on the rest of the batch (batch invariance; a batch-wide call
+// changes the GPU kernels' reduction order with the batch's width). heads must be a multiple of
+// kv_heads (query head h reads kv head h / (heads / kv_heads), as transformers' repeat_kv).
+// -> [hd * heads, n].
 ggml_tensor* paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, const KvStorage& cache,
                              int layer, const StepTensors& in, float scale);
+// The GPU path of paged_attention, after the writes: q [hd, heads, n]; the layer's cache cells
+// [kv_dim, n_cells]; read I32 [n_kv]; masks F32 (StepBatch::segment_masks()); segments cover q's
+// tokens in order. Each segment is attended by itself (get_rows, two products with f32
+// accumulation, a masked softmax), then the outputs are joined. -> [hd * heads, n].
+ggml_tensor* segmented_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k_cells, ggml_tensor* v_cells,
+                                 ggml_tensor* read, ggml_tensor* masks, std::span<const StepBatch::Segment> segments,
+                                 float scale);
+// Graph nodes paged_attention adds per layer for this batch (graph capacity).
+size_t paged_attention_nodes(const StepBatch& batch, const KvStorage& cache);
 
 }  // namespace parlance

@@ -19,6 +19,7 @@ StepBatch build_step_batch(std::span<const StepSpan> spans, const KvCacheManager
         const int end = sp.start + n;
         const int seg_len = (end + align - 1) / align * align;
         const int read_start = static_cast<int>(b.read_cells.size());
+        b.segments.push_back({b.n_tokens() - n, n, read_start, seg_len});
         for (int j = 0; j < n; ++j) {
             b.visible.push_back(read_start);
             b.visible.push_back(sp.start + j + 1);  // its own positions 0 .. its own
@@ -31,12 +32,22 @@ StepBatch build_step_batch(std::span<const StepSpan> spans, const KvCacheManager
     return b;
 }
 
-std::vector<float> StepBatch::mask() const {
-    const size_t n_kv = read_cells.size();
-    std::vector<float> m(tokens.size() * n_kv, -std::numeric_limits<float>::infinity());
-    for (size_t i = 0; i < tokens.size(); ++i) {
-        float* row = m.data() + i * n_kv + visible[2 * i];
-        std::fill(row, row + visible[2 * i + 1], 0.0f);
+size_t StepBatch::segment_mask_size() const {
+    size_t n = 0;
+    for (const Segment& g : segments) n += static_cast<size_t>(g.n_tokens) * static_cast<size_t>(g.n_read);
+    return n;
+}
+
+std::vector<float> StepBatch::segment_masks() const {
+    std::vector<float> m(segment_mask_size(), -std::numeric_limits<float>::infinity());
+    float* block = m.data();
+    for (const Segment& g : segments) {
+        for (int i = 0; i < g.n_tokens; ++i) {
+            const int t = g.token + i;  // sees its segment's first visible[2t + 1] cells
+            std::fill(block + static_cast<size_t>(i) * g.n_read,
+                      block + static_cast<size_t>(i) * g.n_read + visible[2 * t + 1], 0.0f);
+        }
+        block += static_cast<size_t>(g.n_tokens) * g.n_read;
     }
     return m;
 }

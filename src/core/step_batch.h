@@ -38,10 +38,19 @@ struct StepBatch {
     };
     std::vector<Embeddings> embeddings;
 
+    // Each span's place in the batch: its tokens [token, token + n_tokens) and its read segment
+    // read_cells[read, read + n_read). A GPU attends segment by segment (graph_ops.h).
+    struct Segment {
+        int token = 0, n_tokens = 0, read = 0, n_read = 0;
+    };
+    std::vector<Segment> segments;
+
     int n_tokens() const { return static_cast<int>(tokens.size()); }
     int n_kv() const { return static_cast<int>(read_cells.size()); }
-    // The visibility as an additive mask [n_tokens][n_kv]: 0 visible, -inf hidden.
-    std::vector<float> mask() const;
+    // The visibility as additive masks, one [n_tokens][n_read] block per segment, in order (0
+    // visible, -inf hidden): sum of n_tokens * n_read floats.
+    std::vector<float> segment_masks() const;
+    size_t segment_mask_size() const;
 };
 
 // One sequence's tokens in a step: positions [start, start + tokens.size()) of `seq`, whose cells

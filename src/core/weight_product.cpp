@@ -273,6 +273,10 @@ BatchInvariantProducts::~BatchInvariantProducts() {
     t_invariant_products = previous_;
 }
 
+bool BatchInvariantProducts::active() {
+    return t_invariant_products;
+}
+
 bool weight_product_kernel_available() {
     return tiles_for(GGML_TYPE_F16) != nullptr;
 }
@@ -319,6 +323,22 @@ ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x, b
                         x->ne[3] == 1 && x->ne[2] % w->ne[2] == 0 &&
                         (w->ne[2] > 1 || x->ne[2] == 1 || ggml_is_contiguous(x)) && x->nb[1] % sizeof(float) == 0 &&
                         x->nb[2] % sizeof(float) == 0;
+    if (!host_weights && t_invariant_products) {
+        // A GPU's ggml_mul_mat picks its kernel by the number of columns (CUDA: a vector kernel for
+        // one, tensor-core tiles for a few, cuBLAS, whose algorithm follows the shape, beyond), so a
+        // column's result would depend on what else is in the step. Each column as its own matrix
+        // of one column always takes the vector kernel, whose reduction depends only on the row
+        // length; with f32 accumulation.
+        const bool columns = w->ne[2] == 1 && w->ne[3] == 1 && x->type == GGML_TYPE_F32 &&
+                             (ggml_is_contiguous(x) || (x->ne[2] == 1 && x->ne[3] == 1));
+        if (columns) {
+            const int64_t n = ggml_nrows(x);
+            ggml_tensor* cols = ggml_view_3d(ctx, x, x->ne[0], 1, n, x->nb[1], x->nb[1], 0);  // [in, 1, n]
+            ggml_tensor* y = ggml_mul_mat(ctx, w, cols);                                      // [out, 1, n]
+            ggml_mul_mat_set_prec(y, GGML_PREC_F32);
+            return ggml_reshape_4d(ctx, y, w->ne[1], x->ne[1], x->ne[2], x->ne[3]);
+        }
+    }
     if (!host_weights || !types || !shapes || !weight_product_kernel_available()) return ggml_product();
     const Layout l = layout_of(w, x);
     if (!t_invariant_products && l.n_cols >= kWeightProductMaxColumns) return ggml_product();

@@ -8,7 +8,8 @@
 // f32, and every output element is accumulated in the same order whatever the number of columns
 // or the tiling — so a sequence's results are identical alone or in a batch (batch invariance).
 // Elsewhere (GPU weights, large batches that ggml hands to BLAS, other weight types, CPUs without
-// AVX2/F16C) it is ggml_mul_mat.
+// AVX2/F16C) it is ggml_mul_mat — on a GPU inside a BatchInvariantProducts scope with each column
+// as its own one-column matrix, so the GPU's vector kernel computes every column the same way.
 #pragma once
 
 #include <ggml.h>
@@ -49,6 +50,8 @@ public:
     ~BatchInvariantProducts();
     BatchInvariantProducts(const BatchInvariantProducts&) = delete;
     BatchInvariantProducts& operator=(const BatchInvariantProducts&) = delete;
+    // Whether this thread is inside such a scope (the attention helpers follow it too).
+    static bool active();
 
 private:
     bool previous_;

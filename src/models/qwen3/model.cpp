@@ -128,8 +128,8 @@ void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& 
         ggml_context* c;
         ~Free() { ggml_free(c); }
     } guard{ctx};
-    ggml_cgraph* graph =
-        ggml_new_graph_custom(ctx, graph_capacity(static_cast<size_t>(c_.num_layers) * 80 + 512), false);
+    ggml_cgraph* graph = ggml_new_graph_custom(
+        ctx, graph_capacity(static_cast<size_t>(c_.num_layers) * (80 + paged_attention_nodes(b, kv)) + 512), false);
     const StepTensors in = StepTensors::create(ctx, b, kv);
 
     ggml_tensor* x = ggml_get_rows(ctx, embed_, in.tokens);  // [d, n]

@@ -8,8 +8,8 @@
 
 #include "core/error.h"
 #include "core/graph_ops.h"
-#include "core/weight_product.h"
 #include "core/step_batch.h"
+#include "core/weight_product.h"
 
 namespace parlance::whisper {
 namespace {
@@ -47,12 +47,17 @@ CrossKv::~CrossKv() {
 
 namespace {
 constexpr int kBlockTokens = 16;
-int blocks_per_slot(const WhisperConfig& c) { return (c.max_target_positions + kBlockTokens - 1) / kBlockTokens; }
+int blocks_per_slot(const WhisperConfig& c) {
+    return (c.max_target_positions + kBlockTokens - 1) / kBlockTokens;
+}
 }  // namespace
 
 WhisperRunner::WhisperRunner(const WhisperConfig& config, const WhisperWeights& weights, Backend& backend,
                              int max_sequences, int kv_blocks)
-    : config_(config), w_(weights), backend_(backend), n_slots_(max_sequences),
+    : config_(config),
+      w_(weights),
+      backend_(backend),
+      n_slots_(max_sequences),
       pages_(kv_blocks > 0 ? kv_blocks : max_sequences * blocks_per_slot(config), kBlockTokens),
       self_kv_(KvSpec{config.decoder_layers, config.d_model, GGML_TYPE_F32},
                static_cast<int64_t>(pages_.num_blocks()) * kBlockTokens, backend),
@@ -60,12 +65,17 @@ WhisperRunner::WhisperRunner(const WhisperConfig& config, const WhisperWeights& 
     for (int s = 0; s < max_sequences; ++s) pages_.open(s, {});
 }
 
-int WhisperRunner::kv_block_tokens() { return kBlockTokens; }
-int WhisperRunner::blocks_per_hypothesis() const { return blocks_per_slot(config_) + 2; }
-size_t WhisperRunner::kv_block_bytes() const { return self_kv_.spec().bytes_per_token() * kBlockTokens; }
+int WhisperRunner::kv_block_tokens() {
+    return kBlockTokens;
+}
+int WhisperRunner::blocks_per_hypothesis() const {
+    return blocks_per_slot(config_) + 2;
+}
+size_t WhisperRunner::kv_block_bytes() const {
+    return self_kv_.spec().bytes_per_token() * kBlockTokens;
+}
 
-void WhisperRunner::encode(std::span<const std::vector<float>> mels,
-                           std::span<CrossKv* const> crosses,
+void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<CrossKv* const> crosses,
                            std::vector<std::vector<float>>* encoder_out) {
     const WhisperConfig& c = config_;
     const int B = static_cast<int>(mels.size());
@@ -79,7 +89,8 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels,
             throw Error(ErrorKind::Internal, "encode: log-mel must be [n_mels, 3000]");
 
     // ~35 nodes per encoder layer, 3 + 5 per window per decoder layer's cross K/V (with headroom).
-    GraphContext g(graph_buf_, static_cast<size_t>(c.encoder_layers) * 64 + static_cast<size_t>(c.decoder_layers) * (8 + 8 * B) + 512);
+    GraphContext g(graph_buf_, static_cast<size_t>(c.encoder_layers) * 64 +
+                                   static_cast<size_t>(c.decoder_layers) * (8 + 8 * B) + 512);
     ggml_context* ctx = g.ctx;
     ggml_tensor* mel = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, frames, c.n_mels, B);
     ggml_set_input(mel);
@@ -102,11 +113,12 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels,
         // falls back to ggml's f32 dot products, ~25% of the encoder's time; BENCHMARKS.md).
         q = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, q, hd, H, T, B), 0, 2, 1, 3));  // [hd, T, H, B]
         k = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, k, hd, H, T, B), 0, 2, 1, 3));
-        ggml_tensor* vt = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, v, hd, H, T, B), 1, 2, 0, 3));  // [T, hd, H, B]
-        ggml_tensor* kq = ggml_mul_mat(ctx, k, q);                   // [T, T, H, B]
+        ggml_tensor* vt =
+            ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, v, hd, H, T, B), 1, 2, 0, 3));  // [T, hd, H, B]
+        ggml_tensor* kq = ggml_mul_mat(ctx, k, q);                                                // [T, T, H, B]
         kq = ggml_soft_max_ext(ctx, kq, nullptr, scale, 0.0f);
-        ggml_tensor* o = ggml_mul_mat(ctx, vt, kq);                  // [hd, T, H, B]
-        o = ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3));        // [hd, H, T, B]
+        ggml_tensor* o = ggml_mul_mat(ctx, vt, kq);            // [hd, T, H, B]
+        o = ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3));  // [hd, H, T, B]
         o = ggml_reshape_3d(ctx, o, d, T, B);
         x = ggml_add(ctx, x, linear(ctx, o, l.attn.o_w, l.attn.o_b));
 
@@ -153,12 +165,11 @@ std::vector<std::vector<float>> WhisperRunner::cross_attention(const CrossKv& cr
                                                                std::span<const std::pair<int, int>> heads,
                                                                std::vector<std::vector<float>>* logits) {
     for (const auto& lh : heads)
-        if (lh.first < 0 || lh.first >= config_.decoder_layers || lh.second < 0 ||
-            lh.second >= config_.decoder_heads)
-            throw Error(ErrorKind::InvalidArgument,
-                        "alignment head (" + std::to_string(lh.first) + ", " + std::to_string(lh.second) +
-                            ") is outside the decoder's " + std::to_string(config_.decoder_layers) +
-                            " layers of " + std::to_string(config_.decoder_heads) + " heads");
+        if (lh.first < 0 || lh.first >= config_.decoder_layers || lh.second < 0 || lh.second >= config_.decoder_heads)
+            throw Error(ErrorKind::InvalidArgument, "alignment head (" + std::to_string(lh.first) + ", " +
+                                                        std::to_string(lh.second) + ") is outside the decoder's " +
+                                                        std::to_string(config_.decoder_layers) + " layers of " +
+                                                        std::to_string(config_.decoder_heads) + " heads");
     DecodeItem item{slot, &cross, std::vector<int>(tokens.begin(), tokens.end()), 0};
     std::vector<std::vector<float>> weights;
     Capture capture{heads, &weights, logits != nullptr};
@@ -167,8 +178,7 @@ std::vector<std::vector<float>> WhisperRunner::cross_attention(const CrossKv& cr
     return weights;
 }
 
-std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const DecodeItem> items,
-                                                           const Capture* capture) {
+std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const DecodeItem> items, const Capture* capture) {
     const WhisperConfig& c = config_;
     const int64_t d = c.d_model;
     const int H = c.decoder_heads, hd = c.decoder_head_dim();
@@ -182,8 +192,8 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
         if (it.tokens.empty()) throw Error(ErrorKind::Internal, "decode: an item has no tokens");
         if (it.slot < 0 || it.slot >= n_slots_) throw Error(ErrorKind::Internal, "decode: bad slot");
         if (it.n_past + static_cast<int>(it.tokens.size()) > c.max_target_positions)
-            throw Error(ErrorKind::TooLarge, "decoder context of " + std::to_string(c.max_target_positions) +
-                                                 " tokens exceeded");
+            throw Error(ErrorKind::TooLarge,
+                        "decoder context of " + std::to_string(c.max_target_positions) + " tokens exceeded");
         for (int t : it.tokens)
             if (t < 0 || t >= c.vocab_size) throw Error(ErrorKind::Internal, "decode: token id out of range");
         const int have = pages_.length(it.slot);
@@ -233,11 +243,14 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
     }
 
     // ~50 nodes per layer plus 12 per run of cross-attention, and as many leaves (with headroom).
-    GraphContext g(graph_buf_, static_cast<size_t>(c.decoder_layers) * (80 + 20 * runs.size()) + 512);
+    GraphContext g(
+        graph_buf_,
+        static_cast<size_t>(c.decoder_layers) * (80 + 20 * runs.size() + paged_attention_nodes(batch, self_kv_)) + 512);
     ggml_context* ctx = g.ctx;
     const BatchInvariantProducts invariant;  // allocated with batch_invariant below
     const StepTensors in = StepTensors::create(ctx, batch, self_kv_);
-    ggml_tensor* x = ggml_add(ctx, ggml_get_rows(ctx, w_.tok_emb, in.tokens), ggml_get_rows(ctx, w_.dec_pos, in.positions));
+    ggml_tensor* x =
+        ggml_add(ctx, ggml_get_rows(ctx, w_.tok_emb, in.tokens), ggml_get_rows(ctx, w_.dec_pos, in.positions));
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const int64_t T = c.max_source_positions;
 
@@ -257,7 +270,7 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
         att = nullptr;
         for (const Run& r : runs) {
             ggml_tensor* K = ggml_reshape_3d(ctx, r.cross->k[li], hd, H, T);
-            K = ggml_permute(ctx, K, 0, 2, 1, 3);                                // [hd, T, H]
+            K = ggml_permute(ctx, K, 0, 2, 1, 3);                               // [hd, T, H]
             ggml_tensor* Vt = ggml_reshape_3d(ctx, r.cross->vt[li], T, hd, H);  // [T, hd, H]
             ggml_tensor* qi = ggml_view_3d(ctx, q, hd, H, r.n, hd * ggml_element_size(q), q->nb[1], r.row * q->nb[1]);
             qi = ggml_permute(ctx, qi, 0, 2, 1, 3);
@@ -318,6 +331,8 @@ void WhisperRunner::copy_slot(int from, int to, int n) {
     pages_.truncate(to, std::min(n, pages_.length(to)));
 }
 
-void WhisperRunner::release_slot(int slot) { pages_.truncate(slot, 0); }
+void WhisperRunner::release_slot(int slot) {
+    pages_.truncate(slot, 0);
+}
 
 }  // namespace parlance::whisper

@@ -13,6 +13,8 @@
 
 #include "core/backend.h"
 #include "core/cpu_attention.h"
+#include "core/graph_ops.h"
+#include "core/step_batch.h"
 #include "core/weight_product.h"
 #include "core_test_util.h"
 
@@ -91,7 +93,7 @@ struct CpuGraph {
     Backend backend{BackendOptions{"cpu", 2, false, false}};
     ggml_context* weights_ctx = nullptr;
     ggml_backend_buffer_t weights_buf = nullptr;
-    std::vector<uint8_t> meta = std::vector<uint8_t>(ggml_tensor_overhead() * 64 + ggml_graph_overhead());
+    std::vector<uint8_t> meta = std::vector<uint8_t>(ggml_tensor_overhead() * 256 + ggml_graph_overhead());
 
     CpuGraph() {
         ggml_init_params p{ggml_tensor_overhead() * 16, nullptr, true};
@@ -240,6 +242,60 @@ TEST(CpuPagedAttention, EqualsFloat64AndATokensResultDoesNotDependOnItsBatch) {
         const std::vector<float> qi(q.begin() + i * per_token, q.begin() + (i + 1) * per_token);
         const std::vector<float> alone = attend(qi, {visible[2 * i], visible[2 * i + 1]});
         EXPECT_EQ(0, std::memcmp(alone.data(), all.data() + i * per_token, per_token * sizeof(float))) << "token " << i;
+    }
+}
+
+// The GPU backends' attention (graph_ops' segmented_attention: each sequence gathered and attended
+// by itself), run here on the CPU backend: the same result as float64, and a sequence's output
+// is bit for bit the same alone as beside others (its ops have its own shapes only).
+TEST(SegmentedAttention, EqualsFloat64AndASequencesResultDoesNotDependOnItsBatch) {
+    CpuGraph cg;
+    const int64_t hd = 40, heads = 6, kv_heads = 2, kv_dim = hd * kv_heads, n_cells = 96;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    ggml_tensor* kc = ggml_new_tensor_2d(cg.weights_ctx, GGML_TYPE_F32, kv_dim, n_cells);
+    ggml_tensor* vc = ggml_new_tensor_2d(cg.weights_ctx, GGML_TYPE_F32, kv_dim, n_cells);
+    const std::vector<float> k = testing::ramp(static_cast<size_t>(kv_dim * n_cells), 7);
+    const std::vector<float> v = testing::ramp(static_cast<size_t>(kv_dim * n_cells), 8);
+    cg.upload_weights({{kc, k.data()}, {vc, v.data()}});
+    // Three sequences' segments with scattered cells: a two-token prompt chunk, two decodes.
+    StepBatch b;
+    b.read_cells = {5, 9, 30, 31, 2, 77, 60, 61, 62, 11, 12, 90, 3};
+    b.visible = {0, 3, 0, 4, 4, 5, 9, 4};
+    b.tokens = {1, 2, 3, 4};
+    b.segments = {{0, 2, 0, 4}, {2, 1, 4, 5}, {3, 1, 9, 4}};
+    const std::vector<float> q = testing::ramp(static_cast<size_t>(hd * heads * 4), 9);
+    const size_t per_token = static_cast<size_t>(hd * heads);
+
+    auto attend = [&](const StepBatch& s, const std::vector<float>& qs) {
+        ggml_tensor *qt = nullptr, *rt = nullptr, *mt = nullptr;
+        const std::vector<float> masks = s.segment_masks();
+        return cg.run(
+            [&](ggml_context* ctx) {
+                qt = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, heads, s.n_tokens());
+                rt = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, s.n_kv());
+                mt = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, static_cast<int64_t>(masks.size()));
+                for (ggml_tensor* t : {qt, rt, mt}) ggml_set_input(t);
+                return segmented_attention(ctx, qt, kc, vc, rt, mt, s.segments, scale);
+            },
+            [&] {
+                ggml_backend_tensor_set(qt, qs.data(), 0, qs.size() * sizeof(float));
+                ggml_backend_tensor_set(rt, s.read_cells.data(), 0, s.read_cells.size() * sizeof(int32_t));
+                ggml_backend_tensor_set(mt, masks.data(), 0, masks.size() * sizeof(float));
+            });
+    };
+    const std::vector<float> all = attend(b, q);
+    EXPECT_LT(rel_error(all, reference_attention(q, k, v, b.read_cells, b.visible, hd, heads, kv_heads, scale)), 1e-5);
+    for (const StepBatch::Segment& g : b.segments) {
+        StepBatch alone;  // the sequence by itself, its cells first in the read list
+        alone.read_cells.assign(b.read_cells.begin() + g.read, b.read_cells.begin() + g.read + g.n_read);
+        alone.tokens.assign(b.tokens.begin() + g.token, b.tokens.begin() + g.token + g.n_tokens);
+        for (int i = 0; i < g.n_tokens; ++i)
+            alone.visible.insert(alone.visible.end(), {0, b.visible[2 * (g.token + i) + 1]});
+        alone.segments = {{0, g.n_tokens, 0, g.n_read}};
+        const std::vector<float> qs(q.begin() + g.token * per_token, q.begin() + (g.token + g.n_tokens) * per_token);
+        const std::vector<float> out = attend(alone, qs);
+        EXPECT_EQ(0, std::memcmp(out.data(), all.data() + g.token * per_token, out.size() * sizeof(float)))
+            << "segment at token " << g.token;
     }
 }
 

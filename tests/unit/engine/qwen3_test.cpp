@@ -58,6 +58,7 @@ double logits_error(LanguageModel& m, Backend& backend, const json& c, int strid
     }
     for (int p = 0; p < seg; ++p) b.read_cells.push_back(p < n ? p : 0);
     for (int i = 0; i < n; ++i) b.visible.insert(b.visible.end(), {0, i + 1});
+    b.segments.push_back({0, n, 0, seg});
     b.outputs.push_back(n - 1);
     std::vector<float> logits;
     m.forward(b, kv, logits);
@@ -82,7 +83,8 @@ void expect_parity(const std::string& config, const std::filesystem::path& model
     auto l = load(model_path, quantize);
     for (const json& c : ref["cases"]) {
         SCOPED_TRACE(config + "/" + c["name"].get<std::string>());
-        EXPECT_EQ(l->model->tokenizer().encode(c["text"].get<std::string>()), c["prompt_ids"].get<std::vector<int32_t>>());
+        EXPECT_EQ(l->model->tokenizer().encode(c["text"].get<std::string>()),
+                  c["prompt_ids"].get<std::vector<int32_t>>());
         if (logits) {
             EXPECT_LE(logits_error(*l->model, l->backend, c, ref["logit_stride"].get<int>()), 1e-3);
         }
@@ -125,13 +127,17 @@ TEST(Qwen3Parity, LlamaCppGgufMatchesTransformers) {
 // quantized dot products add (activations rounded to 8 bits); against the unrounded weights,
 // by the quantization itself (q4_K: 4.5 bits per weight). A wrong block layout gives noise.
 TEST(Qwen3Quantized, GgufQ8_0AndQ4KComputeWhatTheirBlocksHold) {
-    const json edit = {{"hidden_size", 256}, {"intermediate_size", 512}, {"head_dim", 64},
-                       {"num_attention_heads", 4}, {"num_key_value_heads", 2}};
+    const json edit = {{"hidden_size", 256},
+                       {"intermediate_size", 512},
+                       {"head_dim", 64},
+                       {"num_attention_heads", 4},
+                       {"num_key_value_heads", 2}};
     TempDir d;
     std::vector<int32_t> prompt;
     auto last_logits = [&](const std::filesystem::path& path) {
         auto l = load(path);
-        if (prompt.empty()) prompt = l->model->tokenizer().encode("The quick brown fox jumps over the lazy dog, again.");
+        if (prompt.empty())
+            prompt = l->model->tokenizer().encode("The quick brown fox jumps over the lazy dog, again.");
         GenerationRequest r;
         r.prompt = prompt;
         r.sampling.max_tokens = 1;
@@ -153,15 +159,18 @@ TEST(Qwen3Quantized, GgufQ8_0AndQ4KComputeWhatTheirBlocksHold) {
         }
         return std::make_pair(diff / peak, dot / std::sqrt(na * nb));
     };
-    const auto exact = last_logits(testing::write_qwen3("tiny", d.path() / "f32", {GGML_TYPE_F32, 1, true}, edit)).first;
+    const auto exact =
+        last_logits(testing::write_qwen3("tiny", d.path() / "f32", {GGML_TYPE_F32, 1, true}, edit)).first;
     for (auto [type, name, blocks_rel, blocks_cos, exact_cos] :
-         {std::tuple{GGML_TYPE_Q8_0, "q8_0", 0.05, 0.999, 0.999}, std::tuple{GGML_TYPE_Q4_K, "q4_K", 0.05, 0.999, 0.95}}) {
+         {std::tuple{GGML_TYPE_Q8_0, "q8_0", 0.05, 0.999, 0.999},
+          std::tuple{GGML_TYPE_Q4_K, "q4_K", 0.05, 0.999, 0.95}}) {
         SCOPED_TRACE(name);
         const auto [got, summary] = last_logits(testing::write_qwen3("tiny", d.path() / name, {type, 1, true}, edit));
         EXPECT_NE(summary.find(name), std::string::npos) << summary;
         ASSERT_EQ(got.size(), exact.size());
-        const auto blocks = last_logits(
-            testing::write_qwen3("tiny", d.path() / (std::string(name) + "-f32"), {GGML_TYPE_F32, 1, true, type}, edit)).first;
+        const auto blocks = last_logits(testing::write_qwen3("tiny", d.path() / (std::string(name) + "-f32"),
+                                                             {GGML_TYPE_F32, 1, true, type}, edit))
+                                .first;
         const auto [rel_b, cos_b] = compare(got, blocks);
         const auto [rel_e, cos_e] = compare(got, exact);
         std::cout << "[quantized] " << name << ": against its blocks at f32 max relative error " << rel_b << ", cosine "

@@ -1,0 +1,57 @@
+// StepBatch: each span is one read segment (aligned, padded) and one block of the GPU masks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "core/kv_cache_manager.h"
+#include "core/step_batch.h"
+
+namespace parlance {
+namespace {
+
+std::vector<int32_t> iota_tokens(int n, int start = 0) {
+    std::vector<int32_t> t(n);
+    std::iota(t.begin(), t.end(), start);
+    return t;
+}
+
+TEST(StepBatch, EachSpanIsOneSegmentAndOneMaskBlock) {
+    KvCacheManager kv(64, 16);
+    std::vector<BlockCopy> copies;
+    const std::vector<int32_t> a = iota_tokens(70), b = iota_tokens(3, 100);
+    kv.open(1, a);
+    ASSERT_TRUE(kv.append(1, a, copies));
+    kv.open(2, b);
+    ASSERT_TRUE(kv.append(2, b, copies));
+    // Sequence 1: a prompt chunk of 5 tokens at positions 65..69; sequence 2: one token at 2.
+    const std::vector<int32_t> chunk(a.begin() + 65, a.end()), one(b.begin() + 2, b.end());
+    const std::vector<StepSpan> spans = {{1, 65, chunk, true}, {2, 2, one, true}};
+    const StepBatch s = build_step_batch(spans, kv);
+    ASSERT_EQ(s.segments.size(), 2u);
+    const int align = StepBatch::kSegmentAlign;
+    EXPECT_EQ(s.segments[0].token, 0);
+    EXPECT_EQ(s.segments[0].n_tokens, 5);
+    EXPECT_EQ(s.segments[0].read, 0);
+    EXPECT_EQ(s.segments[0].n_read, 2 * align);  // positions 0..69, padded
+    EXPECT_EQ(s.segments[1].token, 5);
+    EXPECT_EQ(s.segments[1].n_tokens, 1);
+    EXPECT_EQ(s.segments[1].read, 2 * align);
+    EXPECT_EQ(s.segments[1].n_read, align);
+    EXPECT_EQ(s.n_kv(), 3 * align);
+    EXPECT_EQ(s.read_cells[s.segments[1].read + 2], kv.cell(2, 2));
+
+    const std::vector<float> m = s.segment_masks();
+    ASSERT_EQ(m.size(), s.segment_mask_size());
+    ASSERT_EQ(m.size(), static_cast<size_t>(5 * 2 * align + 1 * align));
+    // Token j of the chunk sees positions 0..65+j of its own segment and nothing else.
+    for (int j = 0; j < 5; ++j)
+        for (int c = 0; c < 2 * align; ++c)
+            EXPECT_EQ(m[static_cast<size_t>(j * 2 * align + c)] == 0.0f, c <= 65 + j) << "token " << j << " cell " << c;
+    const float* last = m.data() + 5 * 2 * align;
+    for (int c = 0; c < align; ++c) EXPECT_EQ(last[c] == 0.0f, c <= 2) << "cell " << c;
+    EXPECT_TRUE(std::isinf(last[3]) && last[3] < 0);
+}
+
+}  // namespace
+}  // namespace parlance
