@@ -19,8 +19,8 @@ ggml_tensor* rms_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, float e
     return w ? ggml_mul(ctx, y, w) : y;
 }
 
-ggml_tensor* linear(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tensor* b) {
-    ggml_tensor* y = weight_product(ctx, w, x);
+ggml_tensor* linear(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tensor* b, bool f32_accumulation) {
+    ggml_tensor* y = weight_product(ctx, w, x, f32_accumulation);
     return b ? ggml_add(ctx, y, b) : y;
 }
 

@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "audio/cut_points.h"
@@ -37,46 +38,58 @@ std::string check_options(const AudioLanguageModel& m, const TranscribeOptions& 
     return o.language.empty() ? std::string() : m.language_code(o.language);
 }
 
-struct Piece {
-    double start = 0.0, end = 0.0;  // seconds in the request's audio
-    GenerationRequest request;
-};
+// A request's audio cut into pieces, each embedded only when it is let into the engine: memory
+// follows the pieces in flight (kPiecesInFlight), not the audio's length. `pcm` must outlive the
+// last next().
+class Pieces {
+public:
+    Pieces(AudioLanguageModel& m, std::span<const float> pcm, const TranscribeOptions& o, std::string forced)
+        : m_(m), pcm_(pcm), o_(o), forced_(std::move(forced)) {
+        if (pcm.empty()) throw Error(ErrorKind::InvalidAudio, "the audio is empty");
+        cuts_ = quiet_cut_points(pcm, m.max_piece_seconds());
+    }
+    size_t count() const { return cuts_.size() - 1; }
+    size_t made() const { return made_; }
+    bool all_made() const { return made_ == count(); }
+    double start(size_t i) const { return static_cast<double>(cuts_[i]) / 16000.0; }
+    double end(size_t i) const { return static_cast<double>(cuts_[i + 1]) / 16000.0; }
 
-// The request's audio as pieces, each embedded and prompted, ready to submit.
-std::vector<Piece> prepare(AudioLanguageModel& m, std::span<const float> pcm, const TranscribeOptions& o,
-                           const std::string& forced, AudioLanguageModel::EmbedTimes* times = nullptr) {
-    if (pcm.empty()) throw Error(ErrorKind::InvalidAudio, "the audio is empty");
-    const std::vector<size_t> cuts = quiet_cut_points(pcm, m.max_piece_seconds());
-    std::vector<Piece> pieces;
-    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
-        Piece p;
-        p.start = static_cast<double>(cuts[i]) / 16000.0;
-        p.end = static_cast<double>(cuts[i + 1]) / 16000.0;
+    // The next piece, embedded and prompted, ready to submit.
+    GenerationRequest next(AudioLanguageModel::EmbedTimes* times = nullptr) {
+        const size_t i = made_;
         int n = 0;
-        std::vector<float> emb = m.embed_audio(pcm.subspan(cuts[i], cuts[i + 1] - cuts[i]), &n, times);
+        std::vector<float> emb = m_.embed_audio(pcm_.subspan(cuts_[i], cuts_[i + 1] - cuts_[i]), &n, times);
         int at = 0;
-        GenerationRequest& r = p.request;
-        r.prompt = m.prompt(n, o.initial_prompt, forced, &at);
+        GenerationRequest r;
+        r.prompt = m_.prompt(n, o_.initial_prompt, forced_, &at);
         r.cache_key = embedding_cache_key(emb);
         r.spans.push_back({at, n, std::move(emb)});
-        r.sampling.max_tokens = o.max_new_tokens;
-        r.sampling.min_tokens = std::min(o.min_new_tokens, o.max_new_tokens);
-        r.sampling.temperature = o.temperatures.empty() ? 0.0f : o.temperatures.front();
-        r.sampling.seed = o.seed;
-        r.sampling.stop_ids = m.decoder().stop_ids();
-        pieces.push_back(std::move(p));
+        r.sampling.max_tokens = o_.max_new_tokens;
+        r.sampling.min_tokens = std::min(o_.min_new_tokens, o_.max_new_tokens);
+        r.sampling.temperature = o_.temperatures.empty() ? 0.0f : o_.temperatures.front();
+        r.sampling.seed = o_.seed;
+        r.sampling.stop_ids = m_.decoder().stop_ids();
+        ++made_;
+        return r;
     }
-    return pieces;
-}
 
-Segment segment_of(const AudioLanguageModel& m, const Piece& p, const GenerationResult& r, const std::string& forced,
-                   std::string* language, bool* speech) {
+private:
+    AudioLanguageModel& m_;
+    std::span<const float> pcm_;
+    TranscribeOptions o_;
+    std::string forced_;
+    std::vector<size_t> cuts_;
+    size_t made_ = 0;
+};
+
+Segment segment_of(const AudioLanguageModel& m, double start, double end, const GenerationResult& r,
+                   const std::string& forced, std::string* language, bool* speech) {
     const AudioLanguageModel::Output out = m.parse(r.tokens, forced);
     if (language->empty()) *language = out.language_code;
     Segment s;
-    s.seek = static_cast<int>(p.start * 100.0 + 0.5);
-    s.start = p.start;
-    s.end = p.end;
+    s.seek = static_cast<int>(start * 100.0 + 0.5);
+    s.start = start;
+    s.end = end;
     s.text = out.no_speech ? std::string() : out.text;
     s.tokens.assign(r.tokens.begin(), r.tokens.end());
     s.no_speech_prob = out.no_speech ? 1.0f : 0.0f;
@@ -169,9 +182,11 @@ private:
         TranscriptionRequest request;
         std::string forced;
         std::promise<Transcript> promise;
-        std::vector<Piece> pieces;
+        std::optional<Pieces> pieces;  // reset when the job is abandoned after an error
         std::vector<std::optional<GenerationResult>> results;
         size_t emitted = 0;  // pieces whose segments went out (in order)
+        int in_flight = 0;   // pieces in the engine
+        std::optional<Clock::time_point> deadline;
         std::string language;
         Transcript transcript;
         std::exception_ptr error;
@@ -192,40 +207,67 @@ private:
         (cancelled ? stats_.cancelled : stats_.failed)++;
     }
 
-    // Embeds a newly admitted job's audio and submits its pieces (this thread).
+    // A newly admitted job: its audio cut, its first pieces in (this thread).
     void start(Job& j) {
         const TranscribeOptions& o = j.request.options;
-        std::optional<Clock::time_point> deadline;
         if (options_.request_timeout_seconds > 0)
-            deadline = j.submitted + std::chrono::duration_cast<Clock::duration>(
-                                         std::chrono::duration<double>(options_.request_timeout_seconds));
-        j.pieces = prepare(model_, j.request.pcm, o, j.forced);
-        j.results.resize(j.pieces.size());
+            j.deadline = j.submitted + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(options_.request_timeout_seconds));
+        j.pieces.emplace(model_, j.request.pcm, o, j.forced);
+        j.results.resize(j.pieces->count());
         j.transcript.duration = static_cast<double>(j.request.pcm.size()) / 16000.0;
         j.transcript.task = o.task;
-        for (size_t i = 0; i < j.pieces.size(); ++i) {
-            GenerationRequest r = j.pieces[i].request;  // keep the piece's times; the copy goes in
+        feed(j);
+    }
+
+    // Embeds and submits the job's next pieces while fewer than kPiecesInFlight are ahead of its
+    // transcript (in the engine, or finished and waiting for an earlier piece).
+    void feed(Job& j) {
+        if (!j.pieces) return;
+        while (!j.error && !j.request.cancelled->load() && !j.pieces->all_made() &&
+               j.pieces->made() - j.emitted < static_cast<size_t>(kPiecesInFlight)) {
+            const size_t i = j.pieces->made();
+            GenerationRequest r = j.pieces->next();
             r.cancelled = j.request.cancelled;
-            r.deadline = deadline;
+            r.deadline = j.deadline;
             owner_[engine_.submit(std::move(r))] = {&j, i};
+            ++j.in_flight;
         }
-        j.request.pcm = {};  // the audio is in the embeddings now
+        if (j.pieces->all_made()) j.request.pcm = {};  // the audio is in the embeddings now
+    }
+
+    // After a failure to embed or submit: the job's pieces in the engine come out again.
+    void abandon(Job& j) {
+        j.error = std::current_exception();
+        for (auto it = owner_.begin(); it != owner_.end();) {
+            if (it->second.first == &j) {
+                engine_.abort(it->first);
+                it = owner_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        j.pieces.reset();
+        j.results.clear();
+        j.in_flight = 0;
     }
 
     // Segments of the finished pieces at the front go out; returns true when the job is done.
     bool advance(Job& j) {
-        while (j.emitted < j.pieces.size() && j.results[j.emitted]) {
+        if (!j.pieces) return true;
+        while (j.emitted < j.pieces->made() && j.results[j.emitted]) {
             const GenerationResult& r = *j.results[j.emitted];
             if (std::exception_ptr e = failure_of(r.state)) j.error = e;
             bool speech = false;
-            Segment s = segment_of(model_, j.pieces[j.emitted], r, j.forced, &j.language, &speech);
+            Segment s = segment_of(model_, j.pieces->start(j.emitted), j.pieces->end(j.emitted), r, j.forced,
+                                   &j.language, &speech);
             if (speech) {
                 if (j.request.on_segment) j.request.on_segment(s);
                 append(j.transcript, std::move(s));
             }
             ++j.emitted;
         }
-        return j.emitted == j.pieces.size();
+        return j.in_flight == 0 && (j.error || j.emitted == j.pieces->count());
     }
 
     void loop() {
@@ -256,18 +298,8 @@ private:
             for (Job* j : admitted) {
                 try {
                     start(*j);
-                } catch (...) {  // its pieces that went in come out again
-                    j->error = std::current_exception();
-                    for (auto it = owner_.begin(); it != owner_.end();) {
-                        if (it->second.first == j) {
-                            engine_.abort(it->first);
-                            it = owner_.erase(it);
-                        } else {
-                            ++it;
-                        }
-                    }
-                    j->pieces.clear();
-                    j->results.clear();
+                } catch (...) {
+                    abandon(*j);
                 }
             }
             try {
@@ -275,7 +307,9 @@ private:
                     for (GenerationResult& r : engine_.step()) {
                         const auto it = owner_.find(r.id);
                         if (it == owner_.end()) continue;
-                        it->second.first->results[it->second.second] = std::move(r);
+                        Job& j = *it->second.first;
+                        j.results[it->second.second] = std::move(r);
+                        --j.in_flight;
                         owner_.erase(it);
                     }
             } catch (...) {  // a failed step (device error) fails every active request
@@ -287,7 +321,15 @@ private:
             }
             std::vector<std::unique_ptr<Job>> done;
             for (auto& j : active_) {
-                const bool finished = j->error && j->pieces.empty() ? true : advance(*j);
+                bool finished = advance(*j);
+                if (!finished) {
+                    try {
+                        feed(*j);
+                    } catch (...) {
+                        abandon(*j);
+                        finished = true;
+                    }
+                }
                 if (!finished) continue;
                 if (j->error) {
                     fail(*j, j->error);
@@ -335,19 +377,23 @@ LmSpeechModel::LmSpeechModel(std::unique_ptr<AudioLanguageModel> model, Backend&
 
 Transcript LmSpeechModel::transcribe(std::span<const float> pcm16k, const TranscribeOptions& options) {
     const std::string forced = check_options(*model_, options);
-    AudioLanguageModel::EmbedTimes embed_times;
-    std::vector<Piece> pieces = prepare(*model_, pcm16k, options, forced, &embed_times);
+    Pieces pieces(*model_, pcm16k, options, forced);
     GenerationEngine engine(model_->decoder(), backend_, generation_options(0));
+    AudioLanguageModel::EmbedTimes embed_times;
     std::map<SeqId, size_t> index;
-    for (size_t i = 0; i < pieces.size(); ++i) index[engine.submit(pieces[i].request)] = i;
-    std::vector<std::optional<GenerationResult>> results(pieces.size());
+    size_t emitted = 0;
+    auto feed = [&] {  // while fewer than kPiecesInFlight are ahead of the transcript
+        while (!pieces.all_made() && pieces.made() - emitted < static_cast<size_t>(kPiecesInFlight)) {
+            const size_t i = pieces.made();
+            index[engine.submit(pieces.next(&embed_times))] = i;
+        }
+    };
+    std::vector<std::optional<GenerationResult>> results(pieces.count());
     Transcript t;
     t.task = options.task;
     t.duration = static_cast<double>(pcm16k.size()) / 16000.0;
     std::string language;
-    size_t emitted = 0;
-    t.timings.features = embed_times.features;
-    t.timings.encode = embed_times.encode;
+    feed();
     while (engine.has_work()) {
         const GenerationStats before = engine.stats();
         const auto t0 = Clock::now();
@@ -365,14 +411,19 @@ Transcript LmSpeechModel::transcribe(std::span<const float> pcm16k, const Transc
             t.timings.decode += seconds;
         }
         for (GenerationResult& r : finished) results[index.at(r.id)] = std::move(r);
-        while (emitted < pieces.size() && results[emitted]) {
+        while (emitted < pieces.made() && results[emitted]) {
             bool speech = false;
-            Segment s = segment_of(*model_, pieces[emitted], *results[emitted], forced, &language, &speech);
+            Segment s = segment_of(*model_, pieces.start(emitted), pieces.end(emitted), *results[emitted], forced,
+                                   &language, &speech);
             if (speech) append(t, std::move(s));
+            results[emitted].reset();
             ++emitted;
-            if (options.progress) options.progress(pieces[emitted - 1].end, t.duration);
+            if (options.progress) options.progress(pieces.end(emitted - 1), t.duration);
         }
+        feed();
     }
+    t.timings.features = embed_times.features;
+    t.timings.encode = embed_times.encode;
     t.language = forced.empty() ? language : forced;
     return t;
 }

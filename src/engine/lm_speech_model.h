@@ -1,9 +1,9 @@
 // Transcription with an audio language model (models/audio_language_model.h: Qwen3-ASR) on the
 // generation engine, as a SpeechModel: audio is cut into pieces the model's prompt holds (at the
 // quietest point near each limit), each piece embedded by the model's encoder and decoded as one
-// sequence whose prompt carries the audio as an embedding span; the pieces of a request decode
-// together. The server's engine runs many requests' pieces in one GenerationEngine (continuous
-// batching, a bounded queue, cancellation and time limits between steps).
+// sequence whose prompt carries the audio as an embedding span; up to kPiecesInFlight pieces of a
+// request decode together. The server's engine runs many requests' pieces in one GenerationEngine
+// (continuous batching, a bounded queue, cancellation and time limits between steps).
 //
 // open_speech_model is how the CLI and the server load any speech model: audio language models
 // come here, the others (Whisper) from the registry directly.
@@ -18,6 +18,11 @@
 #include "models/speech_model.h"
 
 namespace parlance {
+
+// Pieces of one request ahead of its transcript at most (embedded, decoding or finished before an
+// earlier piece): they decode in one batch, and a long file's later pieces are embedded only as
+// earlier ones are done, so memory does not grow with the audio.
+inline constexpr int kPiecesInFlight = 8;
 
 class LmSpeechModel : public SpeechModel {
 public:

@@ -4,6 +4,7 @@
 // the language detected and forced.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -11,9 +12,11 @@
 #include "audio/wav.h"
 #include "core/backend.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "engine/generation_engine.h"
 #include "engine/lm_speech_model.h"
 #include "models/qwen3_asr/model.h"
+#include "models/registry.h"
 #include "qwen3_fixture.h"
 #include "test_support.h"
 
@@ -184,6 +187,80 @@ TEST(Qwen3Asr, TranscribeCutsLongAudioAndRefusesWhatItCannotDo) {
     refused([](TranscribeOptions& b) { b.beam_size = 4; }, "beam_size 4");
     refused([](TranscribeOptions& b) { b.task = "translate"; }, "translate");
     refused([](TranscribeOptions& b) { b.word_timestamps = true; }, "word timestamps");
+}
+
+// Counts embed_audio calls of a real model (the audio-LM interface is the seam).
+class CountingModel final : public AudioLanguageModel {
+public:
+    explicit CountingModel(std::unique_ptr<AudioLanguageModel> m) : m_(std::move(m)) {}
+    std::string description() const override { return m_->description(); }
+    double load_seconds() const override { return m_->load_seconds(); }
+    LanguageModel& decoder() override { return m_->decoder(); }
+    double max_piece_seconds() const override { return m_->max_piece_seconds(); }
+    std::vector<float> embed_audio(std::span<const float> pcm16k, int* n_tokens, EmbedTimes* times) override {
+        ++embedded;
+        return m_->embed_audio(pcm16k, n_tokens, times);
+    }
+    std::string language_code(const std::string& c) const override { return m_->language_code(c); }
+    std::vector<int32_t> prompt(int n_audio, const std::string& context, const std::string& code,
+                                int* audio_position) const override {
+        return m_->prompt(n_audio, context, code, audio_position);
+    }
+    Output parse(std::span<const int32_t> generated, const std::string& forced) const override {
+        return m_->parse(generated, forced);
+    }
+    std::atomic<int> embedded{0};
+
+private:
+    std::unique_ptr<AudioLanguageModel> m_;
+};
+
+// A long file's pieces are embedded as earlier ones finish, never more than kPiecesInFlight ahead
+// of the transcript (memory follows the pieces in flight, not the audio's length), on the CLI's
+// path and in the server's engine; the transcript is the same either way.
+TEST(Qwen3Asr, ALongFilesPiecesAreEmbeddedOnlyAsEarlierOnesFinish) {
+    TempDir dir;
+    Backend backend(BackendOptions{"cpu", 2, true, false});
+    const std::filesystem::path path = write_qwen3_asr("tiny", dir.path());
+    auto counting = std::make_unique<CountingModel>(load_audio_language_model(path, backend, {}));
+    CountingModel* counter = counting.get();
+    LmSpeechModel model(std::move(counting), backend);
+    const std::vector<float> clip = clip_samples(qwen3_asr_reference("tiny")["cases"][0]);  // 11 s
+    std::vector<float> pcm;
+    while (pcm.size() < static_cast<size_t>(16000 * 330)) pcm.insert(pcm.end(), clip.begin(), clip.end());
+    TranscribeOptions o;
+    o.max_new_tokens = 2;
+    int ahead = 0, progressed = 0;
+    o.progress = [&](double, double) {
+        ++progressed;
+        ahead = std::max(ahead, counter->embedded.load() - progressed);
+    };
+    const Transcript t = model.transcribe(pcm, o);
+    const int pieces = counter->embedded.load();
+    EXPECT_GE(pieces, 12);  // 352 s in pieces of at most 30 s
+    EXPECT_EQ(progressed, pieces);
+    EXPECT_LE(ahead, kPiecesInFlight);
+    EXPECT_GE(ahead, kPiecesInFlight - 1);  // a batch of pieces did go in together
+    EXPECT_DOUBLE_EQ(t.segments.back().end, static_cast<double>(pcm.size()) / 16000.0);
+
+    counter->embedded = 0;
+    Logger log(LogLevel::Error);
+    EngineOptions eo;
+    auto engine = model.start_engine(eo, log);
+    TranscriptionRequest r;
+    r.pcm = pcm;
+    r.options.max_new_tokens = 2;
+    int segments = 0, server_ahead = 0;
+    r.on_segment = [&](const Segment&) {
+        ++segments;
+        server_ahead = std::max(server_ahead, counter->embedded.load() - segments);
+    };
+    const Transcript served = engine->submit(std::move(r)).get();
+    EXPECT_EQ(counter->embedded.load(), pieces);
+    EXPECT_LE(server_ahead, kPiecesInFlight);
+    ASSERT_EQ(served.segments.size(), t.segments.size());
+    for (size_t i = 0; i < t.segments.size(); ++i) EXPECT_EQ(served.segments[i].tokens, t.segments[i].tokens);
+    engine->shutdown(true);
 }
 
 }  // namespace
