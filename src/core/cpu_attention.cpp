@@ -48,31 +48,40 @@ inline const float* head_row(const char* base, size_t row_bytes, ggml_type type,
     return buf;
 }
 
-// Attention of one query head of one token over cells read[first .. first + count).
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void attend(
-    const Shape& s, const float* q, int64_t h, int64_t first, int64_t count, float* out, std::vector<float>& scores,
+// Attention of the query heads of one token that share kv head `kvh` (s.group of them, GQA) over
+// cells read[first .. first + count): each cell's K and V rows are read once for the whole group.
+// Every head's arithmetic is the same sequence as when it is computed alone (one dot per cell in
+// cell order, the softmax, one axpy per cell), so grouping changes no result.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void attend_group(
+    const Shape& s, const float* q, int64_t kvh, int64_t first, int64_t count, float* out, std::vector<float>& scores,
     std::vector<float>& buf) {
-    const int64_t kvh = h / s.group;
-    scores.resize(static_cast<size_t>(count));
-    buf.resize(static_cast<size_t>(s.hd));
-    float m = -INFINITY;
+    const int64_t G = s.group, hd = s.hd;
+    scores.resize(static_cast<size_t>(count * G));
+    buf.resize(static_cast<size_t>(hd));
     for (int64_t j = 0; j < count; ++j) {
-        const float* kr = head_row(s.k, s.k_row, s.k_type, s.read[first + j], kvh, s.hd, buf.data());
-        scores[j] = dot(q, kr, s.hd) * s.scale;
-        m = std::max(m, scores[j]);
+        const float* kr = head_row(s.k, s.k_row, s.k_type, s.read[first + j], kvh, hd, buf.data());
+        for (int64_t g = 0; g < G; ++g) scores[g * count + j] = dot(q + g * hd, kr, hd) * s.scale;
     }
-    float sum = 0.0f;
+    thread_local std::vector<float> inv;
+    inv.resize(static_cast<size_t>(G));
+    for (int64_t g = 0; g < G; ++g) {
+        float* sc = scores.data() + g * count;
+        float m = -INFINITY;
+        for (int64_t j = 0; j < count; ++j) m = std::max(m, sc[j]);
+        float sum = 0.0f;
+        for (int64_t j = 0; j < count; ++j) {
+            sc[j] = std::exp(sc[j] - m);
+            sum += sc[j];
+        }
+        inv[g] = sum > 0.0f ? 1.0f / sum : 0.0f;
+    }
+    std::fill(out, out + G * hd, 0.0f);
     for (int64_t j = 0; j < count; ++j) {
-        scores[j] = std::exp(scores[j] - m);
-        sum += scores[j];
+        const float* vr = head_row(s.v, s.v_row, s.v_type, s.read[first + j], kvh, hd, buf.data());
+        for (int64_t g = 0; g < G; ++g) axpy(out + g * hd, scores[g * count + j], vr, hd);
     }
-    std::fill(out, out + s.hd, 0.0f);
-    for (int64_t j = 0; j < count; ++j) {
-        const float* vr = head_row(s.v, s.v_row, s.v_type, s.read[first + j], kvh, s.hd, buf.data());
-        axpy(out, scores[j], vr, s.hd);
-    }
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    for (int64_t d = 0; d < s.hd; ++d) out[d] *= inv;
+    for (int64_t g = 0; g < G; ++g)
+        for (int64_t d = 0; d < hd; ++d) out[g * hd + d] *= inv[g];
 }
 
 void attention_task(ggml_tensor* dst, int ith, int nth, void* userdata) {
@@ -84,7 +93,8 @@ void attention_task(ggml_tensor* dst, int ith, int nth, void* userdata) {
     Shape s;
     s.hd = q->ne[0];
     s.heads = q->ne[1];
-    s.group = s.heads / (kc->ne[0] / s.hd);
+    const int64_t kv_heads = kc->ne[0] / s.hd;
+    s.group = s.heads / kv_heads;
     s.k = static_cast<const char*>(kc->data);
     s.v = static_cast<const char*>(vc->data);
     s.k_row = kc->nb[1];
@@ -94,13 +104,15 @@ void attention_task(ggml_tensor* dst, int ith, int nth, void* userdata) {
     s.read = static_cast<const int32_t*>(read->data);
     std::memcpy(&s.scale, &userdata, sizeof(float));
     const auto* vis = static_cast<const int32_t*>(visible->data);
-    const int64_t n_items = q->ne[2] * s.heads;
+    // Work items: (token, kv head), each the group of query heads that read that kv head.
+    const int64_t n_items = q->ne[2] * kv_heads;
     thread_local std::vector<float> scores, buf;
     for (int64_t item = ith; item < n_items; item += nth) {
-        const int64_t i = item / s.heads, h = item % s.heads;
-        const float* qi = static_cast<const float*>(q->data) + item * s.hd;
-        float* out = static_cast<float*>(dst->data) + item * s.hd;
-        attend(s, qi, h, vis[2 * i], vis[2 * i + 1], out, scores, buf);
+        const int64_t i = item / kv_heads, kvh = item % kv_heads;
+        const int64_t head0 = i * s.heads + kvh * s.group;  // query heads are grouped by kv head
+        const float* qi = static_cast<const float*>(q->data) + head0 * s.hd;
+        float* out = static_cast<float*>(dst->data) + head0 * s.hd;
+        attend_group(s, qi, kvh, vis[2 * i], vis[2 * i + 1], out, scores, buf);
     }
 }
 
