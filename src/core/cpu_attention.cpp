@@ -39,6 +39,18 @@ struct Shape {
     float scale;
 };
 
+// Asks for one cell's K or V head a few cells ahead: a head is a short piece of each cell's row
+// (512 of 4,096 bytes for Qwen3-0.6B), so consecutive cells are a page apart and the hardware
+// prefetcher does not follow; without this the loops wait on memory (perf: the two FMAs that read
+// K and V took 56 % of the attention's cycles at a 450-cell context).
+inline void prefetch_head(const char* base, size_t row_bytes, ggml_type type, int64_t cell, int64_t kv_head,
+                          int64_t hd) {
+    const size_t elem = type == GGML_TYPE_F32 ? 4 : 2;
+    const char* p = base + static_cast<size_t>(cell) * row_bytes + static_cast<size_t>(kv_head * hd) * elem;
+    for (size_t b = 0; b < static_cast<size_t>(hd) * elem; b += 64) __builtin_prefetch(p + b);
+}
+constexpr int64_t kPrefetchCells = 4;
+
 // One cell's K or V head as f32: in place for f32 caches, converted into buf for f16.
 inline const float* head_row(const char* base, size_t row_bytes, ggml_type type, int64_t cell, int64_t kv_head,
                              int64_t hd, float* buf) {
@@ -59,6 +71,8 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
     scores.resize(static_cast<size_t>(count * G));
     buf.resize(static_cast<size_t>(hd));
     for (int64_t j = 0; j < count; ++j) {
+        if (j + kPrefetchCells < count)
+            prefetch_head(s.k, s.k_row, s.k_type, s.read[first + j + kPrefetchCells], kvh, hd);
         const float* kr = head_row(s.k, s.k_row, s.k_type, s.read[first + j], kvh, hd, buf.data());
         for (int64_t g = 0; g < G; ++g) scores[g * count + j] = dot(q + g * hd, kr, hd) * s.scale;
     }
@@ -77,6 +91,8 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
     }
     std::fill(out, out + G * hd, 0.0f);
     for (int64_t j = 0; j < count; ++j) {
+        if (j + kPrefetchCells < count)
+            prefetch_head(s.v, s.v_row, s.v_type, s.read[first + j + kPrefetchCells], kvh, hd);
         const float* vr = head_row(s.v, s.v_row, s.v_type, s.read[first + j], kvh, hd, buf.data());
         for (int64_t g = 0; g < G; ++g) axpy(out + g * hd, scores[g * count + j], vr, hd);
     }
