@@ -202,15 +202,21 @@ std::vector<double> reference_attention(const std::vector<float>& q, const std::
     return out;
 }
 
-TEST(CpuPagedAttention, EqualsFloat64AndATokensResultDoesNotDependOnItsBatch) {
-    CpuGraph cg;
-    const int64_t hd = 40, heads = 6, kv_heads = 2, kv_dim = hd * kv_heads, n_cells = 96;
+// A layer's K and V cells (GQA: 6 query heads over 2 kv heads of 40) with deterministic values,
+// in a CPU graph's weight buffer, for both attention paths' tests.
+class PagedAttentionCells : public ::testing::Test {
+protected:
+    static constexpr int64_t hd = 40, heads = 6, kv_heads = 2, kv_dim = hd * kv_heads, n_cells = 96;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    CpuGraph cg;
     ggml_tensor* kc = ggml_new_tensor_2d(cg.weights_ctx, GGML_TYPE_F32, kv_dim, n_cells);
     ggml_tensor* vc = ggml_new_tensor_2d(cg.weights_ctx, GGML_TYPE_F32, kv_dim, n_cells);
     const std::vector<float> k = testing::ramp(static_cast<size_t>(kv_dim * n_cells), 7);
     const std::vector<float> v = testing::ramp(static_cast<size_t>(kv_dim * n_cells), 8);
-    cg.upload_weights({{kc, k.data()}, {vc, v.data()}});
+    void SetUp() override { cg.upload_weights({{kc, k.data()}, {vc, v.data()}}); }
+};
+
+TEST_F(PagedAttentionCells, CpuEqualsFloat64AndATokensResultDoesNotDependOnItsBatch) {
     // Three sequences with scattered cells (as paged blocks are); two tokens of the first (a
     // prompt chunk), one of each other (decodes).
     const std::vector<int32_t> read = {5, 9, 30, 31, 2, 77, 60, 61, 62, 11, 12, 90, 3};
@@ -248,15 +254,7 @@ TEST(CpuPagedAttention, EqualsFloat64AndATokensResultDoesNotDependOnItsBatch) {
 // The GPU backends' attention (graph_ops' segmented_attention: each sequence gathered and attended
 // by itself), run here on the CPU backend: the same result as float64, and a sequence's output
 // is bit for bit the same alone as beside others (its ops have its own shapes only).
-TEST(SegmentedAttention, EqualsFloat64AndASequencesResultDoesNotDependOnItsBatch) {
-    CpuGraph cg;
-    const int64_t hd = 40, heads = 6, kv_heads = 2, kv_dim = hd * kv_heads, n_cells = 96;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    ggml_tensor* kc = ggml_new_tensor_2d(cg.weights_ctx, GGML_TYPE_F32, kv_dim, n_cells);
-    ggml_tensor* vc = ggml_new_tensor_2d(cg.weights_ctx, GGML_TYPE_F32, kv_dim, n_cells);
-    const std::vector<float> k = testing::ramp(static_cast<size_t>(kv_dim * n_cells), 7);
-    const std::vector<float> v = testing::ramp(static_cast<size_t>(kv_dim * n_cells), 8);
-    cg.upload_weights({{kc, k.data()}, {vc, v.data()}});
+TEST_F(PagedAttentionCells, SegmentedEqualsFloat64AndASequencesResultDoesNotDependOnItsBatch) {
     // Three sequences' segments with scattered cells: a two-token prompt chunk, two decodes.
     StepBatch b;
     b.read_cells = {5, 9, 30, 31, 2, 77, 60, 61, 62, 11, 12, 90, 3};

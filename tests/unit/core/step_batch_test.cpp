@@ -6,15 +6,12 @@
 
 #include "core/kv_cache_manager.h"
 #include "core/step_batch.h"
+#include "core_test_util.h"
 
 namespace parlance {
 namespace {
 
-std::vector<int32_t> iota_tokens(int n, int start = 0) {
-    std::vector<int32_t> t(n);
-    std::iota(t.begin(), t.end(), start);
-    return t;
-}
+using testing::iota_tokens;
 
 TEST(StepBatch, EachSpanIsOneSegmentAndOneMaskBlock) {
     KvCacheManager kv(64, 16);
