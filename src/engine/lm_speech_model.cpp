@@ -224,7 +224,12 @@ private:
     // transcript (in the engine, or finished and waiting for an earlier piece).
     void feed(Job& j) {
         if (!j.pieces) return;
-        while (!j.error && !j.request.cancelled->load() && !j.pieces->all_made() &&
+        if (j.request.cancelled->load()) {  // no new piece; with none in flight, nothing else ends it
+            if (!j.error && j.in_flight == 0)
+                j.error = std::make_exception_ptr(Error(ErrorKind::Cancelled, "the request was cancelled"));
+            return;
+        }
+        while (!j.error && !j.pieces->all_made() &&
                j.pieces->made() - j.emitted < static_cast<size_t>(kPiecesInFlight)) {
             const size_t i = j.pieces->made();
             GenerationRequest r = j.pieces->next();
@@ -233,7 +238,7 @@ private:
             owner_[engine_.submit(std::move(r))] = {&j, i};
             ++j.in_flight;
         }
-        if (j.pieces->all_made()) j.request.pcm = {};  // the audio is in the embeddings now
+        if (j.pieces->all_made()) std::vector<float>().swap(j.request.pcm);  // the audio is in the embeddings now
     }
 
     // After a failure to embed or submit: the job's pieces in the engine come out again.
@@ -313,10 +318,11 @@ private:
                         owner_.erase(it);
                     }
             } catch (...) {  // a failed step (device error) fails every active request
-                const auto e = std::current_exception();
+                // The step's swept sequences never report back, so no job waits for its pieces:
+                // each is abandoned (its sequences aborted, nothing left in flight).
                 for (auto& j : active_) {
                     j->request.cancelled->store(true);
-                    if (!j->error) j->error = e;
+                    abandon(*j);
                 }
             }
             std::vector<std::unique_ptr<Job>> done;
@@ -325,6 +331,7 @@ private:
                 if (!finished) {
                     try {
                         feed(*j);
+                        finished = advance(*j);  // a cancelled job with nothing in flight ends here
                     } catch (...) {
                         abandon(*j);
                         finished = true;

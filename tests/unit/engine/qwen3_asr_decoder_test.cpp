@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -260,6 +262,22 @@ TEST(Qwen3Asr, ALongFilesPiecesAreEmbeddedOnlyAsEarlierOnesFinish) {
     EXPECT_LE(server_ahead, kPiecesInFlight);
     ASSERT_EQ(served.segments.size(), t.segments.size());
     for (size_t i = 0; i < t.segments.size(); ++i) EXPECT_EQ(served.segments[i].tokens, t.segments[i].tokens);
+
+    // Cancelled at its first segment (the batch of pieces in flight may all finish in that step,
+    // leaving nothing in the engine): the request ends as cancelled, it does not wait forever.
+    TranscriptionRequest c;
+    c.pcm = pcm;
+    c.options.max_new_tokens = 2;
+    auto flag = c.cancelled;
+    c.on_segment = [flag](const Segment&) { flag->store(true); };
+    auto cancelled = engine->submit(std::move(c));
+    ASSERT_EQ(cancelled.wait_for(std::chrono::seconds(120)), std::future_status::ready);
+    try {
+        cancelled.get();
+        ADD_FAILURE() << "a cancelled request completed";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Cancelled) << e.what();
+    }
     engine->shutdown(true);
 }
 
