@@ -8,6 +8,7 @@
 #include "core/backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -37,6 +38,38 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 load_w16(cons
     } else {
         return _mm512_maskz_loadu_ps(m, static_cast<const float*>(w) + k);
     }
+}
+
+// Tiles with at least this many accumulators sum them jointly (reduce16); below, one by one.
+constexpr int kJointReduceMin = 8;
+
+// The horizontal sums of 16 accumulators at once, lane i = the sum of v[i]. Each sum is added in
+// exactly _mm512_reduce_add_ps's order (lane j + lane j+8, then + j+4, + j+2, + j+1; every add of
+// the same two values, and float addition is commutative), so it is bit for bit the one-by-one
+// result, in 31 shuffles and 15 adds instead of 16 x 7 dependent steps. Rows only 64 long (the
+// cross-attention's per-head scores) spend more time here than in their FMAs one by one.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 reduce16(const __m512 (&v)[16]) {
+    __m512 u[8], w[4], z[2];
+    // Lanes 0-7: v[2p]'s lane j + lane j+8; lanes 8-15: the same for v[2p+1].
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p)
+        u[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0x44),
+                             _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0xEE));
+        // Quarter q: v[4p+q]'s four (j + j+4) sums.
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p)
+        w[p] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(u[2 * p], u[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+        // Quarter q: (j + j+2) sums, two of v[8p+q], then two of v[8p+4+q].
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; ++p)
+        z[p] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * p], w[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(w[2 * p], w[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    // Lane 4q+m: the sum of v[4m+q]; a 4x4 lane transpose puts sum i in lane i.
+    const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, r);
 }
 
 template <ggml_type W, int R, int C>
@@ -70,10 +103,30 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void tile_avx512(const char
             for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
         }
     }
+    if constexpr (R * C < kJointReduceMin) {
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c)
+        for (int c = 0; c < C; ++c)
 #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) y[c * y_stride + r] = _mm512_reduce_add_ps(acc[r][c]);
+            for (int r = 0; r < R; ++r) y[c * y_stride + r] = _mm512_reduce_add_ps(acc[r][c]);
+    } else {
+        // Accumulator (r, c) is entry c * R + r, so a column's rows come out side by side.
+        constexpr int N = R * C, G = (N + 15) / 16;
+        alignas(64) float sums[G * 16];
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) {
+            __m512 v[16];
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; ++i) {
+                const int e = g * 16 + i;
+                v[i] = e < N ? acc[e % R][e / R] : _mm512_setzero_ps();
+            }
+            _mm512_store_ps(sums + g * 16, reduce16(v));
+        }
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c)
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) y[c * y_stride + r] = sums[c * R + r];
+    }
 }
 
 // ---- AVX2 + FMA + F16C: 8 lanes ----------------------------------------------------------------
@@ -108,6 +161,26 @@ __attribute__((target("avx2,fma,f16c"))) inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
+constexpr int kJointReduceMin8 = 6;
+
+// hsum8 of 8 accumulators at once, each in hsum8's order (lane j + j+4, + j+2, + j+1): lane i =
+// the sum of v[i], bit for bit hsum8(v[i]) (see reduce16).
+__attribute__((target("avx2,fma,f16c"))) inline __m256 reduce8(const __m256 (&v)[8]) {
+    __m256 u[4], w[2];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p)  // lanes 0-3: v[2p]'s j + j+4; lanes 4-7: v[2p+1]'s
+        u[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; ++p)  // half h: two (j + j+2) sums of v[4p+h], then two of v[4p+2+h]
+        w[p] = _mm256_add_ps(_mm256_shuffle_ps(u[2 * p], u[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(u[2 * p], u[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    // Lane 4h+m: the sum of v[2m+h].
+    const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 template <ggml_type W, int R, int C>
 __attribute__((target("avx2,fma,f16c"))) void tile_avx2(const char* w, size_t w_row_bytes, int64_t in, const float* x,
                                                         int64_t x_stride, float* y, int64_t y_stride) {
@@ -128,10 +201,29 @@ __attribute__((target("avx2,fma,f16c"))) void tile_avx2(const char* w, size_t w_
             for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], xv, acc[r][c]);
         }
     }
+    if constexpr (R * C < kJointReduceMin8) {
 #pragma GCC unroll 8
-    for (int c = 0; c < C; ++c)
+        for (int c = 0; c < C; ++c)
 #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) y[c * y_stride + r] = hsum8(acc[r][c]);
+            for (int r = 0; r < R; ++r) y[c * y_stride + r] = hsum8(acc[r][c]);
+    } else {
+        constexpr int N = R * C, G = (N + 7) / 8;  // entry c * R + r, as tile_avx512
+        alignas(32) float sums[G * 8];
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) {
+            __m256 v[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; ++i) {
+                const int e = g * 8 + i;
+                v[i] = e < N ? acc[e % R][e / R] : _mm256_setzero_ps();
+            }
+            _mm256_store_ps(sums + g * 8, reduce8(v));
+        }
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c)
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) y[c * y_stride + r] = sums[c * R + r];
+    }
 }
 
 // ---- Tiling, shared by both ISAs ---------------------------------------------------------------
@@ -171,13 +263,20 @@ enum class Isa { none, avx2, avx512 };
 
 Isa detect_isa() {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-        return Isa::avx512;
     // F16C by cpuid (leaf 1, ecx bit 29): clang's __builtin_cpu_supports does not know it.
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) return Isa::avx2;
-    return Isa::none;
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+    const bool avx512 =
+        __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    // PARLANCE_CPU_KERNELS=avx2 or =none takes a lower path than the CPU has (never a higher one):
+    // the tests run the AVX2 kernels on AVX-512 machines, and a result can be compared across the
+    // paths a deployment's CPUs would take.
+    const char* want = std::getenv("PARLANCE_CPU_KERNELS");
+    if (want && std::strcmp(want, "none") == 0) return Isa::none;
+    if (want && std::strcmp(want, "avx2") == 0) return avx2 ? Isa::avx2 : Isa::none;
+    if (avx512) return Isa::avx512;
+    return avx2 ? Isa::avx2 : Isa::none;
 }
 
 Isa isa() {
