@@ -312,6 +312,10 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "revised after); more is fewer early mistakes, later text")
         ->capture_default_str()
         ->check(CLI::Range(1, 10));
+    cmd->add_flag("!--no-realtime-self-speculation", a->server.realtime.self_speculation,
+                  "Live sessions: re-decode without the previous hypothesis as a draft (self-speculation "
+                  "verifies it in one decoder pass with models on the generation engine, e.g. Qwen3-ASR; "
+                  "the text is the same)");
     cmd->add_option("--realtime-max-segment-seconds", a->server.realtime.max_segment_seconds,
                     "Live sessions: an item longer than this is cut at a quiet point")
         ->capture_default_str()

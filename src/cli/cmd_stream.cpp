@@ -37,6 +37,7 @@ struct StreamArgs {
     std::string file, model, vad_model, language, format = "text";
     bool realtime = false;
     bool lockstep = false;
+    bool no_self_speculation = false;
     int threads = 0;
     double redecode_seconds = 0.6;
     int commit_agreement = CommitPolicy::Options{}.agreement;
@@ -138,6 +139,7 @@ void run(StreamArgs& a, GlobalOptions& globals) {
     ro.redecode_seconds = a.redecode_seconds;
     ro.commit.agreement = a.commit_agreement;
     ro.commit.held_back = a.commit_held_back;
+    ro.self_speculation = !a.no_self_speculation;
     auto session = std::make_shared<server::RealtimeSession>(*engine, &vad, ro, false, hooks);
     auto call = [&](std::function<void()> fn) {  // on the strand, and wait for it
         std::promise<void> done;
@@ -212,6 +214,13 @@ void run(StreamArgs& a, GlobalOptions& globals) {
     if ((a.realtime || a.lockstep) && !first_delta_lag.empty())
         std::printf("; first delta %.2f s (p50) after the item's start", percentile(first_delta_lag, 0.5));
     std::printf("\n");
+    const server::RealtimeSession::DecodeCounts c = server::RealtimeSession::decode_counts();
+    if (c.decoder_passes > 0)
+        std::printf("%llu decodes, %.2f decoder passes each; self-speculation %s: %llu drafted tokens, %llu accepted\n",
+                    static_cast<unsigned long long>(c.decodes),
+                    c.decodes ? static_cast<double>(c.decoder_passes) / static_cast<double>(c.decodes) : 0.0,
+                    !a.no_self_speculation ? "on" : "off", static_cast<unsigned long long>(c.draft_tokens),
+                    static_cast<unsigned long long>(c.draft_accepted));
 }
 
 }  // namespace
@@ -230,6 +239,9 @@ void register_stream(CLI::App& app, GlobalOptions& globals) {
                   "cadence point, as on a machine that always keeps up (reproducible; for evaluations)")
         ->excludes("--realtime");
     cmd->add_option("--language", a->language, "Language code (default: detect)");
+    cmd->add_flag("--no-self-speculation", a->no_self_speculation,
+                  "Re-decode without the previous hypothesis as a draft (the text is the same; for "
+                  "measuring what self-speculation saves)");
     cmd->add_option("--commit-agreement", a->commit_agreement,
                     "Consecutive interim hypotheses that must agree on a word before it is committed")
         ->capture_default_str()

@@ -41,6 +41,12 @@ struct TranscribeTimings {
     double prefill = 0.0;    // seconds of those steps (they sample each prompt's first token)
     int decode_tokens = 0;   // tokens sampled by steps that computed only generated tokens
     double decode = 0.0;     // seconds of those steps
+    // Decoder passes that computed the request's tokens (an audio language model's: the sum over
+    // its pieces), and the speculative tokens they verified (TranscriptionRequest::expected) and
+    // kept.
+    int decoder_passes = 0;
+    int draft_tokens = 0;
+    int draft_accepted = 0;
 };
 
 struct Transcript {

@@ -80,7 +80,8 @@ SeqId GenerationEngine::submit(GenerationRequest r) {
                        std::min(r.logprobs, kMaxTopLogprobs),
                        std::move(r.on_logprobs),
                        -1,
-                       r.constraint ? r.constraint->clone() : nullptr};
+                       r.constraint ? r.constraint->clone() : nullptr,
+                       std::move(r.expected)};
     return id;
 }
 
@@ -112,15 +113,35 @@ GenerationResult GenerationEngine::result_of(Sequence& s) {
     auto it = extra_.find(s.id);
     if (it != extra_.end()) {
         r.cached_prompt_tokens = std::max(0, it->second.cached);
+        r.steps = it->second.steps;
+        r.draft_tokens = it->second.draft_tokens;
+        r.draft_accepted = it->second.draft_accepted;
         extra_.erase(it);
     }
     if (draft_) draft_->drop(s.id);
     return r;
 }
 
-// Appends a draft (the draft model's, else a prompt lookup's) to every decoding sequence that
-// can take one: not one with a repetition penalty (its logits depend on the tokens before in a
-// way drafts would change), an output constraint, or embeddings (a draft model cannot see them).
+namespace {
+
+// The rest of `expected` (up to `room` tokens) while the sequence's generated tokens are its
+// start; at the first disagreement it is dropped.
+std::vector<int32_t> follow_expected(const Sequence& s, std::vector<int32_t>& expected, int room) {
+    const size_t g = static_cast<size_t>(s.generated());
+    if (g >= expected.size() || !std::equal(s.tokens.begin() + s.prompt_length, s.tokens.end(), expected.begin())) {
+        expected.clear();
+        return {};
+    }
+    const size_t n = std::min(expected.size() - g, static_cast<size_t>(room));
+    return {expected.begin() + static_cast<std::ptrdiff_t>(g), expected.begin() + static_cast<std::ptrdiff_t>(g + n)};
+}
+
+}  // namespace
+
+// Appends a draft (the request's expected tokens while they hold, else the draft model's or a
+// prompt lookup's) to every decoding sequence that can take one: not one with a repetition
+// penalty (its logits depend on the tokens before in a way drafts would change), an output
+// constraint, or embeddings for a draft model (it cannot see them).
 void GenerationEngine::propose_drafts() {
     const int k = draft_ ? o_.speculative_draft : o_.speculative_ngram;
     std::vector<Sequence*> seqs;
@@ -130,8 +151,18 @@ void GenerationEngine::propose_drafts() {
             continue;
         auto e = extra_.find(s->id);
         if (e != extra_.end() && e->second.constraint) continue;
-        int room = std::min(k, s->sampling.max_tokens - s->generated() - 1);
-        room = std::min(room, model_.max_context() - static_cast<int>(s->tokens.size()) - 1);
+        const int space = std::min(s->sampling.max_tokens - s->generated() - 1,
+                                   model_.max_context() - static_cast<int>(s->tokens.size()) - 1);
+        if (space <= 0) continue;
+        if (e != extra_.end() && !e->second.expected.empty()) {
+            std::vector<int32_t> d = follow_expected(*s, e->second.expected, space);
+            if (!d.empty()) {
+                s->tokens.insert(s->tokens.end(), d.begin(), d.end());
+                s->draft = static_cast<int>(d.size());
+                continue;
+            }
+        }
+        const int room = std::min(k, space);
         if (room <= 0) continue;
         if (!draft_) {
             std::vector<int32_t> d = ngram_draft(s->tokens, room);
@@ -182,13 +213,13 @@ int32_t GenerationEngine::choose_constrained(std::span<float> row, const Sequenc
 
 std::vector<GenerationResult> GenerationEngine::step() {
     std::vector<GenerationResult> done;
-    if (o_.speculative_ngram > 0 || draft_) propose_drafts();
+    propose_drafts();
     SchedulerOutput out = scheduler_.schedule();
     for (auto& s : out.finished) done.push_back(result_of(*s));
     stats_.preemptions += out.preempted;
     // A draft whose sequence got no room in this step is withdrawn (preempted and finished ones
     // the scheduler withdrew).
-    if (o_.speculative_ngram > 0 || draft_) {
+    {
         std::vector<Sequence*> in_step;
         for (const ScheduledSeq& it : out.items) in_step.push_back(it.seq);
         for (Sequence* s : scheduler_.running_sequences())
@@ -202,6 +233,7 @@ std::vector<GenerationResult> GenerationEngine::step() {
     for (const ScheduledSeq& it : out.items) {
         Extra& e = extra_[it.seq->id];
         if (e.cached < 0) e.cached = it.start;  // the first schedule starts after the cached prefix
+        ++e.steps;
     }
     storage_.copy_blocks(out.copies, kv_.block_size(), backend_);
     StepBatch batch = build_batch(out);
@@ -273,6 +305,10 @@ std::vector<GenerationResult> GenerationEngine::step() {
         k += static_cast<size_t>(it.n - static_cast<int>(emitted[j].size()));  // rows left unread
         stats_.draft_tokens += static_cast<uint64_t>(s.draft);
         stats_.draft_accepted += static_cast<uint64_t>(accepted);
+        if (e) {
+            e->draft_tokens += s.draft;
+            e->draft_accepted += accepted;
+        }
         // The accepted drafts are tokens now; the last emitted token goes through the scheduler
         // as a decode's sampled token, and the rejected drafts' cells are released.
         s.tokens.resize(base + static_cast<size_t>(accepted));

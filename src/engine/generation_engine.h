@@ -78,6 +78,13 @@ struct GenerationRequest {
     // sequence; null = unconstrained). A constrained sequence decodes without drafts. Greedy: the
     // argmax if allowed, else the argmax of the allowed tokens; sampling: from the allowed ones.
     std::shared_ptr<const TokenConstraint> constraint;
+    // Tokens the caller expects the model to generate (a live re-decode's previous hypothesis of
+    // the same audio's start: self-speculation). While the generated tokens are its start, its
+    // next tokens are the sequence's draft, verified in one step as other drafts are, so the
+    // output is what decoding without it gives, in fewer steps where the guess holds. Dropped at
+    // the first disagreement (prompt-lookup drafts, if enabled, take over); not used with a
+    // repetition penalty or a constraint, as no draft is.
+    std::vector<int32_t> expected;
 };
 
 struct GenerationResult {
@@ -86,6 +93,9 @@ struct GenerationResult {
     std::vector<int32_t> tokens;  // generated (a stop token included, as transformers returns it)
     SeqState state = SeqState::Waiting;
     int cached_prompt_tokens = 0;  // prompt tokens whose K/V came from the prefix cache
+    int steps = 0;                 // steps that computed this sequence's tokens
+    int draft_tokens = 0;          // speculative tokens it was given, and of them kept
+    int draft_accepted = 0;
 };
 
 struct GenerationStats {
@@ -126,6 +136,8 @@ private:
         std::function<void(const TokenLogprobs&)> on_logprobs;
         int cached = -1;
         std::unique_ptr<TokenConstraint> constraint;
+        std::vector<int32_t> expected;
+        int steps = 0, draft_tokens = 0, draft_accepted = 0;
     };
     StepBatch build_batch(const SchedulerOutput& out) const;
     void propose_drafts();

@@ -97,6 +97,12 @@ Segment segment_of(const AudioLanguageModel& m, double start, double end, const 
     return s;
 }
 
+void count_passes(TranscribeTimings& t, const GenerationResult& r) {
+    t.decoder_passes += r.steps;
+    t.draft_tokens += r.draft_tokens;
+    t.draft_accepted += r.draft_accepted;
+}
+
 void append(Transcript& t, Segment s) {
     s.id = static_cast<int>(t.segments.size());
     if (!t.text.empty()) t.text += " ";
@@ -233,6 +239,7 @@ private:
                j.pieces->made() - j.emitted < static_cast<size_t>(kPiecesInFlight)) {
             const size_t i = j.pieces->made();
             GenerationRequest r = j.pieces->next();
+            if (i == 0) r.expected.assign(j.request.expected.begin(), j.request.expected.end());
             r.cancelled = j.request.cancelled;
             r.deadline = j.deadline;
             owner_[engine_.submit(std::move(r))] = {&j, i};
@@ -263,6 +270,7 @@ private:
         while (j.emitted < j.pieces->made() && j.results[j.emitted]) {
             const GenerationResult& r = *j.results[j.emitted];
             if (std::exception_ptr e = failure_of(r.state)) j.error = e;
+            count_passes(j.transcript.timings, r);
             bool speech = false;
             Segment s = segment_of(model_, j.pieces->start(j.emitted), j.pieces->end(j.emitted), r, j.forced,
                                    &j.language, &speech);
@@ -417,7 +425,10 @@ Transcript LmSpeechModel::transcribe(std::span<const float> pcm16k, const Transc
             t.timings.decode_tokens += sampled;
             t.timings.decode += seconds;
         }
-        for (GenerationResult& r : finished) results[index.at(r.id)] = std::move(r);
+        for (GenerationResult& r : finished) {
+            count_passes(t.timings, r);
+            results[index.at(r.id)] = std::move(r);
+        }
         while (emitted < pieces.made() && results[emitted]) {
             bool speech = false;
             Segment s = segment_of(*model_, pieces.start(emitted), pieces.end(emitted), *results[emitted], forced,

@@ -44,6 +44,12 @@ struct TranscriptionRequest {
     std::function<void(const Segment&)> on_segment;
     // Set by the client side when it goes away; checked between steps.
     std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+    // The tokens the model is expected to generate for the audio's first piece (Segment::tokens of
+    // a live session's previous decode of the same audio's start): engines that verify drafts
+    // (audio language models on the generation engine) compute them in one pass and keep what the
+    // model agrees with — self-speculation; the transcript is the same as without. Whisper's
+    // engine decodes with beams and ignores it.
+    std::vector<int> expected;
 };
 
 struct EngineStats {

@@ -38,6 +38,8 @@ double steady_seconds() {
 struct Stats {
     std::mutex mutex;  // the counters (the histograms lock themselves)
     uint64_t sessions = 0, items = 0, failed = 0, deltas = 0, errors = 0;
+    // Decodes (interim and final), their decoder passes, and the expected tokens they verified.
+    uint64_t decodes = 0, decoder_passes = 0, draft_tokens = 0, draft_accepted = 0;
     LatencyHistogram completed_after_speech{{0.05, 0.1, 0.15, 0.25, 0.5, 1, 2, 5, 10}};
     LatencyHistogram first_delta{{0.25, 0.5, 1, 1.5, 2, 3, 5, 10}};
     // From the arrival of the last audio a committing re-decode covered to its delta (the words
@@ -95,6 +97,12 @@ int RealtimeSession::active() {
     return g_active.load();
 }
 
+RealtimeSession::DecodeCounts RealtimeSession::decode_counts() {
+    Stats& st = stats();
+    std::lock_guard<std::mutex> lock(st.mutex);
+    return {st.decodes, st.decoder_passes, st.draft_tokens, st.draft_accepted};
+}
+
 std::string RealtimeSession::metrics_text() {
     Stats& st = stats();
     std::lock_guard<std::mutex> lock(st.mutex);
@@ -110,6 +118,16 @@ std::string RealtimeSession::metrics_text() {
     counter("parlance_realtime_items_failed_total", "Items whose transcription failed.", st.failed);
     counter("parlance_realtime_deltas_total", "Transcription deltas sent.", st.deltas);
     counter("parlance_realtime_errors_total", "Error events sent for invalid client events.", st.errors);
+    counter("parlance_realtime_decodes_total", "Decodes of live items (interim re-decodes and final ones).",
+            st.decodes);
+    counter("parlance_realtime_decoder_passes_total",
+            "Decoder passes of those decodes (models on the generation engine; Whisper reports none).",
+            st.decoder_passes);
+    os << "# HELP parlance_realtime_draft_tokens_total Self-speculation: tokens of the previous hypothesis "
+          "verified as drafts by re-decodes, proposed and accepted.\n"
+          "# TYPE parlance_realtime_draft_tokens_total counter\n"
+       << "parlance_realtime_draft_tokens_total{kind=\"proposed\"} " << st.draft_tokens << "\n"
+       << "parlance_realtime_draft_tokens_total{kind=\"accepted\"} " << st.draft_accepted << "\n";
     os << st.completed_after_speech.render("parlance_realtime_completed_after_speech_seconds",
                                            "From speech_stopped (or the commit) to the item's completed event.")
        << st.first_delta.render("parlance_realtime_first_delta_seconds",
@@ -654,22 +672,33 @@ void RealtimeSession::run_next_decode() {
     // transcript is the offline transcript of the same audio.
     req.options.temperatures = {0.0f};
     req.cancelled = cancelled_;
+    if (o_.self_speculation)
+        if (auto it = items_.find(d->item_id); it != items_.end()) req.expected = it->second.hypothesis_tokens;
     auto self = shared_from_this();
     hooks_.work([self, d, req = std::move(req)]() mutable {
-        std::string text, err;
+        auto result = std::make_shared<Transcript>();
+        std::string err;
         try {
             if (req.pcm.size() < 160) req.pcm.resize(160, 0.0f);  // a tail shorter than 10 ms: padded
-            text = self->engine_.submit(std::move(req)).get().text;
+            *result = self->engine_.submit(std::move(req)).get();
         } catch (const std::exception& e) {
             err = e.what();
         }
-        self->hooks_.post([self, d, text, err] { self->on_decoded(*d, text, err); });
+        self->hooks_.post([self, d, result, err] { self->on_decoded(*d, *result, err); });
     });
 }
 
-void RealtimeSession::on_decoded(const Decode& d, const std::string& text, const std::string& err) {
+void RealtimeSession::on_decoded(const Decode& d, const Transcript& result, const std::string& err) {
     decoding_ = false;
     if (stopped_) return;
+    const std::string& text = result.text;
+    if (err.empty()) {
+        std::lock_guard<std::mutex> lock(stats().mutex);
+        ++stats().decodes;
+        stats().decoder_passes += static_cast<uint64_t>(result.timings.decoder_passes);
+        stats().draft_tokens += static_cast<uint64_t>(result.timings.draft_tokens);
+        stats().draft_accepted += static_cast<uint64_t>(result.timings.draft_accepted);
+    }
     auto found = items_.find(d.item_id);
     if (found != items_.end()) {
         Item& it = found->second;
@@ -678,6 +707,7 @@ void RealtimeSession::on_decoded(const Decode& d, const std::string& text, const
             if (err.empty()) {
                 it.hypothesis = text;
                 it.hypothesis_end = d.end;
+                it.hypothesis_tokens = result.segments.empty() ? std::vector<int>() : result.segments.front().tokens;
             }
             if (it.committed) {
                 // The item ended while this decode ran: final if it covered the speech.

@@ -50,6 +50,10 @@ struct RealtimeOptions {
     double max_buffer_seconds = 120;   // uncommitted audio held without turn detection
     double max_session_seconds = 4 * 3600;
     CommitPolicy::Options commit;  // when interim text is final
+    // Each re-decode of an item is given the previous decode's tokens as the expected output
+    // (TranscriptionRequest::expected): models that verify drafts check them in one pass
+    // (self-speculation). The text is the same either way.
+    bool self_speculation = true;
 };
 
 class RealtimeSession : public std::enable_shared_from_this<RealtimeSession> {
@@ -90,6 +94,12 @@ public:
     // the latencies end of speech (speech_stopped or the commit) -> completed and speech start ->
     // first delta, as histograms.
     static std::string metrics_text();
+    // Process-wide: decodes of live items, their decoder passes, self-speculation's drafted and
+    // accepted tokens (also in metrics_text).
+    struct DecodeCounts {
+        uint64_t decodes = 0, decoder_passes = 0, draft_tokens = 0, draft_accepted = 0;
+    };
+    static DecodeCounts decode_counts();
 
 private:
     enum class Format { Pcm24k, Pcm16k, Pcmu, Pcma };
@@ -98,14 +108,15 @@ private:
         int64_t start = 0, end = 0;  // session samples at 16 kHz
         CommitPolicy policy;
         bool committed = false;
-        int64_t speech_end = 0;        // where the speech ended (the silence began)
-        std::string hypothesis;        // the latest interim decode's text
-        int64_t hypothesis_end = -1;   // the audio it covered, [start, hypothesis_end)
-        bool decoding = false;         // an interim decode of it is in flight
-        bool await_interim = false;    // committed, and that decode covers its speech: it is final
-        std::vector<float> final_pcm;  // the item's audio, kept while await_interim
-        double opened_at = 0.0;        // steady seconds: speech_started
-        double closed_at = 0.0;        // steady seconds: speech_stopped / committed
+        int64_t speech_end = 0;              // where the speech ended (the silence began)
+        std::string hypothesis;              // the latest interim decode's text
+        std::vector<int> hypothesis_tokens;  // its tokens (the next decode's expected output)
+        int64_t hypothesis_end = -1;         // the audio it covered, [start, hypothesis_end)
+        bool decoding = false;               // an interim decode of it is in flight
+        bool await_interim = false;          // committed, and that decode covers its speech: it is final
+        std::vector<float> final_pcm;        // the item's audio, kept while await_interim
+        double opened_at = 0.0;              // steady seconds: speech_started
+        double closed_at = 0.0;              // steady seconds: speech_stopped / committed
         bool delta_sent = false;
         std::string tentative_sent;  // the last tentative text sent (opted in by `include`)
     };
@@ -131,7 +142,7 @@ private:
     void redecode_to(int64_t end);
     void maybe_redecode();
     void run_next_decode();
-    void on_decoded(const Decode& d, const std::string& text, const std::string& error);
+    void on_decoded(const Decode& d, const Transcript& result, const std::string& error);
     void trim();
     void end_if_shut_down();
     void error(const std::string& code, const std::string& message, const std::string& param, const nlohmann::json& ev,

@@ -13,6 +13,7 @@
 
 #include "audio/decode.h"
 #include "audio/wav.h"
+#include "qwen3_fixture.h"
 #include "serve_fixture.h"
 #include "test_support.h"
 
@@ -393,6 +394,41 @@ TEST(Realtime, TwoSessionsAtOnceAreIsolated) {
           "parlance_realtime_completed_after_speech_seconds_count 2", "parlance_realtime_first_delta_seconds_bucket",
           "# TYPE parlance_realtime_commit_lag_seconds histogram", "parlance_realtime_commit_lag_seconds_count "})
         EXPECT_NE(metrics.find(m), std::string::npos) << m;
+}
+
+// Self-speculation: a Qwen3-ASR session's re-decodes verify the previous hypothesis as a draft.
+// `parlance stream --lockstep` (every re-decode at its cadence point) with and without it: the
+// same deltas at the same points and the same transcripts; with it, drafted tokens.
+TEST(Realtime, SelfSpeculationChangesNoDeltaOrTranscriptOfAQwen3AsrSession) {
+    TempDir dir;
+    const auto model = write_qwen3_asr("tiny", dir.path());
+    auto stream = [&](const std::string& extra, std::string* counts) {
+        std::string out;
+        const int rc = run_command(quoted(parlance_binary().string()) + " stream " + quoted(fixture("audio/jfk.wav")) +
+                                       " --lockstep --threads 2 --model " + quoted(model.string()) + extra + " 2>&1",
+                                   &out);
+        EXPECT_EQ(rc, 0) << out;
+        // "  1.20 s  <item> +\"delta\"" and "... <item> completed in X s ...: \"text\"": the item ids are
+        // random and the latency is the machine's, so each line keeps its audio time and text.
+        std::string events;
+        std::istringstream in(out);
+        for (std::string line; std::getline(in, line);) {
+            if (line.find(" +\"") != std::string::npos)
+                events += line.substr(0, 10) + line.substr(line.find(" +\"")) + "\n";
+            if (line.find(" completed in ") != std::string::npos)
+                events += line.substr(0, 10) + " completed" + line.substr(line.find(": \"")) + "\n";
+            if (line.find("self-speculation") != std::string::npos) *counts = line;
+        }
+        return events;
+    };
+    std::string on_counts, off_counts;
+    const std::string on = stream("", &on_counts), off = stream(" --no-self-speculation", &off_counts);
+    EXPECT_NE(on.find("completed"), std::string::npos) << on;
+    EXPECT_EQ(on, off);
+    std::printf("[ realtime ] %s\n[ realtime ] %s\n", on_counts.c_str(), off_counts.c_str());
+    EXPECT_NE(on_counts.find("self-speculation on"), std::string::npos) << on_counts;
+    EXPECT_EQ(on_counts.find(": 0 drafted"), std::string::npos) << "no draft was verified: " << on_counts;
+    EXPECT_NE(off_counts.find("self-speculation off: 0 drafted tokens"), std::string::npos) << off_counts;
 }
 
 // Ten minutes of a stream (a minute: JFK's 11 s, then silence), sent as fast as the server takes

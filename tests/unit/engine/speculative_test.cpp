@@ -116,6 +116,70 @@ TEST(Speculative, SameTokensAsDecodingAloneAndBatched) {
     }
 }
 
+// Self-speculation (GenerationRequest::expected, a live re-decode's previous hypothesis): the
+// right guess is verified in one step; a guess wrong from some token on, a wrong one, one longer
+// than the output and one past a stop change nothing but the steps — alone and beside others,
+// greedy and sampled.
+TEST(Speculative, ExpectedTokensAreVerifiedInOneStepAndChangeNoOutput) {
+    testing::TempDir d;
+    Backend backend(BackendOptions{"cpu", 0, true});
+    auto model = load_language_model(testing::write_qwen3("tiny", d.path()), backend, {});
+    const json ref = testing::qwen3_reference("tiny");
+    GenerationEngineOptions o;
+    o.kv_cache_bytes = size_t(64) << 20;
+    auto run = [&](std::vector<GenerationRequest> reqs) {
+        GenerationEngine e(*model, backend, o);
+        for (auto& r : reqs) e.submit(std::move(r));
+        return e.run_to_completion();
+    };
+    auto request = [&](int c, float temperature, std::vector<int32_t> expected, std::vector<int32_t> stops = {}) {
+        GenerationRequest r;
+        r.prompt = ref["cases"][c]["prompt_ids"].get<std::vector<int32_t>>();
+        r.sampling.max_tokens = 24;
+        r.sampling.temperature = temperature;
+        r.sampling.seed = 11;
+        r.sampling.stop_ids = std::move(stops);
+        r.expected = std::move(expected);
+        return r;
+    };
+    for (float temperature : {0.0f, 0.8f}) {
+        const GenerationResult plain = run({request(0, temperature, {})}).front();
+        ASSERT_EQ(plain.tokens.size(), 24u);
+        EXPECT_EQ(plain.steps, 24);  // the prompt step samples the first token, then one step each
+        EXPECT_EQ(plain.draft_tokens, 0);
+        std::vector<int32_t> half_right = plain.tokens, longer = plain.tokens, wrong(24, 17);
+        half_right[12] = half_right[12] == 5 ? 6 : 5;
+        longer.insert(longer.end(), {1, 2, 3});
+        const GenerationResult right = run({request(0, temperature, plain.tokens)}).front();
+        EXPECT_EQ(right.tokens, plain.tokens);
+        // The prompt step samples the first token; one step then verifies 22 drafts (max_tokens
+        // leaves room for no more) and samples the 24th after them.
+        EXPECT_EQ(right.steps, 2);
+        EXPECT_EQ(right.draft_tokens, 22);
+        EXPECT_EQ(right.draft_accepted, 22);
+        const GenerationResult half = run({request(0, temperature, half_right)}).front();
+        EXPECT_EQ(half.tokens, plain.tokens);
+        EXPECT_EQ(half.draft_accepted, 11);  // drafts 1..11 held; the 13th token is decoding's own
+        EXPECT_LT(half.steps, plain.steps);
+        for (const auto& guess : {wrong, longer})
+            EXPECT_EQ(run({request(0, temperature, guess)}).front().tokens, plain.tokens);
+        // A stop inside the guess ends the sequence where decoding would.
+        const GenerationResult stopped = run({request(0, temperature, plain.tokens, {plain.tokens[6]})}).front();
+        const GenerationResult stopped_plain = run({request(0, temperature, {}, {plain.tokens[6]})}).front();
+        EXPECT_EQ(stopped.tokens, stopped_plain.tokens);
+        EXPECT_EQ(stopped.state, SeqState::FinishedStop);
+        // Beside other sequences (one with its own guess, one without): each gets its own tokens.
+        const GenerationResult other = run({request(2, temperature, {})}).front();
+        const auto together = run(
+            {request(0, temperature, half_right), request(2, temperature, other.tokens), request(4, temperature, {})});
+        EXPECT_EQ(together[0].tokens, plain.tokens);
+        EXPECT_EQ(together[1].tokens, other.tokens);
+        EXPECT_EQ(together[2].tokens, run({request(4, temperature, {})}).front().tokens);
+        std::cout << "[self-speculation] temperature " << temperature << ": plain " << plain.steps
+                  << " steps, right guess " << right.steps << ", half right " << half.steps << "\n";
+    }
+}
+
 // A draft model: the same tiny Qwen3 (every greedy proposal right) and a one-layer variant with the
 // same tokenizer (many wrong): outputs are the tokens decoding gives without drafts, greedy and
 // sampled, alone and batched.
@@ -124,9 +188,10 @@ TEST(Speculative, DraftModelChangesNoOutput) {
     Backend backend(BackendOptions{"cpu", 0, true});
     auto model = load_language_model(testing::write_qwen3("tiny", d.path() / "target"), backend, {});
     auto same = load_language_model(testing::write_qwen3("tiny", d.path() / "same"), backend, {});
-    auto other = load_language_model(
-        testing::write_qwen3("tiny", d.path() / "other", {}, {{"num_hidden_layers", 1}, {"layer_types", {"full_attention"}}}),
-        backend, {});
+    auto other =
+        load_language_model(testing::write_qwen3("tiny", d.path() / "other", {},
+                                                 {{"num_hidden_layers", 1}, {"layer_types", {"full_attention"}}}),
+                            backend, {});
     const json ref = testing::qwen3_reference("tiny");
     std::vector<GenerationRequest> greedy, mixed;
     for (int i : {0, 2, 4}) {
