@@ -129,8 +129,12 @@ ggml_tensor* segmented_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor*
 }
 
 size_t paged_attention_nodes(const StepBatch& batch, const KvStorage& cache) {
+    return paged_attention_nodes(batch.segments.size(), cache);
+}
+
+size_t paged_attention_nodes(size_t segments, const KvStorage& cache) {
     if (in_cpu_memory(cache.k(0))) return 8;
-    return 4 + 20 * batch.segments.size();
+    return 4 + 20 * segments;
 }
 
 }  // namespace parlance

@@ -73,7 +73,9 @@ ggml_tensor* paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, 
 ggml_tensor* segmented_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k_cells, ggml_tensor* v_cells,
                                  ggml_tensor* read, ggml_tensor* masks, std::span<const StepBatch::Segment> segments,
                                  float scale);
-// Graph nodes paged_attention adds per layer for this batch (graph capacity).
+// Graph nodes paged_attention adds per layer for this batch (graph capacity); the second form for
+// a batch of `segments` sequences not built yet (deciding how to split a step).
 size_t paged_attention_nodes(const StepBatch& batch, const KvStorage& cache);
+size_t paged_attention_nodes(size_t segments, const KvStorage& cache);
 
 }  // namespace parlance

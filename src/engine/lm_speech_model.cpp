@@ -230,9 +230,13 @@ private:
     // transcript (in the engine, or finished and waiting for an earlier piece).
     void feed(Job& j) {
         if (!j.pieces) return;
-        if (j.request.cancelled->load()) {  // no new piece; with none in flight, nothing else ends it
+        // A cancelled or timed-out job embeds no new piece (the engine sweeps those in flight);
+        // with none in flight, nothing else ends it.
+        const bool cancelled = j.request.cancelled->load();
+        const bool timed_out = !cancelled && j.deadline && Clock::now() >= *j.deadline;
+        if (cancelled || timed_out) {
             if (!j.error && j.in_flight == 0)
-                j.error = std::make_exception_ptr(Error(ErrorKind::Cancelled, "the request was cancelled"));
+                j.error = failure_of(timed_out ? SeqState::FinishedTimeout : SeqState::FinishedAborted);
             return;
         }
         while (!j.error && !j.pieces->all_made() &&

@@ -16,9 +16,10 @@ namespace {
 
 struct GraphContext {
     GraphContext(std::vector<uint8_t>& buf, size_t estimated_nodes) {
+        const size_t capacity = graph_capacity(estimated_nodes);  // throws before a context exists
         ggml_init_params p{buf.size(), buf.data(), true};
         ctx = ggml_init(p);
-        graph = ggml_new_graph_custom(ctx, graph_capacity(estimated_nodes), false);
+        graph = ggml_new_graph_custom(ctx, capacity, false);
     }
     ~GraphContext() { ggml_free(ctx); }
     ggml_context* ctx;
@@ -156,8 +157,32 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
     }
 }
 
+size_t WhisperRunner::decoder_nodes(size_t runs, size_t sequences) const {
+    // ~80 nodes per layer, up to 20 per run of cross-attention, the self-attention's, and as many
+    // leaves (with headroom).
+    return static_cast<size_t>(config_.decoder_layers) * (80 + 20 * runs + paged_attention_nodes(sequences, self_kv_)) +
+           512;
+}
+
 std::vector<std::vector<float>> WhisperRunner::decode(std::span<const DecodeItem> items) {
-    return run_decoder(items, nullptr);
+    // A step too large for one graph (many distinct windows on a deep decoder) runs as several
+    // graphs over consecutive items. An item's logits depend on it alone (batch invariance), so
+    // the split changes no bit; it only costs the weights being read once per graph.
+    std::vector<std::vector<float>> out;
+    out.reserve(items.size());
+    size_t begin = 0;
+    while (begin < items.size()) {
+        size_t end = begin + 1, runs = 1;
+        while (end < items.size()) {
+            const size_t more = items[end].cross != items[end - 1].cross ? 1 : 0;
+            if (decoder_nodes(runs + more, end + 1 - begin) > kMaxGraphNodes) break;
+            runs += more;
+            ++end;
+        }
+        for (auto& logits : run_decoder(items.subspan(begin, end - begin), nullptr)) out.push_back(std::move(logits));
+        begin = end;
+    }
+    return out;
 }
 
 std::vector<std::vector<float>> WhisperRunner::cross_attention(const CrossKv& cross, int slot,
@@ -242,10 +267,7 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
         row += n;
     }
 
-    // ~50 nodes per layer plus 12 per run of cross-attention, and as many leaves (with headroom).
-    GraphContext g(
-        graph_buf_,
-        static_cast<size_t>(c.decoder_layers) * (80 + 20 * runs.size() + paged_attention_nodes(batch, self_kv_)) + 512);
+    GraphContext g(graph_buf_, decoder_nodes(runs.size(), batch.segments.size()));
     ggml_context* ctx = g.ctx;
     const BatchInvariantProducts invariant;  // allocated with batch_invariant below
     const StepTensors in = StepTensors::create(ctx, batch, self_kv_);

@@ -70,7 +70,8 @@ public:
                 std::vector<std::vector<float>>* encoder_out = nullptr);
 
     // One decoder step for all items: appends their tokens to their caches and returns the
-    // logits of each item's last token, [items][vocab].
+    // logits of each item's last token, [items][vocab]. A step past one graph's node capacity
+    // (kMaxGraphNodes) is computed as several graphs, with the same results.
     std::vector<std::vector<float>> decode(std::span<const DecodeItem> items);
 
     // Makes slot `to` hold the first n tokens of slot `from` (beam search reordering): `to`
@@ -99,6 +100,8 @@ private:
         bool all_logits = false;  // logits of every position instead of the last
     };
     std::vector<std::vector<float>> run_decoder(std::span<const DecodeItem> items, const Capture* capture);
+    // Graph nodes of a decoder step over `sequences` items in `runs` runs of one encoded window.
+    size_t decoder_nodes(size_t runs, size_t sequences) const;
 
     const WhisperConfig& config_;
     const WhisperWeights& w_;

@@ -5,10 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <string>
 
 #include <ggml-cpu.h>
+#include <nlohmann/json.hpp>
 
 #include "audio/wav.h"
+#include "core/safetensors_writer.h"
+#include "core/tensor_store.h"
 #include "models/whisper/model.h"
 #include "models/whisper/runner.h"
 #include "test_support.h"
@@ -56,9 +61,9 @@ TEST(WhisperBatchInvariance, LogitsDoNotDependOnTheBatch) {
 
     // Batched: the same sequence in slot 3, among others that start and stop at other steps.
     std::vector<std::vector<float>> batched;
-    std::vector<DecodeItem> items = {DecodeItem{1, &b, {t.sot, t.language_token("de")}, 0},
-                                     DecodeItem{3, &a, prompt, 0},
-                                     DecodeItem{5, &b, {t.sot, t.language_token("en"), t.translate, 50, 60, 70, 80}, 0}};
+    std::vector<DecodeItem> items = {
+        DecodeItem{1, &b, {t.sot, t.language_token("de")}, 0}, DecodeItem{3, &a, prompt, 0},
+        DecodeItem{5, &b, {t.sot, t.language_token("en"), t.translate, 50, 60, 70, 80}, 0}};
     batched.push_back(runner.decode(items)[1]);
     std::vector<int> past = {2, static_cast<int>(prompt.size()), 7};
     for (size_t i = 0; i < steps.size(); ++i) {
@@ -72,6 +77,66 @@ TEST(WhisperBatchInvariance, LogitsDoNotDependOnTheBatch) {
     }
     ASSERT_EQ(alone.size(), batched.size());
     for (size_t i = 0; i < alone.size(); ++i) EXPECT_TRUE(same_bits(alone[i], batched[i])) << "step " << i;
+}
+
+// tiny-multi with `layers` decoder layers: layer i repeats the fixture's layer i % 2.
+std::filesystem::path deep_decoder_copy(const testing::TempDir& tmp, int layers) {
+    const std::filesystem::path dir = tmp / "model";
+    std::filesystem::copy(testing::fixtures_dir() / "whisper" / "tiny-multi" / "model", dir);
+    nlohmann::json config = nlohmann::json::parse(testing::read_file(dir / "config.json"));
+    config["decoder_layers"] = layers;
+    testing::write_file(dir / "config.json", config.dump());
+    std::vector<TensorData> tensors;
+    {
+        auto store = TensorStore::open(dir / "model.safetensors");
+        const std::string prefix = "model.decoder.layers.";
+        for (const TensorInfo& t : store->tensors()) {
+            std::vector<uint8_t> bytes(t.data, t.data + t.nbytes);
+            if (t.name.rfind(prefix, 0) != 0) {
+                tensors.push_back({t.name, t.type, t.shape, std::move(bytes)});
+                continue;
+            }
+            const size_t dot = t.name.find('.', prefix.size());
+            const int source = std::stoi(t.name.substr(prefix.size(), dot - prefix.size()));
+            for (int l = source; l < layers; l += 2)
+                tensors.push_back({prefix + std::to_string(l) + t.name.substr(dot), t.type, t.shape, bytes});
+        }
+    }
+    write_safetensors(dir / "model.safetensors", tensors);
+    return dir;
+}
+
+TEST(WhisperBatchInvariance, AStepTooLargeForOneGraphRunsAsSeveralWithTheSameBits) {
+    if (ggml_cpu_has_llamafile()) GTEST_SKIP() << "ggml built with llamafile: no bit-identical batching";
+    BackendOptions bo;
+    bo.threads = 2;
+    Backend backend(bo);
+    testing::TempDir tmp;
+    auto model = WhisperModel::load(deep_decoder_copy(tmp, 32), backend);
+    ASSERT_EQ(model->config.decoder_layers, 32);
+    // 100 sequences that alternate between two windows: 100 runs of cross-attention, ~67,000
+    // nodes on 32 layers, more than one graph holds (this step used to be refused).
+    const int kItems = 100;
+    WhisperRunner runner(model->config, *model->weights, backend, kItems, /*kv_blocks=*/2 * kItems);
+    const std::vector<float> pcm = read_wav_file(testing::fixtures_dir() / "audio" / "jfk.wav").samples;
+    std::vector<std::vector<float>> mels(2);
+    int frames = 0;
+    mels[0] = model->mel->compute(pcm, &frames);
+    mels[1] = model->mel->compute(std::span<const float>(pcm).subspan(pcm.size() / 2), &frames);
+    CrossKv a(model->config, backend), b(model->config, backend);
+    CrossKv* crosses[] = {&a, &b};
+    runner.encode(mels, crosses);
+
+    const SpecialTokens& t = model->tokens;
+    std::vector<DecodeItem> items;
+    for (int i = 0; i < kItems; ++i)
+        items.push_back(DecodeItem{i, i % 2 ? &b : &a, {t.sot, t.language_token("en"), t.transcribe, 300 + i}, 0});
+    const std::vector<std::vector<float>> together = runner.decode(items);
+    ASSERT_EQ(together.size(), items.size());
+    for (int i = 0; i < kItems; ++i) {
+        const auto alone = runner.decode(std::span<const DecodeItem>(&items[i], 1));  // n_past 0: recomputed
+        EXPECT_TRUE(same_bits(alone[0], together[i])) << "sequence " << i;
+    }
 }
 
 }  // namespace
