@@ -29,4 +29,11 @@ struct ParsedOutput {
 // is the transcription.
 ParsedOutput parse_output(const std::string& text);
 
+// The toolkit's guard against decode loops (qwen_asr's detect_and_fix_repetitions, applied to the
+// whole decoded string before it is parsed), on code points: first every run of more than
+// `threshold` equal characters becomes one character; then, scanning from the start, the first
+// unit of 1 to 20 characters that occurs `threshold` or more times back to back is kept once, and
+// the text after the last copy is treated the same way. Text without such loops is unchanged.
+std::string fix_repetitions(const std::string& text, int threshold = 20);
+
 }  // namespace parlance::qwen3_asr
