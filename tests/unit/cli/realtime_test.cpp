@@ -392,7 +392,11 @@ TEST(Realtime, TwoSessionsAtOnceAreIsolated) {
     for (const char* m :
          {"parlance_realtime_sessions 2", "parlance_realtime_items_total 2",
           "parlance_realtime_completed_after_speech_seconds_count 2", "parlance_realtime_first_delta_seconds_bucket",
-          "# TYPE parlance_realtime_commit_lag_seconds histogram", "parlance_realtime_commit_lag_seconds_count "})
+          "# TYPE parlance_realtime_commit_lag_seconds histogram", "parlance_realtime_commit_lag_seconds_count ",
+          // One decode per manual commit; Whisper's engine reports no decoder passes and takes no guess.
+          "\nparlance_realtime_decodes_total 2\n", "\nparlance_realtime_decoder_passes_total 0\n",
+          "\nparlance_realtime_draft_tokens_total{kind=\"proposed\"} 0\n",
+          "\nparlance_realtime_draft_tokens_total{kind=\"accepted\"} 0\n"})
         EXPECT_NE(metrics.find(m), std::string::npos) << m;
 }
 
