@@ -177,6 +177,32 @@ serve_invariance() {
   [ "$same" = 4 ]
 }
 
+# Issue 19's op-by-op comparison: one clip through the Qwen3-ASR 0.6B layout (encoder, prompt, one
+# token) traced on cpu and cuda (PARLANCE_TRACE_OPS), then tools/op_trace/compare.py ranks the ops
+# by how much they add to the difference. The clip is a slice of a fixture recording, as the
+# reference's clips are (short_0.3s: jfk.wav from 1 s, 0.3 s).
+op_trace() {
+  local model="$1" first="$2" samples="$3" clip="$STATE/trace_clip.wav"
+  python3 - "$ROOT/tests/fixtures/audio/jfk.wav" "$clip" "$first" "$samples" <<'PY' || return 1
+import sys, wave
+src, dst, first, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+with wave.open(src) as r:
+    params = r.getparams()
+    r.setpos(first)
+    frames = r.readframes(n)
+with wave.open(dst, "wb") as w:
+    w.setparams(params)
+    w.writeframes(frames)
+PY
+  rm -rf "$STATE/trace_cpu" "$STATE/trace_cuda"
+  for device in cpu cuda; do
+    PARLANCE_TRACE_OPS="$STATE/trace_$device" run_parlance transcribe --device "$device" --model "$model" \
+      --max-new-tokens 1 --format json "$clip" || return 1
+  done
+  du -sh "$STATE/trace_cpu" "$STATE/trace_cuda"
+  python3 "$ROOT/tools/op_trace/compare.py" "$STATE/trace_cpu" "$STATE/trace_cuda" --top 40
+}
+
 environment() {
   uname -a; cat /etc/os-release 2>/dev/null | head -3; ldd --version | head -1; nproc
   command -v nvidia-smi >/dev/null && nvidia-smi
@@ -232,6 +258,9 @@ if [ "$ACTION" = stages ]; then
     [ "$MODE" = cuda ] && stage "parity_cuda_qwen3_asr_$name" run_parlance parity "$ref" --model "$STATE/qwen3-asr-$name" --device cuda
     stage "parity_cpu_qwen3_asr_$name" run_parlance parity "$ref" --model "$STATE/qwen3-asr-$name" --device cpu
   done
+  if [ "$MODE" = cuda ] && [ -d "$STATE/qwen3-asr-layout-0.6b" ]; then
+    stage op_trace_short op_trace "$STATE/qwen3-asr-layout-0.6b" 16000 4800
+  fi
   if [ "$MODE" = cuda ]; then  # what TF32 (ggml-cuda's default) does to the same checks
     NVIDIA_TF32_OVERRIDE=1 stage parity_cuda_tf32_tiny-en run_parlance parity "$ROOT/tests/fixtures/whisper/tiny-en" --device cuda
   fi
@@ -278,6 +307,7 @@ collect() {
   done
   # The parity tables in one file (the device returns at most 8 files).
   cat "$STATE"/parity_*.log >"$OUT/parity.log" 2>/dev/null || true
+  [ -f "$STATE/op_trace_short.log" ] && cp "$STATE/op_trace_short.log" "$OUT/op_trace.log"
   [ -f "$STATE/stages.out" ] && cat "$STATE/stages.out" >>"$OUT/summary.txt"
 }
 cat "$STATE/summary.txt"

@@ -9,6 +9,7 @@
 #include <ggml-cpu.h>
 
 #include "core/error.h"
+#include "core/op_trace.h"
 
 namespace parlance {
 namespace {
@@ -165,8 +166,12 @@ void Backend::alloc_graph(ggml_cgraph* graph, bool batch_invariant) {
 }
 
 void Backend::compute(ggml_cgraph* graph) {
-    if (current_ == nullptr || ggml_backend_sched_graph_compute(current_, graph) != GGML_STATUS_SUCCESS)
-        throw Error(ErrorKind::Internal, "graph computation failed");
+    if (current_ == nullptr) throw Error(ErrorKind::Internal, "graph computation failed: no graph allocated");
+    OpTrace* trace = OpTrace::active();
+    if (trace) trace->begin(graph, current_);
+    const ggml_status status = ggml_backend_sched_graph_compute(current_, graph);
+    if (trace) trace->end();
+    if (status != GGML_STATUS_SUCCESS) throw Error(ErrorKind::Internal, "graph computation failed");
 }
 
 }  // namespace parlance
