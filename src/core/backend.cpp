@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 #include <ggml-cpu.h>
@@ -167,10 +168,10 @@ void Backend::alloc_graph(ggml_cgraph* graph, bool batch_invariant) {
 
 void Backend::compute(ggml_cgraph* graph) {
     if (current_ == nullptr) throw Error(ErrorKind::Internal, "graph computation failed: no graph allocated");
-    OpTrace* trace = OpTrace::active();
-    if (trace) trace->begin(graph, current_);
+    std::optional<OpTrace::Scope> traced;
+    if (OpTrace* trace = OpTrace::active()) traced.emplace(*trace, graph, current_);
     const ggml_status status = ggml_backend_sched_graph_compute(current_, graph);
-    if (trace) trace->end();
+    traced.reset();
     if (status != GGML_STATUS_SUCCESS) throw Error(ErrorKind::Internal, "graph computation failed");
 }
 

@@ -51,7 +51,19 @@ OpTrace* OpTrace::active() {
     return trace;
 }
 
+OpTrace::Scope::Scope(OpTrace& trace, ggml_cgraph* graph, ggml_backend_sched_t sched)
+    : trace_(trace), lock_(trace.mutex_) {
+    trace_.begin(graph, sched);
+}
+
+OpTrace::Scope::~Scope() {
+    trace_.end();
+}
+
 void OpTrace::begin(ggml_cgraph* graph, ggml_backend_sched_t sched) {
+    if (file_) std::fclose(file_);  // an earlier trace that never ended
+    file_ = nullptr;
+    failed_ = false;
     char name[32];
     std::snprintf(name, sizeof name, "graph-%05d.trace", graphs_++);
     const std::string path = dir_ + "/" + name;
@@ -66,15 +78,25 @@ void OpTrace::begin(ggml_cgraph* graph, ggml_backend_sched_t sched) {
 }
 
 void OpTrace::end() {
-    ggml_backend_sched_set_eval_callback(sched_, nullptr, nullptr);
-    if (file_) std::fclose(file_);
+    if (sched_) ggml_backend_sched_set_eval_callback(sched_, nullptr, nullptr);
+    sched_ = nullptr;
+    if (file_ == nullptr) return;
+    const bool incomplete = failed_ || std::ferror(file_);
+    if (std::fclose(file_) != 0 || incomplete)
+        std::fprintf(stderr, "PARLANCE_TRACE_OPS: graph-%05d.trace in %s is incomplete (a write failed)\n", graphs_ - 1,
+                     dir_.c_str());
     file_ = nullptr;
 }
 
 bool OpTrace::observe(ggml_tensor* t, bool ask, void* self) {
     auto* trace = static_cast<OpTrace*>(self);
-    if (ask && !is_view(t)) return true;    // wanted: written once computed
-    trace->write(t, /*with_values=*/!ask);  // a view or cache write: its record, without values
+    if (ask && !is_view(t)) return true;  // wanted: written once computed
+    try {
+        trace->write(t, /*with_values=*/!ask);  // a view or cache write: its record, without values
+    } catch (...) {  // nothing may unwind through ggml; the trace is marked incomplete instead
+        trace->failed_ = true;
+    }
+    // After a computed node, always true: false would make ggml skip the rest of the split.
     return !ask;
 }
 
@@ -88,7 +110,8 @@ int32_t OpTrace::source_of(const ggml_tensor* src) {
     if (const auto l = leaves_.find(base); l != leaves_.end()) return l->second;
     const bool weights =
         base->buffer && ggml_backend_buffer_get_usage(base->buffer) == GGML_BACKEND_BUFFER_USAGE_WEIGHTS;
-    if (weights || base->buffer == nullptr || ggml_nelements(base) > kMaxLeafValues) return -1;
+    if (weights) return -1;
+    if (base->buffer == nullptr || ggml_nelements(base) > kMaxLeafValues) return -2;  // unknown
     const int32_t id = static_cast<int32_t>(index_.size() + leaves_.size());
     leaves_[base] = id;
     write_record(const_cast<ggml_tensor*>(base), static_cast<uint32_t>(id), {-1, -1, -1, -1}, true);

@@ -4,7 +4,8 @@
 // the graphs ran. Run the same command on two devices into two directories and compare them with
 // tools/op_trace/compare.py, which ranks the ops by how much they add to the difference.
 //
-// A record: u32 index, i32 source record indices [4] (-1: weights, or nothing recorded),
+// A record: u32 index, i32 source record indices [4] (-1: weights or none, -2: data not recorded,
+// such as a KV cache over kMaxLeafValues),
 // char name[64], char op[32], i64 ne[4], u64 count, then count f32 values (f16/bf16 converted;
 // count 0 for non-contiguous tensors and other types), little-endian. Views and cache writes
 // (set_rows: the node is the whole cache) get a record without values. Data a graph reads that it
@@ -15,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 
@@ -29,9 +31,20 @@ public:
     // nullptr. Tracing computes node by node and copies every output to the host: slow.
     static OpTrace* active();
 
-    // Around one ggml_backend_sched_graph_compute of `graph` on `sched`.
-    void begin(ggml_cgraph* graph, ggml_backend_sched_t sched);
-    void end();
+    // Traces one ggml_backend_sched_graph_compute of `graph` on `sched` while it lives: engines on
+    // other threads (a server's models, its VAD) wait for the trace, so each graph's records stay
+    // together, and the callback is removed however the compute ends.
+    class Scope {
+    public:
+        Scope(OpTrace& trace, ggml_cgraph* graph, ggml_backend_sched_t sched);
+        ~Scope();
+        Scope(const Scope&) = delete;
+        Scope& operator=(const Scope&) = delete;
+
+    private:
+        OpTrace& trace_;
+        std::unique_lock<std::mutex> lock_;
+    };
     // ggml_backend_sched_eval_callback: asks for every node, writes each once computed.
     static bool observe(ggml_tensor* t, bool ask, void* self);
 
@@ -39,12 +52,16 @@ private:
     static constexpr int64_t kMaxLeafValues = int64_t(1) << 22;  // larger inputs (a KV cache): not recorded
 
     explicit OpTrace(std::string dir) : dir_(std::move(dir)) {}
+    void begin(ggml_cgraph* graph, ggml_backend_sched_t sched);
+    void end();
     void write(ggml_tensor* t, bool with_values);
-    // The record index a node's source reads (-1: weights, or not recorded).
+    // The record index a node's source reads (-1: weights, -2: not recorded).
     int32_t source_of(const ggml_tensor* src);
     void write_record(ggml_tensor* t, uint32_t index, const std::array<int32_t, 4>& sources, bool with_values);
 
+    std::mutex mutex_;
     std::string dir_;
+    bool failed_ = false;  // a record could not be written: the trace file is incomplete
     int graphs_ = 0;
     std::FILE* file_ = nullptr;
     ggml_backend_sched_t sched_ = nullptr;

@@ -232,14 +232,15 @@ private:
         if (!j.pieces) return;
         // A cancelled or timed-out job embeds no new piece (the engine sweeps those in flight);
         // with none in flight, nothing else ends it.
-        const bool cancelled = j.request.cancelled->load();
-        const bool timed_out = !cancelled && j.deadline && Clock::now() >= *j.deadline;
-        if (cancelled || timed_out) {
+        const auto ended = [&j] { return j.request.cancelled->load() || (j.deadline && Clock::now() >= *j.deadline); };
+        if (ended()) {
+            const bool cancelled = j.request.cancelled->load();
             if (!j.error && j.in_flight == 0)
-                j.error = failure_of(timed_out ? SeqState::FinishedTimeout : SeqState::FinishedAborted);
+                j.error = failure_of(cancelled ? SeqState::FinishedAborted : SeqState::FinishedTimeout);
             return;
         }
-        while (!j.error && !j.pieces->all_made() &&
+        // Checked again before each piece: embedding one is an encoder pass.
+        while (!j.error && !ended() && !j.pieces->all_made() &&
                j.pieces->made() - j.emitted < static_cast<size_t>(kPiecesInFlight)) {
             const size_t i = j.pieces->made();
             GenerationRequest r = j.pieces->next();

@@ -47,6 +47,7 @@ def read_trace(path):
                 values.frombytes(raw)
             nodes[index] = {
                 "sources": [s for s in (s0, s1, s2, s3) if s >= 0],
+                "unknown": any(s == -2 for s in (s0, s1, s2, s3)),  # reads data not recorded
                 "leaf": op.startswith(b"NONE\0"),
                 "name": name.split(b"\0")[0].decode(errors="replace"),
                 "op": op.split(b"\0")[0].decode(errors="replace"),
@@ -57,7 +58,9 @@ def read_trace(path):
     key, seen = {}, {}
     for index, n in nodes.items():
         if n["leaf"]:
-            k = (n["name"], n["ne"])
+            # A GPU reads the scheduler's copy of a host input, named "CUDA0#name#0".
+            name = n["name"].split("#")[1] if n["name"].count("#") == 2 else n["name"]
+            k = (name, n["ne"])
             seen[k] = seen.get(k, 0) + 1
             key[index] = ("input",) + k + (seen[k],)
         else:
@@ -118,11 +121,11 @@ def main():
             print(f"{g:<18} missing in {args.other}")
             continue
         a, b = read_trace(os.path.join(args.baseline, g)), read_trace(path_b)
-        ops_a = [(k, n["op"]) for k, n in a.items() if not n["leaf"]]
-        ops_b = [(k, n["op"]) for k, n in b.items() if not n["leaf"]]
-        if len(ops_a) != len(ops_b):
+        ops_a = [(k, n["ne"]) for k, n in a.items() if not n["leaf"]]
+        ops_b = [(k, n["ne"]) for k, n in b.items() if not n["leaf"]]
+        if ops_a != ops_b:  # (the op may differ: a CPU custom product for ggml's mul_mat)
             # Device-specific graphs (a GPU decoder step attends per sequence): no node-to-node match.
-            print(f"{g:<18} {len(ops_a):>6} node counts differ ({len(ops_a)} vs {len(ops_b)}): not compared")
+            print(f"{g:<18} {len(ops_a):>6} nodes differ ({len(ops_a)} vs {len(ops_b)}, or their shapes): not compared")
             continue
         own = {}
         for index in a:  # in the order written: a record's sources come before it
@@ -133,6 +136,8 @@ def main():
                 continue
             own[index] = relative_difference(na["values"], nb["values"])
             if na["leaf"]:  # data from the host: an input of this graph, not an op of it
+                continue
+            if na["unknown"] or nb["unknown"]:  # an input not recorded (a KV cache): no ratio
                 continue
             inputs = max((own.get(s, 0.0) for s in na["sources"]), default=0.0)
             ratio = own[index] / max(inputs, args.floor) if own[index] > args.floor else 0.0
