@@ -146,8 +146,7 @@ std::vector<int32_t> Qwen3AsrModel::prompt(int n_audio, const std::string& conte
 AudioLanguageModel::Output Qwen3AsrModel::parse(std::span<const int32_t> generated, const std::string& forced) const {
     // <asr_text> is not special: decoding without special tokens keeps it, drops the stop token.
     // Loops are collapsed before parsing, as the toolkit's parse_asr_output does.
-    const ParsedOutput p =
-        parse_output(fix_repetitions(decoder_->tokenizer().decode(generated, /*skip_special=*/true)));
+    const ParsedOutput p = parse_output_fixing_loops(decoder_->tokenizer().decode(generated, /*skip_special=*/true));
     Output out;
     out.text = p.transcription;
     out.no_speech = p.no_speech;

@@ -109,6 +109,10 @@ std::string fix_repetitions(const std::string& text, int threshold) {
     return to_utf8(collapse_unit_loops(collapse_character_runs(to_code_points(text), t), t));
 }
 
+ParsedOutput parse_output_fixing_loops(const std::string& text) {
+    return parse_output(fix_repetitions(trim(text)));
+}
+
 std::span<const Language> languages() {
     return kLanguages;
 }

@@ -35,5 +35,9 @@ ParsedOutput parse_output(const std::string& text);
 // unit of 1 to 20 characters that occurs `threshold` or more times back to back is kept once, and
 // the text after the last copy is treated the same way. Text without such loops is unchanged.
 std::string fix_repetitions(const std::string& text, int threshold = 20);
+// The toolkit's parse_asr_output order: the decoded text trimmed, its loops collapsed
+// (fix_repetitions), then parsed (parse_output). The trim matters: the unit pass depends on how
+// far a loop ends from the end of the text.
+ParsedOutput parse_output_fixing_loops(const std::string& text);
 
 }  // namespace parlance::qwen3_asr

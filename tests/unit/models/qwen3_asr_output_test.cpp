@@ -42,8 +42,8 @@ TEST(Qwen3AsrOutput, RunsOfOneCharacterCollapse) {
     EXPECT_EQ(fix_repetitions(repeat("a", 25) + "b"), "ab");
     EXPECT_EQ(fix_repetitions("Oh" + repeat("!", 21)), "Oh!");
     EXPECT_EQ(fix_repetitions(repeat("好", 30) + "的"), "好的");  // code points, not bytes
-    // A run of exactly 20 survives the first pass; the unit pass takes it when the text is long
-    // enough to hold two loops' worth (40 characters), as the toolkit does.
+    // A run of exactly 20 survives the first pass; the unit pass takes it when it starts at least
+    // 40 characters before the end of the text, as the toolkit's does.
     EXPECT_EQ(fix_repetitions(repeat("z", 20) + repeat("y", 20)), "z" + repeat("y", 20));
 }
 
@@ -53,9 +53,20 @@ TEST(Qwen3AsrOutput, RepeatedUnitsCollapseToOneCopy) {
     EXPECT_EQ(fix_repetitions(repeat("谢谢你", 21)), "谢谢你");
     // The text after a loop is checked again: a second loop collapses too.
     EXPECT_EQ(fix_repetitions(repeat("ab", 20) + " mid " + repeat("cd", 20)), "ab mid cd");
-    // The whole decoded string, prefix included, as the toolkit applies it.
     EXPECT_EQ(fix_repetitions("language English<asr_text>" + repeat("Thank you. ", 40)),
               "language English<asr_text>Thank you. ");
+}
+
+TEST(Qwen3AsrOutput, LoopsAreCollapsedInTheToolkitsOrder) {
+    // parse_asr_output: strip, collapse, parse. Stripped, the 40th copy lacks its space, so 39
+    // whole copies collapse to one and the last stays (the toolkit's own result).
+    const ParsedOutput p = parse_output_fixing_loops("language English<asr_text>" + repeat("Thank you. ", 40));
+    EXPECT_EQ(p.language, "English");
+    EXPECT_EQ(p.transcription, "Thank you. Thank you.");
+    // A run of exactly 20 ending the text with one trailing newline: trimmed first, it is too
+    // close to the end for the unit pass (as in the toolkit), so it stays.
+    EXPECT_EQ(parse_output_fixing_loops("x<asr_text>" + repeat("x", 20) + repeat("y", 19) + "\n").transcription,
+              repeat("x", 20) + repeat("y", 19));
 }
 
 }  // namespace
