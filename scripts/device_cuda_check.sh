@@ -302,7 +302,8 @@ t0=$SECONDS
 while [ ! -f "$STATE/done" ] && [ $((SECONDS - t0)) -lt "$WAIT_S" ]; do sleep 5; done
 collect() {
   { echo "commit ${COMMIT:-unknown} $(date -u +%FT%TZ)"; cat "$STATE/summary.txt"; } >"$OUT/summary.txt"
-  for f in env sysroot ggml_cuda llama_common parlance_build info; do
+  # Eight files come back at most: sysroot.log (the unpacked tree) stays on the machine.
+  for f in env ggml_cuda llama_common parlance_build info; do
     [ -f "$STATE/$f.log" ] && cp "$STATE/$f.log" "$OUT/$f.log"
   done
   # The parity tables in one file (the device returns at most 8 files).
