@@ -25,6 +25,17 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Two different inputs: jfk into `a`, its second half into `b`.
+void encode_jfk_and_its_second_half(const WhisperModel& model, WhisperRunner& runner, CrossKv& a, CrossKv& b) {
+    const std::vector<float> pcm = read_wav_file(testing::fixtures_dir() / "audio" / "jfk.wav").samples;
+    std::vector<std::vector<float>> mels(2);
+    int frames = 0;
+    mels[0] = model.mel->compute(pcm, &frames);
+    mels[1] = model.mel->compute(std::span<const float>(pcm).subspan(pcm.size() / 2), &frames);
+    CrossKv* crosses[] = {&a, &b};
+    runner.encode(mels, crosses);
+}
+
 TEST(WhisperBatchInvariance, LogitsDoNotDependOnTheBatch) {
     // llamafile's tiled products sum in an order that depends on the number of columns; setup.sh
     // builds ggml without them for this guarantee, a system ggml may have them.
@@ -35,16 +46,8 @@ TEST(WhisperBatchInvariance, LogitsDoNotDependOnTheBatch) {
     auto model = WhisperModel::load(testing::fixtures_dir() / "whisper" / "tiny-multi" / "model", backend);
     const int kSeqs = 6;
     WhisperRunner runner(model->config, *model->weights, backend, kSeqs);
-    const std::vector<float> pcm = read_wav_file(testing::fixtures_dir() / "audio" / "jfk.wav").samples;
-
-    // Two different inputs: jfk and its second half.
-    std::vector<std::vector<float>> mels(2);
-    int frames = 0;
-    mels[0] = model->mel->compute(pcm, &frames);
-    mels[1] = model->mel->compute(std::span<const float>(pcm).subspan(pcm.size() / 2), &frames);
     CrossKv a(model->config, backend), b(model->config, backend);
-    CrossKv* crosses[] = {&a, &b};
-    runner.encode(mels, crosses);
+    encode_jfk_and_its_second_half(*model, runner, a, b);
 
     const SpecialTokens& t = model->tokens;
     const std::vector<int> prompt = {t.sot, t.language_token("en"), t.transcribe, t.notimestamps};
@@ -118,14 +121,8 @@ TEST(WhisperBatchInvariance, AStepTooLargeForOneGraphRunsAsSeveralWithTheSameBit
     // nodes on 32 layers, more than one graph holds (this step used to be refused).
     const int kItems = 100;
     WhisperRunner runner(model->config, *model->weights, backend, kItems, /*kv_blocks=*/2 * kItems);
-    const std::vector<float> pcm = read_wav_file(testing::fixtures_dir() / "audio" / "jfk.wav").samples;
-    std::vector<std::vector<float>> mels(2);
-    int frames = 0;
-    mels[0] = model->mel->compute(pcm, &frames);
-    mels[1] = model->mel->compute(std::span<const float>(pcm).subspan(pcm.size() / 2), &frames);
     CrossKv a(model->config, backend), b(model->config, backend);
-    CrossKv* crosses[] = {&a, &b};
-    runner.encode(mels, crosses);
+    encode_jfk_and_its_second_half(*model, runner, a, b);
 
     const SpecialTokens& t = model->tokens;
     std::vector<DecodeItem> items;
