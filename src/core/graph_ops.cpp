@@ -31,6 +31,18 @@ ggml_tensor* conv1d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int 
     return ggml_mul_mat(ctx, k2, c2);
 }
 
+ggml_tensor* conv2d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int stride, int padding) {
+    // cols ne [C_in * KH * KW, W_out, H_out, N], in the kernel's memory order.
+    ggml_tensor* cols =
+        ggml_im2col(ctx, kernel, x, stride, stride, padding, padding, 1, 1, /*is_2D=*/true, GGML_TYPE_F32);
+    const int64_t k = cols->ne[0], w_out = cols->ne[1], h_out = cols->ne[2], n = cols->ne[3], c_out = kernel->ne[3];
+    ggml_tensor* y = weight_product(ctx, ggml_reshape_2d(ctx, kernel, k, c_out),
+                                    ggml_reshape_2d(ctx, cols, k, w_out * h_out * n), /*f32_accumulation=*/true);
+    // [C_out, W_out, H_out, N] -> [W_out, H_out, C_out, N]
+    y = ggml_reshape_4d(ctx, y, c_out, w_out, h_out, n);
+    return ggml_cont(ctx, ggml_permute(ctx, y, 2, 0, 1, 3));
+}
+
 ggml_tensor* swiglu_mlp(ggml_context* ctx, ggml_tensor* x, ggml_tensor* gate, ggml_tensor* up, ggml_tensor* down) {
     ggml_tensor* g = ggml_silu(ctx, weight_product(ctx, gate, x));
     return weight_product(ctx, down, ggml_mul(ctx, g, weight_product(ctx, up, x)));

@@ -49,7 +49,7 @@ AudioEncoder::AudioEncoder(const AudioEncoderConfig& config, const TensorStore& 
     const std::string p = kTower;
     for (int i = 0; i < 3; ++i) {
         const std::string n = std::to_string(i + 1);
-        // Convolution kernels stay f32: im2col products take the kernel's type.
+        // Convolution kernels are never quantized: conv2d multiplies them in f32.
         add(p + "conv2d" + n + ".weight", "a.conv2d." + n + ".weight", {ch, i == 0 ? 1 : ch, 3, 3}, WeightKind::Vector,
             &conv_w_[i]);
         add(p + "conv2d" + n + ".bias", "a.conv2d." + n + ".bias",
@@ -152,7 +152,7 @@ std::vector<float> AudioEncoder::encode(const Features& f, std::vector<float>* h
     x = ggml_cont(ctx, ggml_permute(ctx, x, 0, 2, 1, 3));
     x = ggml_reshape_4d(ctx, x, chunk, bins, 1, n_chunks);
     for (int i = 0; i < 3; ++i) {
-        x = ggml_conv_2d(ctx, conv_w_[i], x, 2, 2, 1, 1, 1, 1);  // [time, freq, ch, chunks]
+        x = conv2d(ctx, conv_w_[i], x, /*stride=*/2, /*padding=*/1);  // [time, freq, ch, chunks]
         x = ggml_add(ctx, x, ggml_reshape_4d(ctx, conv_b_[i], 1, 1, c_.downsample_hidden, 1));
         x = ggml_gelu_erf(ctx, x);
     }
