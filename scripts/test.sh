@@ -7,17 +7,27 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS="${JOBS:-$(nproc)}"
+# Each phase's wall time, printed as it ends and summed up at the end (CI's budget is ~40 minutes).
+T0=$SECONDS T_PHASE=$SECONDS TIMES=""
+phase() {
+  TIMES+="$(printf '%-28s %5ss' "$1" $((SECONDS - T_PHASE)))\n"
+  echo "-- $1: $((SECONDS - T_PHASE)) s"
+  T_PHASE=$SECONDS
+}
 FUZZ_SECONDS="${FUZZ_SECONDS:-15}"
 
 bash scripts/setup.sh
+phase setup
 
 echo "== Release build"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$JOBS"
+phase "Release build"
 echo "== Tests (Release)"
 # One test at a time: each test's ggml graphs already use both cores, and oversubscribed
 # OpenMP threads spin against each other.
 ctest --test-dir build --output-on-failure -j1
+phase "Release tests"
 
 echo "== ASan+UBSan build (clang) with fuzz targets"
 # Line tables are all a sanitizer report needs (file:line in every frame); full debug info made
@@ -26,18 +36,23 @@ cmake -S . -B build-asan -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" -DPARLANCE_SANITIZE=ON -DPARLANCE_FUZZ=ON >/dev/null
 cmake --build build-asan -j"$JOBS"
+phase "ASan+UBSan build"
 # Left out under ASan (each ran in the Release pass above): the black-box server/CLI runs but the
 # hardening suite and the cheaper chat routes; the memory bounds (hostile uploads, a ten-minute live
 # stream, chat load: ASan's shadow memory and quarantine); the largest goldens (v3 layout, the
 # Qwen3-0.6B and 46-layer Qwen3-ASR layouts: minutes under ASan); the quantized-GGUF comparison
 # (four 150 MB files); the slowest engine runs (prompt-lookup drafts, constrained decoding over the
 # whole vocabulary, and their server twins: that code is under ASan in Speculative.DraftModel* and
-# StructuredOutput.*), concurrency/choices equivalences and the parity command.
+# StructuredOutput.*; self-speculation's verification is the draft model's, its live-session twin
+# took two minutes under ASan), concurrency/choices equivalences, the parity
+# command, and the CLI's runs of the Qwen3-ASR and GGUF checkpoints and of seeded sampling (the
+# same loaders and engine are under ASan in Qwen3AsrGguf.*, Qwen3Asr.* and Qwen3Engine.*).
 echo "== Tests (ASan+UBSan): unit tests, the hardening suite, the cheaper black-box chat routes"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j1 \
-    -E 'Serve[.]|Qwen3Quantized[.]|StructuredOutputEngine[.]|Speculative[.]SameTokens|ServeHardening[.]HostileUploads|Realtime[.]TenMinutes|Chat[.](LoadKeepsMemoryFlat|StructuredOutput|SpeculativeDecoding|ConcurrentRequests|ChoicesShareOnePrefill)|Generate[.]ParityCommand|Qwen3Parity[.]Layout06b|Transcribe[.]|OpenAiSdk|WhisperConvert|v3-layout|layout_06b'
+    -E 'Serve[.]|Qwen3Quantized[.]|StructuredOutputEngine[.]|Speculative[.](SameTokens|ExpectedTokens)|Realtime[.]SelfSpeculation|Generate[.](TranscribeAndInfoReadLlamaCppsGgufPair|TranscribeRunsAQwen3AsrCheckpoint|PromptFileAndSeededSampling)|ServeHardening[.]HostileUploads|Realtime[.]TenMinutes|Chat[.](LoadKeepsMemoryFlat|StructuredOutput|SpeculativeDecoding|ConcurrentRequests|ChoicesShareOnePrefill)|Generate[.]ParityCommand|Qwen3Parity[.]Layout06b|Transcribe[.]|OpenAiSdk|WhisperConvert|v3-layout|layout_06b'
 
+phase "ASan+UBSan tests"
 echo "== Fuzzing, ${FUZZ_SECONDS}s per target"
 source "${PARLANCE_CACHE:-$HOME/.cache/parlance}/env"
 export PARLANCE_ASSETS
@@ -49,4 +64,7 @@ for target in build-asan/tests/fuzz_*; do
   "$target" -max_total_time="$FUZZ_SECONDS" -max_len=65536 -rss_limit_mb=2048 "$corpus" 2>&1 | tail -3
   rm -rf "$corpus"
 done
+phase fuzzing
+printf "$TIMES"
+echo "total $((SECONDS - T0)) s"
 echo "all tests passed"

@@ -454,7 +454,7 @@ TEST(Serve, Qwen3AsrCheckpointServesTheSameApi) {
     EXPECT_NE(bad.second.find("translate"), std::string::npos) << bad.second;
 }
 
-TEST(Serve, LoadOf32ClientsTimes20RequestsHasNoErrorsAndMemoryStaysFlat) {
+TEST(Serve, LoadOf32ClientsTimes8RequestsHasNoErrorsAndMemoryStaysFlat) {
     Server s("--cache-slots 16");
     const std::string form = "-F file=@" + fixture("audio/sense_and_sensibility_01_austen_64kb-0880.wav") + kFast;
     auto rss = [&] {
@@ -476,13 +476,15 @@ TEST(Serve, LoadOf32ClientsTimes20RequestsHasNoErrorsAndMemoryStaysFlat) {
     // batch (bounded by --cache-slots and the encode batch) and stay; that is the baseline.
     EXPECT_EQ(load(32, 2), 0);
     const double baseline = rss();
-    EXPECT_EQ(load(32, 20), 0);
+    // 256 more requests: a leak of 128 KiB per request would cross the bound below (ASan's leak
+    // checker covers smaller ones in the unit tests).
+    EXPECT_EQ(load(32, 8), 0);
     json status = json::parse(Server::curl("-s " + s.url("/v1/status")));
-    EXPECT_EQ(status["completed"].get<int>(), 32 * 22);
+    EXPECT_EQ(status["completed"].get<int>(), 32 * 10);
     EXPECT_EQ(status["active_requests"], 0);
     EXPECT_EQ(status["free_cache_slots"], 16);
     const double after = rss();
-    std::printf("resident memory: %.1f MiB after the warm-up burst, %.1f MiB after 640 more requests\n",
+    std::printf("resident memory: %.1f MiB after the warm-up burst, %.1f MiB after 256 more requests\n",
                 baseline / 1048576, after / 1048576);
     EXPECT_LT(after, baseline + 32.0 * 1048576) << "memory grew by " << (after - baseline) / 1048576 << " MiB";
 }
