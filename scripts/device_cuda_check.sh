@@ -203,40 +203,20 @@ PY
   python3 "$ROOT/tools/op_trace/compare.py" "$STATE/trace_cpu" "$STATE/trace_cuda" --top 40
 }
 
-# Whether TF32 is why the first convolution's product differs (docs/cuda.md, issue 19): the cuda
-# trace again with cuBLAS's call log (which products reach cuBLAS, with what shape and math mode),
-# and once more with every cuBLAS handle held at CUBLAS_DEFAULT_MATH (a preloaded cublasSetMathMode
-# that ignores ggml-cuda's request for TF32), each compared with the cpu trace of op_trace.
-op_trace_math() {
-  local clip="$STATE/trace_clip.wav" shim="$STATE/default_math.so" model="$1"
-  [ -f "$clip" ] && [ -d "$STATE/trace_cpu" ] || { echo "run op_trace first"; return 1; }
-  cat >"$STATE/default_math.c" <<'C'
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <stdio.h>
-typedef int (*set_math_mode_fn)(void*, int);
-int cublasSetMathMode(void* handle, int mode) {
-    static set_math_mode_fn real;
-    if (!real) real = (set_math_mode_fn)dlsym(RTLD_NEXT, "cublasSetMathMode");
-    fprintf(stderr, "default_math shim: cublasSetMathMode(%d) -> CUBLAS_DEFAULT_MATH\n", mode);
-    return real(handle, 0);
-}
-C
-  cc -shared -fPIC -O2 -o "$shim" "$STATE/default_math.c" -ldl || return 1
-  rm -rf "$STATE/trace_cuda_log" "$STATE/trace_cuda_math"
-  echo "== cuda with cuBLAS's call log"
+# Which products reach cuBLAS, with which operand types and math mode: the cuda trace again with
+# cuBLAS's call log (how the f16 columns of ggml_conv_2d were found, docs/cuda.md).
+op_trace_cublas() {
+  local clip="$STATE/trace_clip.wav" model="$1"
+  [ -f "$clip" ] || { echo "run op_trace first"; return 1; }
+  rm -rf "$STATE/trace_cuda_log"
   CUBLAS_LOGINFO_DBG=1 CUBLAS_LOGDEST_DBG="$STATE/cublas_calls.txt" PARLANCE_TRACE_OPS="$STATE/trace_cuda_log" \
     run_parlance transcribe --device cuda --model "$model" --max-new-tokens 1 --format json "$clip" || return 1
   echo "-- cuBLAS functions called (count):"
   grep -o 'function cublasStatus_t [A-Za-z0-9_]*' "$STATE/cublas_calls.txt" | sort | uniq -c
+  echo "-- operand types and compute types (count):"
+  grep -oE '(Atype|computeType): type=[A-Za-z_]*; val=[A-Z0-9_]*' "$STATE/cublas_calls.txt" | sort | uniq -c
   echo "-- math modes set:"
   grep -o 'val=CUBLAS_[A-Z0-9_]*MATH[A-Z0-9_]*' "$STATE/cublas_calls.txt" | sort | uniq -c
-  echo "-- calls with k = 9 (the first convolution's product, if it reaches cuBLAS):"
-  grep -n -B10 -A14 'k: type=int; val=9$' "$STATE/cublas_calls.txt" | head -60
-  echo "== cuda with CUBLAS_DEFAULT_MATH on every handle"
-  LD_PRELOAD="$shim" PARLANCE_TRACE_OPS="$STATE/trace_cuda_math" \
-    run_parlance transcribe --device cuda --model "$model" --max-new-tokens 1 --format json "$clip" 2>&1 | sort | uniq -c | head -20
-  python3 "$ROOT/tools/op_trace/compare.py" "$STATE/trace_cpu" "$STATE/trace_cuda_math" --top 20
 }
 
 environment() {
@@ -296,7 +276,7 @@ if [ "$ACTION" = stages ]; then
   done
   if [ "$MODE" = cuda ] && [ -d "$STATE/qwen3-asr-layout-0.6b" ]; then
     stage op_trace_short op_trace "$STATE/qwen3-asr-layout-0.6b" 16000 4800
-    stage op_trace_math op_trace_math "$STATE/qwen3-asr-layout-0.6b"
+    stage op_trace_cublas op_trace_cublas "$STATE/qwen3-asr-layout-0.6b"
   fi
   if [ "$MODE" = cuda ]; then  # what TF32 (ggml-cuda's default) does to the same checks
     NVIDIA_TF32_OVERRIDE=1 stage parity_cuda_tf32_tiny-en run_parlance parity "$ROOT/tests/fixtures/whisper/tiny-en" --device cuda
@@ -345,7 +325,7 @@ collect() {
   done
   # The parity tables in one file (the device returns at most 8 files).
   cat "$STATE"/parity_*.log >"$OUT/parity.log" 2>/dev/null || true
-  [ -f "$STATE/op_trace_short.log" ] && cat "$STATE/op_trace_short.log" "$STATE/op_trace_math.log" >"$OUT/op_trace.log" 2>/dev/null
+  [ -f "$STATE/op_trace_short.log" ] && cat "$STATE/op_trace_short.log" "$STATE/op_trace_cublas.log" >"$OUT/op_trace.log" 2>/dev/null
   [ -f "$STATE/stages.out" ] && cat "$STATE/stages.out" >>"$OUT/summary.txt"
 }
 cat "$STATE/summary.txt"
