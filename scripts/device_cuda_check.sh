@@ -177,6 +177,28 @@ serve_invariance() {
   [ "$same" = 4 ]
 }
 
+# Whisper models with no transformers reference (the compact fixture, the bundled default model):
+# greedy and beam-search text on cuda must be cpu's, clip for clip, with the same binary.
+devices_agree() {
+  local model="$1" same=0 total=0 clip beam device
+  for clip in jfk espeak_quiet_loud sense_and_sensibility_01_austen_64kb-0880; do
+    for beam in 1 3; do
+      total=$((total + 1))
+      for device in cpu cuda; do
+        run_parlance transcribe --device "$device" --model "$model" --temperature 0 --beam-size "$beam" \
+          --max-new-tokens 48 -f text -o "$STATE/agree_$device.txt" "$ROOT/tests/fixtures/audio/$clip.wav" || return 1
+      done
+      if cmp -s "$STATE/agree_cpu.txt" "$STATE/agree_cuda.txt"; then
+        same=$((same + 1))
+      else
+        echo "$clip, beam $beam: cpu '$(cat "$STATE/agree_cpu.txt")' vs cuda '$(cat "$STATE/agree_cuda.txt")'"
+      fi
+    done
+  done
+  echo "$same of $total checks identical (cuda text == cpu text, greedy and beam 3, $model)"
+  [ "$same" = "$total" ]
+}
+
 # Issue 19's op-by-op comparison: one clip through the Qwen3-ASR 0.6B layout (encoder, prompt, one
 # token) traced on cpu and cuda (PARLANCE_TRACE_OPS), then tools/op_trace/compare.py ranks the ops
 # by how much they add to the difference. The clip is a slice of a fixture recording, as the
@@ -274,6 +296,10 @@ if [ "$ACTION" = stages ]; then
     [ "$MODE" = cuda ] && stage "parity_cuda_qwen3_asr_$name" run_parlance parity "$ref" --model "$STATE/qwen3-asr-$name" --device cuda
     stage "parity_cpu_qwen3_asr_$name" run_parlance parity "$ref" --model "$STATE/qwen3-asr-$name" --device cpu
   done
+  if [ "$MODE" = cuda ]; then
+    stage parity_devices_compact devices_agree "$ROOT/tests/fixtures/whisper/compact/model"
+    stage parity_devices_default devices_agree "$ROOT/models/parlance-synth-en"
+  fi
   if [ "$MODE" = cuda ] && [ -d "$STATE/qwen3-asr-layout-0.6b" ]; then
     stage op_trace_short op_trace "$STATE/qwen3-asr-layout-0.6b" 16000 4800
     stage op_trace_cublas op_trace_cublas "$STATE/qwen3-asr-layout-0.6b"
