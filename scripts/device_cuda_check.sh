@@ -184,6 +184,7 @@ devices_agree() {
   for clip in jfk espeak_quiet_loud sense_and_sensibility_01_austen_64kb-0880; do
     for beam in 1 3; do
       total=$((total + 1))
+      rm -f "$STATE"/agree_*.txt
       for device in cpu cuda; do
         run_parlance transcribe --device "$device" --model "$model" --temperature 0 --beam-size "$beam" \
           --max-new-tokens 48 -f text -o "$STATE/agree_$device.txt" "$ROOT/tests/fixtures/audio/$clip.wav" || return 1

@@ -65,6 +65,6 @@ for target in build-asan/tests/fuzz_*; do
   rm -rf "$corpus"
 done
 phase fuzzing
-printf "$TIMES"
+printf '%b' "$TIMES"
 echo "total $((SECONDS - T0)) s"
 echo "all tests passed"

@@ -27,7 +27,8 @@ ggml_tensor* linear(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tens
 // (T + 2 * padding - K) / stride + 1, zero padding on both sides. No bias.
 ggml_tensor* conv1d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int stride, int padding);
 // 2-D convolution computed in f32 (im2col, then one product with f32 accumulation): x ne [W, H,
-// C_in, N], kernel ne [KW, KH, C_in, C_out] (PyTorch's [C_out, C_in, KH, KW]; f32 or f16) -> ne
+// C_in, N], kernel ne [KW, KH, C_in, C_out] (PyTorch's [C_out, C_in, KH, KW]; f32 — with an f16
+// kernel ggml's CPU product rounds the columns to f16) -> ne
 // [W_out, H_out, C_out, N], the same stride and zero padding on both axes. No bias. Not
 // ggml_conv_2d: its im2col columns are f16 for an f32 kernel, which rounds every input to f16 and
 // makes ggml-cuda multiply (and accumulate) in f16 — 2e-4 off at the first convolution of the

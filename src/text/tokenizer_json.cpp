@@ -169,12 +169,14 @@ Tokenizer Tokenizer::from_json(std::string_view text, std::string_view origin_vi
     impl->merges.reserve(merges.size());
     // The index just built holds exactly model.vocab (no added tokens yet): a hash lookup, where the
     // JSON object's ordered map made the three lookups per merge a fifth of a 151k-token load.
+    // (A key whose id a later key reused is not in the index: the JSON object still has it.)
     auto vocab_id = [&](const std::string& tok, size_t i) -> int32_t {
-        auto it = impl->text_to_id.find(std::string_view(tok));
-        if (it == impl->text_to_id.end())
+        if (auto it = impl->text_to_id.find(std::string_view(tok)); it != impl->text_to_id.end()) return it->second;
+        auto it = vocab.find(tok);
+        if (it == vocab.end())
             bad_field(origin, "model.merges[" + std::to_string(i) + "]",
                       "names token '" + tok + "' that is not in model.vocab");
-        return it->second;
+        return it->get<int32_t>();
     };
     for (size_t i = 0; i < merges.size(); ++i) {
         const json& m = merges[i];
