@@ -218,23 +218,16 @@ with wave.open(dst, "wb") as w:
     w.writeframes(frames)
 PY
   rm -rf "$STATE/trace_cpu" "$STATE/trace_cuda"
+  # The cuda run also logs cuBLAS's calls: which products reach it, with which operand types and
+  # math mode (how ggml_conv_2d's f16 columns were found, docs/cuda.md).
+  rm -f "$STATE/cublas_calls.txt"
   for device in cpu cuda; do
-    PARLANCE_TRACE_OPS="$STATE/trace_$device" run_parlance transcribe --device "$device" --model "$model" \
-      --max-new-tokens 1 --format json "$clip" || return 1
+    CUBLAS_LOGINFO_DBG=1 CUBLAS_LOGDEST_DBG="$STATE/cublas_calls.txt" PARLANCE_TRACE_OPS="$STATE/trace_$device" \
+      run_parlance transcribe --device "$device" --model "$model" --max-new-tokens 1 --format json "$clip" || return 1
   done
   du -sh "$STATE/trace_cpu" "$STATE/trace_cuda"
   python3 "$ROOT/tools/op_trace/compare.py" "$STATE/trace_cpu" "$STATE/trace_cuda" --top 40
-}
-
-# Which products reach cuBLAS, with which operand types and math mode: the cuda trace again with
-# cuBLAS's call log (how the f16 columns of ggml_conv_2d were found, docs/cuda.md).
-op_trace_cublas() {
-  local clip="$STATE/trace_clip.wav" model="$1"
-  [ -f "$clip" ] || { echo "run op_trace first"; return 1; }
-  rm -rf "$STATE/trace_cuda_log"
-  CUBLAS_LOGINFO_DBG=1 CUBLAS_LOGDEST_DBG="$STATE/cublas_calls.txt" PARLANCE_TRACE_OPS="$STATE/trace_cuda_log" \
-    run_parlance transcribe --device cuda --model "$model" --max-new-tokens 1 --format json "$clip" || return 1
-  echo "-- cuBLAS functions called (count):"
+  echo "-- cuBLAS functions called by the cuda run (count):"
   grep -o 'function cublasStatus_t [A-Za-z0-9_]*' "$STATE/cublas_calls.txt" | sort | uniq -c
   echo "-- operand types and compute types (count):"
   grep -oE '(Atype|computeType): type=[A-Za-z_]*; val=[A-Z0-9_]*' "$STATE/cublas_calls.txt" | sort | uniq -c
@@ -303,7 +296,6 @@ if [ "$ACTION" = stages ]; then
   fi
   if [ "$MODE" = cuda ] && [ -d "$STATE/qwen3-asr-layout-0.6b" ]; then
     stage op_trace_short op_trace "$STATE/qwen3-asr-layout-0.6b" 16000 4800
-    stage op_trace_cublas op_trace_cublas "$STATE/qwen3-asr-layout-0.6b"
   fi
   if [ "$MODE" = cuda ]; then  # what TF32 (ggml-cuda's default) does to the same checks
     NVIDIA_TF32_OVERRIDE=1 stage parity_cuda_tf32_tiny-en run_parlance parity "$ROOT/tests/fixtures/whisper/tiny-en" --device cuda
@@ -352,7 +344,7 @@ collect() {
   done
   # The parity tables in one file (the device returns at most 8 files).
   cat "$STATE"/parity_*.log >"$OUT/parity.log" 2>/dev/null || true
-  [ -f "$STATE/op_trace_short.log" ] && cat "$STATE/op_trace_short.log" "$STATE/op_trace_cublas.log" >"$OUT/op_trace.log" 2>/dev/null
+  [ -f "$STATE/op_trace_short.log" ] && cp "$STATE/op_trace_short.log" "$OUT/op_trace.log"
   [ -f "$STATE/stages.out" ] && cat "$STATE/stages.out" >>"$OUT/summary.txt"
 }
 cat "$STATE/summary.txt"
