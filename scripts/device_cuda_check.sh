@@ -156,25 +156,84 @@ run_w() { LD_LIBRARY_PATH="$SYSROOT/usr/lib/$ARCH_LIB${LD_LIBRARY_PATH:+:$LD_LIB
 run_parlance() { LD_LIBRARY_PATH="$SYSROOT/usr/lib/$ARCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$STATE/build/parlance" "$@"; }
 
 # Batch invariance through the server (what Serve.ConcurrentRequestsGiveTheSameBytesAsOneAtATime
-# checks on the CPU): four clips one at a time, then all four at once, on DEVICE; the bodies must
-# be the same bytes.
+# and Chat.ConcurrentRequestsEqualAlone check on the CPU): four requests one at a time, then all
+# four at once, on DEVICE; the bodies must be the same bytes. KIND: whisper (tiny-multi),
+# qwen3_asr (the tiny checkpoint written above), chat (the tiny Qwen3, seeded sampling).
 serve_invariance() {
-  local device="$1" port=$((18200 + RANDOM % 500)) fx="$ROOT/tests/fixtures" same=0 i pid
+  local device="$1" kind="$2" port=$((18200 + RANDOM % 500)) fx="$ROOT/tests/fixtures" same=0 i pid
   local clips=(audio/jfk.wav audio/sense_and_sensibility_01_austen_64kb-0880.wav audio/espeak_quiet_loud.wav
                audio/sense_and_sensibility_01_austen_64kb-0930.wav)
-  run_parlance serve --device "$device" --port "$port" --max-new-tokens 24 --cache-slots 8 \
-    --model "$fx/whisper/tiny-multi/model" >"$STATE/serve_$device.log" 2>&1 &
+  local model=(--model "$fx/whisper/tiny-multi/model")
+  [ "$kind" = qwen3_asr ] && model=(--model "$STATE/qwen3-asr-tiny")
+  [ "$kind" = chat ] && model+=(--chat-model "$STATE/qwen3-tiny" --chat-model-id qwen3-tiny)
+  run_parlance serve --device "$device" --port "$port" --max-new-tokens 24 --cache-slots 8 "${model[@]}" \
+    >"$STATE/serve_${kind}_$device.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
-  post() { curl -s -F "file=@$fx/$1" -F temperature=0 -F model=whisper-1 -F response_format=verbose_json \
-             "http://127.0.0.1:$port/v1/audio/transcriptions" >"$2"; }
-  for i in 0 1 2 3; do post "${clips[$i]}" "$STATE/alone_$device.$i"; done
-  for i in 0 1 2 3; do post "${clips[$i]}" "$STATE/together_$device.$i" & done
+  post() {
+    if [ "$kind" = chat ]; then
+      # A long system turn (a prefill of many columns) and seeded sampling: every token depends on
+      # the logits' exact values, not only on their argmax.
+      python3 -c 'import json,sys; i=int(sys.argv[1]); print(json.dumps({"model":"qwen3-tiny",
+        "messages":[{"role":"system","content":" ".join(["You answer briefly and precisely."]*(8+5*i))},
+                    {"role":"user","content":"Question number %d" % i}],
+        "max_tokens":16,"temperature":0.8,"seed":100+i,"ignore_eos":True,"logprobs":True}))' "$1" |
+        curl -s -H 'Content-Type: application/json' --data-binary @- "http://127.0.0.1:$port/v1/chat/completions" |
+        python3 -c 'import json,sys; r=json.load(sys.stdin); c=r["choices"][0]; print(json.dumps([c["message"]["content"], c["logprobs"]]))' >"$2"
+    else
+      curl -s -F "file=@$fx/${clips[$1]}" -F temperature=0 -F model=whisper-1 -F response_format=verbose_json \
+        "http://127.0.0.1:$port/v1/audio/transcriptions" >"$2"
+    fi
+  }
+  for i in 0 1 2 3; do post "$i" "$STATE/alone_${kind}_$device.$i"; done
+  for i in 0 1 2 3; do post "$i" "$STATE/together_${kind}_$device.$i" & done
   wait $(jobs -p | grep -v "^$pid$") 2>/dev/null
-  for i in 0 1 2 3; do cmp -s "$STATE/alone_$device.$i" "$STATE/together_$device.$i" && same=$((same + 1)); done
+  for i in 0 1 2 3; do
+    if [ -s "$STATE/alone_${kind}_$device.$i" ] && cmp -s "$STATE/alone_${kind}_$device.$i" "$STATE/together_${kind}_$device.$i"; then
+      same=$((same + 1))
+    else
+      echo "request $i: alone $(head -c 300 "$STATE/alone_${kind}_$device.$i") vs together $(head -c 300 "$STATE/together_${kind}_$device.$i")"
+    fi
+  done
   kill "$pid"; wait "$pid" 2>/dev/null
-  echo "$same of 4 checks identical (concurrent requests == one at a time, serve --device $device)"
+  echo "$same of 4 checks identical ($kind: concurrent requests == one at a time, serve --device $device)"
   [ "$same" = 4 ]
+}
+
+# What f32 accumulation costs on the GPU (issue 19): the Qwen3-ASR 0.6B layout at full width
+# (random weights, f16 GGUF pair, as bench/qwen3_asr_bench.sh writes it) transcribes a 33 s clip with
+# a fixed number of tokens, three times in each PARLANCE_GPU_ACCUMULATION mode: "requested" (what
+# the code asks: f32 in the encoder, the convolutions and attention), "f32" (every product) and
+# "default" (none: ggml-cuda's f16 cuBLAS path for f16 weights). Prints each run's --timings line
+# and whether the modes' texts agree.
+accumulation_cost() {
+  local dir="$STATE/qwen3-asr-full-f16" clip="$STATE/clip33.wav" mode r
+  run_w asr:layout-0.6b "$dir" --gguf --f16 --edit '{"audio_config":{"d_model":896,"encoder_layers":18,
+"encoder_attention_heads":14,"encoder_ffn_dim":3584,"downsample_hidden_size":480,"output_dim":1024},
+"text_config":{"hidden_size":1024,"intermediate_size":3072,"num_hidden_layers":28,"num_attention_heads":16,
+"num_key_value_heads":8,"head_dim":128}}' || return 1
+  python3 - "$ROOT/tests/fixtures/audio" "$clip" <<'PY' || return 1
+import sys, wave
+src, dst = sys.argv[1], sys.argv[2]
+names = ["jfk", "sense_and_sensibility_01_austen_64kb-0880", "jfk", "espeak_quiet_loud",
+         "sense_and_sensibility_01_austen_64kb-0930"]
+with wave.open(dst, "wb") as w:
+    for i, n in enumerate(names):
+        with wave.open(f"{src}/{n}.wav") as r:
+            if i == 0: w.setparams(r.getparams())
+            w.writeframes(r.readframes(r.getnframes()))
+PY
+  for mode in requested f32 default; do
+    for r in 1 2 3; do
+      PARLANCE_GPU_ACCUMULATION=$mode run_parlance transcribe --device cuda --model "$dir" --timings \
+        --max-new-tokens 64 --min-new-tokens 64 -f text -o "$STATE/acc_$mode.txt" "$clip" 2>&1 |
+        grep '^timings' | sed "s/^/$mode run $r: /"
+    done
+  done
+  for mode in f32 default; do
+    cmp -s "$STATE/acc_requested.txt" "$STATE/acc_$mode.txt" && echo "text: $mode == requested" ||
+      echo "text: $mode differs from requested"
+  done
 }
 
 # Whisper models with no transformers reference (the compact fixture, the bundled default model):
@@ -310,8 +369,11 @@ if [ "$ACTION" = stages ]; then
     [ "$MODE" = cuda ] && stage parity_cuda_qwen3_asr_gguf run_parlance parity "$ROOT/tests/fixtures/qwen3_asr/layout-0.6b" --model "$STATE/qwen3-asr-gguf" --device cuda
     stage parity_cpu_qwen3_asr_gguf run_parlance parity "$ROOT/tests/fixtures/qwen3_asr/layout-0.6b" --model "$STATE/qwen3-asr-gguf" --device cpu
   fi
-  [ "$MODE" = cuda ] && stage parity_cuda_serve_invariance serve_invariance cuda
-  stage parity_cpu_serve_invariance serve_invariance cpu
+  for kind in whisper qwen3_asr chat; do
+    [ "$MODE" = cuda ] && stage "parity_cuda_serve_$kind" serve_invariance cuda "$kind"
+    stage "parity_cpu_serve_$kind" serve_invariance cpu "$kind"
+  done
+  [ "$MODE" = cuda ] && stage accumulation_cost accumulation_cost
   # One line per parity run: what passed.
   for f in "$STATE"/parity_*.log; do
     printf '%-28s %s\n' "$(basename "$f" .log)" "$(grep -E 'checks identical' "$f" | tr '\n' ' ')" >>"$STATE/summary.txt"
@@ -339,12 +401,14 @@ while [ ! -f "$STATE/done" ] && [ $((SECONDS - t0)) -lt "$WAIT_S" ]; do sleep 5;
 collect() {
   { echo "commit ${COMMIT:-unknown} $(date -u +%FT%TZ)"; cat "$STATE/summary.txt"; } >"$OUT/summary.txt"
   # Eight files come back at most: sysroot.log (the unpacked tree) stays on the machine.
-  for f in env ggml_cuda llama_common parlance_build info; do
+  for f in env ggml_cuda parlance_build; do
     [ -f "$STATE/$f.log" ] && cp "$STATE/$f.log" "$OUT/$f.log"
   done
+  [ -f "$STATE/llama_common.log" ] && cat "$STATE/llama_common.log" >>"$OUT/parlance_build.log"
   # The parity tables in one file (the device returns at most 8 files).
-  cat "$STATE"/parity_*.log >"$OUT/parity.log" 2>/dev/null || true
+  cat "$STATE"/info.log "$STATE"/parity_*.log >"$OUT/parity.log" 2>/dev/null || true
   [ -f "$STATE/op_trace_short.log" ] && cp "$STATE/op_trace_short.log" "$OUT/op_trace.log"
+  [ -f "$STATE/accumulation_cost.log" ] && cp "$STATE/accumulation_cost.log" "$OUT/accumulation_cost.log"
   [ -f "$STATE/stages.out" ] && cat "$STATE/stages.out" >>"$OUT/summary.txt"
 }
 cat "$STATE/summary.txt"

@@ -28,7 +28,10 @@ ggml_tensor* conv1d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int 
     ggml_tensor* cols = ggml_im2col(ctx, kernel, x, stride, 0, padding, 0, 1, 0, false, GGML_TYPE_F32);
     ggml_tensor* k2 = ggml_reshape_2d(ctx, kernel, kernel->ne[0] * kernel->ne[1], kernel->ne[2]);
     ggml_tensor* c2 = ggml_reshape_2d(ctx, cols, cols->ne[0], cols->ne[1] * cols->ne[2]);
-    return ggml_mul_mat(ctx, k2, c2);
+    // f32 accumulation on a GPU, as conv2d: an f16 kernel would otherwise multiply in f16 there.
+    ggml_tensor* y = ggml_mul_mat(ctx, k2, c2);
+    set_accumulation(y, /*f32_requested=*/true);
+    return y;
 }
 
 ggml_tensor* conv2d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int stride, int padding) {
@@ -118,13 +121,13 @@ ggml_tensor* segmented_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor*
             ggml_view_3d(ctx, q, hd, H, g.n_tokens, q->nb[1], q->nb[2], static_cast<size_t>(g.token) * q->nb[2]);
         ggml_tensor* Q = ggml_permute(ctx, qs, 0, 2, 1, 3);  // [hd, n_s, H]
         ggml_tensor* kq = ggml_mul_mat(ctx, K, Q);           // [L, n_s, H]
-        ggml_mul_mat_set_prec(kq, GGML_PREC_F32);
+        set_accumulation(kq, /*f32_requested=*/true);
         ggml_tensor* mask = ggml_view_2d(ctx, masks, g.n_read, g.n_tokens,
                                          static_cast<size_t>(g.n_read) * sizeof(float), mask_at * sizeof(float));
         mask_at += static_cast<size_t>(g.n_read) * static_cast<size_t>(g.n_tokens);
         kq = ggml_soft_max_ext(ctx, kq, mask, scale, 0.0f);
         ggml_tensor* o = ggml_mul_mat(ctx, V, kq);  // [hd, n_s, H]
-        ggml_mul_mat_set_prec(o, GGML_PREC_F32);
+        set_accumulation(o, /*f32_requested=*/true);
         o = ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3));  // [hd, H, n_s]
         outs.push_back(ggml_reshape_2d(ctx, o, hd * H, g.n_tokens));
     }

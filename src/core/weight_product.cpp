@@ -410,10 +410,32 @@ bool weight_product_rows(ggml_type w_type, const void* w, size_t row_bytes, int6
 #endif
 }
 
+namespace {
+
+enum class Accumulation { requested, f32, gpu_default };
+
+Accumulation accumulation_override() {
+    static const Accumulation value = [] {
+        const char* want = std::getenv("PARLANCE_GPU_ACCUMULATION");
+        if (want && std::strcmp(want, "f32") == 0) return Accumulation::f32;
+        if (want && std::strcmp(want, "default") == 0) return Accumulation::gpu_default;
+        return Accumulation::requested;
+    }();
+    return value;
+}
+
+}  // namespace
+
+void set_accumulation(ggml_tensor* product, bool f32_requested) {
+    const Accumulation a = accumulation_override();
+    const bool f32 = a == Accumulation::f32 || (a == Accumulation::requested && f32_requested);
+    ggml_mul_mat_set_prec(product, f32 ? GGML_PREC_F32 : GGML_PREC_DEFAULT);
+}
+
 ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x, bool f32_accumulation) {
     auto ggml_product = [&] {
         ggml_tensor* y = ggml_mul_mat(ctx, w, x);
-        if (f32_accumulation) ggml_mul_mat_set_prec(y, GGML_PREC_F32);
+        set_accumulation(y, f32_accumulation);
         return y;
     };
     const bool host_weights = in_cpu_memory(w);

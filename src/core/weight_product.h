@@ -25,6 +25,14 @@ namespace parlance {
 // CPU kernel always does.
 ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x, bool f32_accumulation = false);
 
+// Sets how a GPU computes `product` (a ggml_mul_mat node): with f32 accumulation when
+// f32_requested, else ggml's default (ggml-cuda: f16 operands and f16 accumulation through cuBLAS
+// for f16 weights). Every product of ours goes through here, so the environment variable
+// PARLANCE_GPU_ACCUMULATION can override the choice to measure what it costs (docs/cuda.md):
+// "f32" every product, "default" none, unset or "requested" as the code asks. CPU results never
+// change: ggml's CPU kernels accumulate in f32 whatever the setting.
+void set_accumulation(ggml_tensor* product, bool f32_requested);
+
 // The kernel itself, for tests: y[c*y_stride + r] = sum_k w[r*row_bytes + k] * x[c*x_stride + k]
 // for rows [row_begin, row_end) and columns [0, n_cols). w_type is GGML_TYPE_F16 or GGML_TYPE_F32.
 // Returns false when this CPU has no vector path (the caller falls back to ggml).

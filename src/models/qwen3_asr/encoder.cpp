@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/graph_ops.h"
+#include "core/weight_product.h"
 
 namespace parlance::qwen3_asr {
 namespace {
@@ -178,10 +179,10 @@ std::vector<float> AudioEncoder::encode(const Features& f, std::vector<float>* h
         ggml_tensor* v = ggml_reshape_4d(ctx, exact(h, l.v_w, l.v_b), hd, H, win, n_windows);
         v = ggml_cont(ctx, ggml_permute(ctx, v, 1, 2, 0, 3));  // [win, hd, H, windows]
         ggml_tensor* kq = ggml_mul_mat(ctx, k, q);             // [win keys, win queries, H, windows]
-        ggml_mul_mat_set_prec(kq, GGML_PREC_F32);
+        set_accumulation(kq, /*f32_requested=*/true);
         kq = ggml_soft_max_ext(ctx, kq, mask_in, scale, 0.0f);
         ggml_tensor* o = ggml_mul_mat(ctx, v, kq);  // [hd, win, H, windows]
-        ggml_mul_mat_set_prec(o, GGML_PREC_F32);
+        set_accumulation(o, /*f32_requested=*/true);
         o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), d, P);
         x = ggml_add(ctx, x, exact(o, l.o_w, l.o_b));
         h = layer_norm(ctx, x, l.ln2_w, l.ln2_b, c_.layer_norm_eps);
