@@ -8,6 +8,9 @@
 
 #include <ggml-backend.h>
 
+#include <cstdlib>
+#include <cstring>
+
 namespace parlance {
 
 ggml_tensor* layer_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tensor* b, float eps) {
@@ -19,8 +22,8 @@ ggml_tensor* rms_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, float e
     return w ? ggml_mul(ctx, y, w) : y;
 }
 
-ggml_tensor* linear(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tensor* b, bool f32_accumulation) {
-    ggml_tensor* y = weight_product(ctx, w, x, f32_accumulation);
+ggml_tensor* linear(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tensor* b) {
+    ggml_tensor* y = weight_product(ctx, w, x);
     return b ? ggml_add(ctx, y, b) : y;
 }
 
@@ -30,7 +33,7 @@ ggml_tensor* conv1d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int 
     ggml_tensor* c2 = ggml_reshape_2d(ctx, cols, cols->ne[0], cols->ne[1] * cols->ne[2]);
     // f32 accumulation on a GPU, as conv2d: an f16 kernel would otherwise multiply in f16 there.
     ggml_tensor* y = ggml_mul_mat(ctx, k2, c2);
-    set_accumulation(y, /*f32_requested=*/true);
+    set_accumulation(y);
     return y;
 }
 
@@ -40,7 +43,7 @@ ggml_tensor* conv2d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int 
         ggml_im2col(ctx, kernel, x, stride, stride, padding, padding, 1, 1, /*is_2D=*/true, GGML_TYPE_F32);
     const int64_t k = cols->ne[0], w_out = cols->ne[1], h_out = cols->ne[2], n = cols->ne[3], c_out = kernel->ne[3];
     ggml_tensor* y = weight_product(ctx, ggml_reshape_2d(ctx, kernel, k, c_out),
-                                    ggml_reshape_2d(ctx, cols, k, w_out * h_out * n), /*f32_accumulation=*/true);
+                                    ggml_reshape_2d(ctx, cols, k, w_out * h_out * n));
     // [C_out, W_out, H_out, N] -> [W_out, H_out, C_out, N]
     y = ggml_reshape_4d(ctx, y, c_out, w_out, h_out, n);
     return ggml_cont(ctx, ggml_permute(ctx, y, 2, 0, 1, 3));
@@ -59,6 +62,21 @@ ggml_tensor* rope(ggml_context* ctx, ggml_tensor* x, ggml_tensor* positions, con
                          /*beta_slow=*/1.0f);
 }
 
+namespace {
+
+// Whether attention over this cache is built as on a GPU (segments with masks; in batch-invariant
+// steps one product per query). PARLANCE_ATTENTION_LAYOUT=gpu builds it so on the CPU too, so the
+// tests run the GPU's attention graph without a GPU (ctest's GpuAttentionLayoutOnCpu).
+bool gpu_layout(const ggml_tensor* cache_k) {
+    static const bool forced = [] {
+        const char* want = std::getenv("PARLANCE_ATTENTION_LAYOUT");
+        return want && std::strcmp(want, "gpu") == 0;
+    }();
+    return forced || !in_cpu_memory(cache_k);
+}
+
+}  // namespace
+
 StepTensors StepTensors::create(ggml_context* ctx, const StepBatch& b, const KvStorage& cache) {
     StepTensors t;
     const int64_t n = b.n_tokens();
@@ -66,7 +84,7 @@ StepTensors StepTensors::create(ggml_context* ctx, const StepBatch& b, const KvS
     t.positions = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n);
     t.write = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, n);
     t.read = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, b.n_kv());
-    if (in_cpu_memory(cache.k(0))) {
+    if (!gpu_layout(cache.k(0))) {
         t.visible = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 2, n);
     } else {
         t.mask = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, static_cast<int64_t>(b.segment_mask_size()));
@@ -108,28 +126,58 @@ ggml_tensor* segmented_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor*
                                  float scale) {
     const int64_t hd = q->ne[0], H = q->ne[1], n = q->ne[2];
     const int64_t Hkv = k_cells->ne[0] / hd;
+    // On a GPU, a product's kernel follows its number of columns (ggml-cuda: a vector kernel for one
+    // query, tiles or cuBLAS beyond), so a prompt token's attention would round differently when a
+    // prefix-cache hit or a prompt chunk leaves fewer of its sequence's queries in the step. In a
+    // batch-invariant step each query is there its own one-column product — the vector kernel,
+    // whose reduction depends only on hd and on the keys read — as weight_product() does for the
+    // weights. The CPU path needs none of this (its products do not depend on the column count).
+    const bool per_query = BatchInvariantProducts::active() && gpu_layout(k_cells);
     // One sequence at a time: its cells gathered, its rows of q, its block of the masks.
     std::vector<ggml_tensor*> outs;
     size_t mask_at = 0;
     for (const StepBatch::Segment& g : segments) {
-        ggml_tensor* cells = ggml_view_1d(ctx, read, g.n_read, static_cast<size_t>(g.read) * sizeof(int32_t));
-        ggml_tensor* K = ggml_get_rows(ctx, k_cells, cells);                            // [kv_dim, L]
-        K = ggml_permute(ctx, ggml_reshape_3d(ctx, K, hd, Hkv, g.n_read), 0, 2, 1, 3);  // [hd, L, Hkv]
+        const int64_t L = g.n_read, n_s = g.n_tokens;
+        ggml_tensor* cells = ggml_view_1d(ctx, read, L, static_cast<size_t>(g.read) * sizeof(int32_t));
+        ggml_tensor* rows = ggml_get_rows(ctx, k_cells, cells);  // [kv_dim, L]
         ggml_tensor* V = ggml_get_rows(ctx, v_cells, cells);
-        V = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_3d(ctx, V, hd, Hkv, g.n_read), 1, 2, 0, 3));  // [L, hd, Hkv]
-        ggml_tensor* qs =
-            ggml_view_3d(ctx, q, hd, H, g.n_tokens, q->nb[1], q->nb[2], static_cast<size_t>(g.token) * q->nb[2]);
-        ggml_tensor* Q = ggml_permute(ctx, qs, 0, 2, 1, 3);  // [hd, n_s, H]
-        ggml_tensor* kq = ggml_mul_mat(ctx, K, Q);           // [L, n_s, H]
-        set_accumulation(kq, /*f32_requested=*/true);
-        ggml_tensor* mask = ggml_view_2d(ctx, masks, g.n_read, g.n_tokens,
-                                         static_cast<size_t>(g.n_read) * sizeof(float), mask_at * sizeof(float));
-        mask_at += static_cast<size_t>(g.n_read) * static_cast<size_t>(g.n_tokens);
-        kq = ggml_soft_max_ext(ctx, kq, mask, scale, 0.0f);
-        ggml_tensor* o = ggml_mul_mat(ctx, V, kq);  // [hd, n_s, H]
-        set_accumulation(o, /*f32_requested=*/true);
+        V = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_3d(ctx, V, hd, Hkv, L), 1, 2, 0, 3));  // [L, hd, Hkv]
+        ggml_tensor* mask = ggml_view_2d(ctx, masks, L, n_s, static_cast<size_t>(L) * sizeof(float),
+                                         mask_at * sizeof(float));
+        mask_at += static_cast<size_t>(L) * static_cast<size_t>(n_s);
+        ggml_tensor* o = nullptr;
+        if (per_query) {
+            // K [hd, L, 1, Hkv] times each query [hd, 1] of [hd, 1, n_s, H] (heads broadcast as GQA).
+            ggml_tensor* K = ggml_view_4d(ctx, rows, hd, L, 1, Hkv, rows->nb[1], rows->nb[1] * L,
+                                          static_cast<size_t>(hd) * ggml_element_size(rows), 0);
+            ggml_tensor* Q = ggml_view_4d(ctx, q, hd, 1, n_s, H, q->nb[2], q->nb[2], q->nb[1],
+                                          static_cast<size_t>(g.token) * q->nb[2]);
+            ggml_tensor* kq = ggml_mul_mat(ctx, K, Q);  // [L, 1, n_s, H]
+            set_accumulation(kq);
+            kq = ggml_soft_max_ext(ctx, ggml_reshape_3d(ctx, kq, L, n_s, H), mask, scale, 0.0f);
+            // The vector kernel takes rows of even length: an odd L gets one zero key and weight.
+            int64_t Lp = L;
+            if (L % 2 != 0) {
+                V = ggml_pad(ctx, V, 1, 0, 0, 0);
+                kq = ggml_pad(ctx, kq, 1, 0, 0, 0);
+                Lp = L + 1;
+            }
+            o = ggml_mul_mat(ctx, ggml_reshape_4d(ctx, V, Lp, hd, 1, Hkv),
+                             ggml_reshape_4d(ctx, kq, Lp, 1, n_s, H));  // [hd, 1, n_s, H]
+            set_accumulation(o);
+            o = ggml_reshape_3d(ctx, o, hd, n_s, H);
+        } else {
+            ggml_tensor* K = ggml_permute(ctx, ggml_reshape_3d(ctx, rows, hd, Hkv, L), 0, 2, 1, 3);  // [hd, L, Hkv]
+            ggml_tensor* qs = ggml_view_3d(ctx, q, hd, H, n_s, q->nb[1], q->nb[2], static_cast<size_t>(g.token) * q->nb[2]);
+            ggml_tensor* Q = ggml_permute(ctx, qs, 0, 2, 1, 3);  // [hd, n_s, H]
+            ggml_tensor* kq = ggml_mul_mat(ctx, K, Q);           // [L, n_s, H]
+            set_accumulation(kq);
+            kq = ggml_soft_max_ext(ctx, kq, mask, scale, 0.0f);
+            o = ggml_mul_mat(ctx, V, kq);  // [hd, n_s, H]
+            set_accumulation(o);
+        }
         o = ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3));  // [hd, H, n_s]
-        outs.push_back(ggml_reshape_2d(ctx, o, hd * H, g.n_tokens));
+        outs.push_back(ggml_reshape_2d(ctx, o, hd * H, n_s));
     }
     if (outs.empty()) throw Error(ErrorKind::Internal, "attention: a step without sequences");
     // Joined pairwise (a balanced tree: each token's row is copied log2(segments) times).
@@ -148,8 +196,9 @@ size_t paged_attention_nodes(const StepBatch& batch, const KvStorage& cache) {
 }
 
 size_t paged_attention_nodes(size_t segments, const KvStorage& cache) {
-    if (in_cpu_memory(cache.k(0))) return 8;
-    return 4 + 20 * segments;
+    if (!gpu_layout(cache.k(0))) return 8;
+    // Per segment: the gathers and views of both paths, the per-query path's pads and reshapes.
+    return 4 + 24 * segments;
 }
 
 }  // namespace parlance

@@ -18,10 +18,8 @@ ggml_tensor* layer_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_
 // RMSNorm over ne0: x / sqrt(mean(x^2) + eps) * w (w may be null). For [hd, heads, n] it
 // normalises each head (Qwen3's QK-norm).
 ggml_tensor* rms_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, float eps);
-// x·Wᵀ (+ b): w ne [in, out], x [in, n] -> [out, n]. f32_accumulation: as weight_product's (a
-// GPU's f16 products otherwise accumulate in f16).
-ggml_tensor* linear(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tensor* b = nullptr,
-                    bool f32_accumulation = false);
+// x·Wᵀ (+ b): w ne [in, out], x [in, n] -> [out, n], through weight_product (f32 accumulation).
+ggml_tensor* linear(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tensor* b = nullptr);
 // 1-D convolution computed exactly in f32 (im2col, then one product): x ne [T, C_in, B], kernel
 // ne [K, C_in, C_out] (PyTorch's [C_out, C_in, K]) -> ne [C_out, T_out * B], T_out =
 // (T + 2 * padding - K) / stride + 1, zero padding on both sides. No bias.

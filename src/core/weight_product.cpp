@@ -412,30 +412,24 @@ bool weight_product_rows(ggml_type w_type, const void* w, size_t row_bytes, int6
 
 namespace {
 
-enum class Accumulation { requested, f32, gpu_default };
-
-Accumulation accumulation_override() {
-    static const Accumulation value = [] {
+bool gpu_default_accumulation() {
+    static const bool value = [] {
         const char* want = std::getenv("PARLANCE_GPU_ACCUMULATION");
-        if (want && std::strcmp(want, "f32") == 0) return Accumulation::f32;
-        if (want && std::strcmp(want, "default") == 0) return Accumulation::gpu_default;
-        return Accumulation::requested;
+        return want && std::strcmp(want, "default") == 0;
     }();
     return value;
 }
 
 }  // namespace
 
-void set_accumulation(ggml_tensor* product, bool f32_requested) {
-    const Accumulation a = accumulation_override();
-    const bool f32 = a == Accumulation::f32 || (a == Accumulation::requested && f32_requested);
-    ggml_mul_mat_set_prec(product, f32 ? GGML_PREC_F32 : GGML_PREC_DEFAULT);
+void set_accumulation(ggml_tensor* product) {
+    ggml_mul_mat_set_prec(product, gpu_default_accumulation() ? GGML_PREC_DEFAULT : GGML_PREC_F32);
 }
 
-ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x, bool f32_accumulation) {
+ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x) {
     auto ggml_product = [&] {
         ggml_tensor* y = ggml_mul_mat(ctx, w, x);
-        set_accumulation(y, f32_accumulation);
+        set_accumulation(y);
         return y;
     };
     const bool host_weights = in_cpu_memory(w);
@@ -456,7 +450,7 @@ ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x, b
             const int64_t n = ggml_nrows(x);
             ggml_tensor* cols = ggml_view_3d(ctx, x, x->ne[0], 1, n, x->nb[1], x->nb[1], 0);  // [in, 1, n]
             ggml_tensor* y = ggml_mul_mat(ctx, w, cols);                                      // [out, 1, n]
-            ggml_mul_mat_set_prec(y, GGML_PREC_F32);
+            set_accumulation(y);
             return ggml_reshape_4d(ctx, y, w->ne[1], x->ne[1], x->ne[2], x->ne[3]);
         }
     }

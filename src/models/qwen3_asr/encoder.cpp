@@ -160,12 +160,7 @@ std::vector<float> AudioEncoder::encode(const Features& f, std::vector<float>* h
     // [13, freq, ch, chunks] -> per (time, chunk) the vector ch * freq + f, as transformers flattens.
     x = ggml_cont(ctx, ggml_permute(ctx, x, 2, 0, 1, 3));  // [freq, ch, 13, chunks]
     x = ggml_reshape_2d(ctx, x, x->ne[0] * x->ne[1], x->ne[2] * x->ne[3]);
-    // Every product accumulates in f32: on CUDA an f16 weight product otherwise accumulates in
-    // f16, which put the 0.6B layout's logits 1.1e-3 from transformers' (docs/cuda.md).
-    auto exact = [&](ggml_tensor* in, ggml_tensor* w, ggml_tensor* b = nullptr) {
-        return linear(ctx, in, w, b, /*f32_accumulation=*/true);
-    };
-    x = exact(x, conv_out_);  // [d, 13 * chunks]
+    x = linear(ctx, x, conv_out_);  // [d, 13 * chunks]
     x = ggml_add(ctx, ggml_reshape_3d(ctx, x, d, per_chunk, n_chunks), pos);
     x = ggml_get_rows(ctx, ggml_reshape_2d(ctx, x, d, static_cast<int64_t>(per_chunk) * n_chunks), rows_in);  // [d, P]
 
@@ -173,25 +168,25 @@ std::vector<float> AudioEncoder::encode(const Features& f, std::vector<float>* h
     for (const Layer& l : layers_) {
         ggml_tensor* h = layer_norm(ctx, x, l.ln1_w, l.ln1_b, c_.layer_norm_eps);
         ggml_tensor* q =
-            ggml_permute(ctx, ggml_reshape_4d(ctx, exact(h, l.q_w, l.q_b), hd, H, win, n_windows), 0, 2, 1, 3);
+            ggml_permute(ctx, ggml_reshape_4d(ctx, linear(ctx, h, l.q_w, l.q_b), hd, H, win, n_windows), 0, 2, 1, 3);
         ggml_tensor* k =
-            ggml_permute(ctx, ggml_reshape_4d(ctx, exact(h, l.k_w, l.k_b), hd, H, win, n_windows), 0, 2, 1, 3);
-        ggml_tensor* v = ggml_reshape_4d(ctx, exact(h, l.v_w, l.v_b), hd, H, win, n_windows);
+            ggml_permute(ctx, ggml_reshape_4d(ctx, linear(ctx, h, l.k_w, l.k_b), hd, H, win, n_windows), 0, 2, 1, 3);
+        ggml_tensor* v = ggml_reshape_4d(ctx, linear(ctx, h, l.v_w, l.v_b), hd, H, win, n_windows);
         v = ggml_cont(ctx, ggml_permute(ctx, v, 1, 2, 0, 3));  // [win, hd, H, windows]
         ggml_tensor* kq = ggml_mul_mat(ctx, k, q);             // [win keys, win queries, H, windows]
-        set_accumulation(kq, /*f32_requested=*/true);
+        set_accumulation(kq);
         kq = ggml_soft_max_ext(ctx, kq, mask_in, scale, 0.0f);
         ggml_tensor* o = ggml_mul_mat(ctx, v, kq);  // [hd, win, H, windows]
-        set_accumulation(o, /*f32_requested=*/true);
+        set_accumulation(o);
         o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), d, P);
-        x = ggml_add(ctx, x, exact(o, l.o_w, l.o_b));
+        x = ggml_add(ctx, x, linear(ctx, o, l.o_w, l.o_b));
         h = layer_norm(ctx, x, l.ln2_w, l.ln2_b, c_.layer_norm_eps);
-        h = ggml_gelu_erf(ctx, exact(h, l.fc1_w, l.fc1_b));
-        x = ggml_add(ctx, x, exact(h, l.fc2_w, l.fc2_b));
+        h = ggml_gelu_erf(ctx, linear(ctx, h, l.fc1_w, l.fc1_b));
+        x = ggml_add(ctx, x, linear(ctx, h, l.fc2_w, l.fc2_b));
     }
     x = ggml_get_rows(ctx, x, rows_out);  // [d, tokens]
     ggml_tensor* enc = layer_norm(ctx, x, ln_post_w_, ln_post_b_, c_.layer_norm_eps);
-    ggml_tensor* emb = exact(ggml_gelu_erf(ctx, exact(enc, proj1_w_, proj1_b_)), proj2_w_, proj2_b_);
+    ggml_tensor* emb = linear(ctx, ggml_gelu_erf(ctx, linear(ctx, enc, proj1_w_, proj1_b_)), proj2_w_, proj2_b_);
     ggml_set_output(enc);
     ggml_set_output(emb);
     ggml_build_forward_expand(g, enc);

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/graph_ops.h"
+#include "core/weight_product.h"
 #include "models/onnx_tensors.h"
 
 namespace parlance::silero_vad {
@@ -168,6 +169,7 @@ std::vector<float> SileroVad::encode(const Rate& r, std::span<const float> input
     ggml_tensor* in = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, r.filter, static_cast<int64_t>(kFrames) * n);
     ggml_set_input(in);
     ggml_tensor* spec = ggml_mul_mat(ctx, r.basis, in);  // [2 * bins, frames]
+    set_accumulation(spec);
     ggml_tensor* re = ggml_cont(ctx, ggml_view_2d(ctx, spec, r.bins, spec->ne[1], spec->nb[1], 0));
     ggml_tensor* im = ggml_cont(ctx, ggml_view_2d(ctx, spec, r.bins, spec->ne[1], spec->nb[1], r.bins * sizeof(float)));
     ggml_tensor* x = ggml_sqrt(ctx, ggml_add(ctx, ggml_sqr(ctx, re), ggml_sqr(ctx, im)));  // [bins, 4n]
@@ -180,7 +182,9 @@ std::vector<float> SileroVad::encode(const Rate& r, std::span<const float> input
         t = (t + 2 - 3) / strides[i] + 1;
         x = ggml_relu(ctx, ggml_add(ctx, x, r.conv_b[i]));
     }
-    ggml_tensor* gates = ggml_add(ctx, ggml_mul_mat(ctx, r.w_ih, x), r.b_ih);  // [512, n]
+    ggml_tensor* ih = ggml_mul_mat(ctx, r.w_ih, x);
+    set_accumulation(ih);
+    ggml_tensor* gates = ggml_add(ctx, ih, r.b_ih);  // [512, n]
     ggml_set_output(gates);
     ggml_build_forward_expand(g, gates);
     backend_.alloc_graph(g);

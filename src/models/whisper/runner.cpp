@@ -117,10 +117,10 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
         ggml_tensor* vt =
             ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, v, hd, H, T, B), 1, 2, 0, 3));  // [T, hd, H, B]
         ggml_tensor* kq = ggml_mul_mat(ctx, k, q);                                                // [T, T, H, B]
-        set_accumulation(kq, /*f32_requested=*/true);
+        set_accumulation(kq);
         kq = ggml_soft_max_ext(ctx, kq, nullptr, scale, 0.0f);
         ggml_tensor* o = ggml_mul_mat(ctx, vt, kq);            // [hd, T, H, B]
-        set_accumulation(o, /*f32_requested=*/true);
+        set_accumulation(o);
         o = ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3));  // [hd, H, T, B]
         o = ggml_reshape_3d(ctx, o, d, T, B);
         x = ggml_add(ctx, x, linear(ctx, o, l.attn.o_w, l.attn.o_b));
@@ -298,9 +298,9 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
             ggml_tensor* Vt = ggml_reshape_3d(ctx, r.cross->vt[li], T, hd, H);  // [T, hd, H]
             ggml_tensor* qi = ggml_view_3d(ctx, q, hd, H, r.n, hd * ggml_element_size(q), q->nb[1], r.row * q->nb[1]);
             qi = ggml_permute(ctx, qi, 0, 2, 1, 3);
-            // f32 accumulation: the cache is f16, and ggml-cuda's cuBLAS path would otherwise compute
-            // in f16 (issue 19: the decoder's first step ~5e-3 off on CUDA). No effect on the CPU.
-            ggml_tensor* kq = weight_product(ctx, K, qi, /*f32_accumulation=*/true);
+            // The cache is f16: weight_product asks for f32 accumulation, without which ggml-cuda's
+            // cuBLAS path computes in f16 (issue 19: the decoder's first step ~5e-3 off on CUDA).
+            ggml_tensor* kq = weight_product(ctx, K, qi);
             kq = ggml_soft_max_ext(ctx, kq, nullptr, scale, 0.0f);  // [T, n, H]
             if (capture) {
                 for (const auto& lh : capture->heads) {
@@ -310,7 +310,7 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
                     captured[li] = kq;
                 }
             }
-            ggml_tensor* o = weight_product(ctx, Vt, kq, /*f32_accumulation=*/true);  // [hd, n, H]
+            ggml_tensor* o = weight_product(ctx, Vt, kq);  // [hd, n, H]
             o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), d, r.n);
             att = att ? ggml_concat(ctx, att, o, 1) : o;
         }

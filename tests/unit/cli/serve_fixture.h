@@ -24,6 +24,10 @@ inline std::string fixture(const std::string& rel) {
     return (fixtures_dir() / rel).string();
 }
 
+// curl's form fields for the most common upload: jfk.wav, greedy, OpenAI's model name.
+inline const std::string kJfk = "-F file=@" + fixture("audio/jfk.wav");
+inline const std::string kFast = " -F temperature=0 -F model=whisper";
+
 // Starts `parlance serve` on a free port and stops it (SIGTERM) on destruction.
 class Server {
 public:

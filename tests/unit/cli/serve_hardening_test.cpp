@@ -19,9 +19,6 @@ namespace {
 using namespace parlance::testing;
 using nlohmann::json;
 
-const std::string kJfk = "-F file=@" + fixture("audio/jfk.wav");
-const std::string kFast = " -F temperature=0 -F model=whisper";
-
 json error_of(const RawResponse& r) {
     json j = json::parse(r.body, nullptr, false);
     return j.is_object() && j.contains("error") ? j["error"] : json();

@@ -26,9 +26,6 @@ namespace {
 using namespace parlance::testing;
 using nlohmann::json;
 
-const std::string kJfk = "-F file=@" + fixture("audio/jfk.wav");
-const std::string kFast = " -F temperature=0 -F model=whisper";
-
 void expect_error(const std::pair<int, std::string>& r, int status, const std::string& param) {
     EXPECT_EQ(r.first, status) << r.second;
     json j = json::parse(r.second, nullptr, false);
