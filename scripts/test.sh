@@ -20,7 +20,12 @@ bash scripts/setup.sh
 phase setup
 
 echo "== Release build"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Unity builds (CMake joins each target's sources eight to a file): the heavy headers (Beast,
+# nlohmann, GoogleTest, CLI11) are parsed and their templates instantiated once per eight files,
+# not once per file. On this project's 2-core machine: Release ~12 -> ~8.5 minutes, the ASan build
+# ~22 -> 13 minutes; every test passes in both (2026-12-03).
+UNITY=(-DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${UNITY[@]}" >/dev/null
 cmake --build build -j"$JOBS"
 phase "Release build"
 echo "== Tests (Release)"
@@ -34,7 +39,7 @@ echo "== ASan+UBSan build (clang) with fuzz targets"
 # the build about a quarter slower.
 cmake -S . -B build-asan -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" -DPARLANCE_SANITIZE=ON -DPARLANCE_FUZZ=ON >/dev/null
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" -DPARLANCE_SANITIZE=ON -DPARLANCE_FUZZ=ON "${UNITY[@]}" >/dev/null
 cmake --build build-asan -j"$JOBS"
 phase "ASan+UBSan build"
 # Left out under ASan (each ran in the Release pass above): the black-box server/CLI runs but the
@@ -46,11 +51,13 @@ phase "ASan+UBSan build"
 # StructuredOutput.*; self-speculation's verification is the draft model's, its live-session twin
 # took two minutes under ASan), concurrency/choices equivalences, the parity
 # command, and the CLI's runs of the Qwen3-ASR and GGUF checkpoints and of seeded sampling (the
-# same loaders and engine are under ASan in Qwen3AsrGguf.*, Qwen3Asr.* and Qwen3Engine.*).
+# same loaders and engine are under ASan in Qwen3AsrGguf.*, Qwen3Asr.* and Qwen3Engine.*); the
+# GPU attention graph's engine and Whisper reruns on the CPU (its served chat run stays: the
+# per-query attention under ASan).
 echo "== Tests (ASan+UBSan): unit tests, the hardening suite, the cheaper black-box chat routes"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j1 \
-    -E 'Serve[.]|Qwen3Quantized[.]|StructuredOutputEngine[.]|Speculative[.](SameTokens|ExpectedTokens)|Realtime[.]SelfSpeculation|Generate[.](TranscribeAndInfoReadLlamaCppsGgufPair|TranscribeRunsAQwen3AsrCheckpoint|PromptFileAndSeededSampling)|ServeHardening[.]HostileUploads|Realtime[.]TenMinutes|Chat[.](LoadKeepsMemoryFlat|StructuredOutput|SpeculativeDecoding|ConcurrentRequests|ChoicesShareOnePrefill)|Generate[.]ParityCommand|Qwen3Parity[.]Layout06b|Transcribe[.]|OpenAiSdk|WhisperConvert|v3-layout|layout_06b'
+    -E 'Serve[.]|Qwen3Quantized[.]|StructuredOutputEngine[.]|Speculative[.](SameTokens|ExpectedTokens)|Realtime[.]SelfSpeculation|Generate[.](TranscribeAndInfoReadLlamaCppsGgufPair|TranscribeRunsAQwen3AsrCheckpoint|PromptFileAndSeededSampling)|ServeHardening[.]HostileUploads|Realtime[.]TenMinutes|Chat[.](LoadKeepsMemoryFlat|StructuredOutput|SpeculativeDecoding|ConcurrentRequests|ChoicesShareOnePrefill)|Generate[.]ParityCommand|Qwen3Parity[.]Layout06b|Transcribe[.]|OpenAiSdk|WhisperConvert|v3-layout|layout_06b|GpuAttentionLayoutOnCpu[.](Engine|Whisper)'
 
 phase "ASan+UBSan tests"
 echo "== Fuzzing, ${FUZZ_SECONDS}s per target"

@@ -185,7 +185,6 @@ private:
     std::map<std::string, Item> items_;
     std::string open_id_, last_id_;
     int64_t last_redecode_ = 0;
-    int next_id_ = 0;
     std::deque<Decode> decodes_;
     bool decoding_ = false;
 };
