@@ -22,8 +22,8 @@ phase setup
 echo "== Release build"
 # Unity builds (CMake joins each target's sources eight to a file): the heavy headers (Beast,
 # nlohmann, GoogleTest, CLI11) are parsed and their templates instantiated once per eight files,
-# not once per file. On this project's 2-core machine: Release ~12 -> ~8.5 minutes, the ASan build
-# ~22 -> 13 minutes; every test passes in both (2026-12-03).
+# not once per file. In a fresh clone on this project's 2-core machine (2026-12-03): the Release
+# build 706 -> 422 s, the ASan build 1339 -> 771 s, the whole run 3685 -> 2701 s.
 UNITY=(-DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${UNITY[@]}" >/dev/null
 cmake --build build -j"$JOBS"
