@@ -31,10 +31,8 @@ ggml_tensor* conv1d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int 
     ggml_tensor* cols = ggml_im2col(ctx, kernel, x, stride, 0, padding, 0, 1, 0, false, GGML_TYPE_F32);
     ggml_tensor* k2 = ggml_reshape_2d(ctx, kernel, kernel->ne[0] * kernel->ne[1], kernel->ne[2]);
     ggml_tensor* c2 = ggml_reshape_2d(ctx, cols, cols->ne[0], cols->ne[1] * cols->ne[2]);
-    // f32 accumulation on a GPU, as conv2d: an f16 kernel would otherwise multiply in f16 there.
-    ggml_tensor* y = ggml_mul_mat(ctx, k2, c2);
-    set_accumulation(y);
-    return y;
+    // Not weight_product: an input's columns stay on ggml's (BLAS) path whatever their number.
+    return f32_product(ctx, k2, c2);
 }
 
 ggml_tensor* conv2d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int stride, int padding) {
@@ -64,8 +62,8 @@ ggml_tensor* rope(ggml_context* ctx, ggml_tensor* x, ggml_tensor* positions, con
 
 namespace {
 
-// Whether attention over this cache is built as on a GPU (segments with masks; in batch-invariant
-// steps one product per query). PARLANCE_ATTENTION_LAYOUT=gpu builds it so on the CPU too, so the
+// Whether attention over this cache is built as on a GPU (segments with masks, one product per
+// query: segmented_attention). PARLANCE_ATTENTION_LAYOUT=gpu builds it so on the CPU too, so the
 // tests run the GPU's attention graph without a GPU (ctest's GpuAttentionLayoutOnCpu).
 bool gpu_layout(const ggml_tensor* cache_k) {
     static const bool forced = [] {
@@ -126,13 +124,11 @@ ggml_tensor* segmented_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor*
                                  float scale) {
     const int64_t hd = q->ne[0], H = q->ne[1], n = q->ne[2];
     const int64_t Hkv = k_cells->ne[0] / hd;
-    // On a GPU, a product's kernel follows its number of columns (ggml-cuda: a vector kernel for one
+    // A GPU's product kernel follows its number of columns (ggml-cuda: a vector kernel for one
     // query, tiles or cuBLAS beyond), so a prompt token's attention would round differently when a
-    // prefix-cache hit or a prompt chunk leaves fewer of its sequence's queries in the step. In a
-    // batch-invariant step each query is there its own one-column product — the vector kernel,
-    // whose reduction depends only on hd and on the keys read — as weight_product() does for the
-    // weights. The CPU path needs none of this (its products do not depend on the column count).
-    const bool per_query = BatchInvariantProducts::active() && gpu_layout(k_cells);
+    // prefix-cache hit leaves fewer of its sequence's queries in the step. Each query is its own
+    // one-column product — the vector kernel, whose reduction depends only on hd and on the keys
+    // read — as weight_product() does for the weights in a batch-invariant step.
     // One sequence at a time: its cells gathered, its rows of q, its block of the masks.
     std::vector<ggml_tensor*> outs;
     size_t mask_at = 0;
@@ -145,38 +141,23 @@ ggml_tensor* segmented_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor*
         ggml_tensor* mask = ggml_view_2d(ctx, masks, L, n_s, static_cast<size_t>(L) * sizeof(float),
                                          mask_at * sizeof(float));
         mask_at += static_cast<size_t>(L) * static_cast<size_t>(n_s);
-        ggml_tensor* o = nullptr;
-        if (per_query) {
-            // K [hd, L, 1, Hkv] times each query [hd, 1] of [hd, 1, n_s, H] (heads broadcast as GQA).
-            ggml_tensor* K = ggml_view_4d(ctx, rows, hd, L, 1, Hkv, rows->nb[1], rows->nb[1] * L,
-                                          static_cast<size_t>(hd) * ggml_element_size(rows), 0);
-            ggml_tensor* Q = ggml_view_4d(ctx, q, hd, 1, n_s, H, q->nb[2], q->nb[2], q->nb[1],
-                                          static_cast<size_t>(g.token) * q->nb[2]);
-            ggml_tensor* kq = ggml_mul_mat(ctx, K, Q);  // [L, 1, n_s, H]
-            set_accumulation(kq);
-            kq = ggml_soft_max_ext(ctx, ggml_reshape_3d(ctx, kq, L, n_s, H), mask, scale, 0.0f);
-            // The vector kernel takes rows of even length: an odd L gets one zero key and weight.
-            int64_t Lp = L;
-            if (L % 2 != 0) {
-                V = ggml_pad(ctx, V, 1, 0, 0, 0);
-                kq = ggml_pad(ctx, kq, 1, 0, 0, 0);
-                Lp = L + 1;
-            }
-            o = ggml_mul_mat(ctx, ggml_reshape_4d(ctx, V, Lp, hd, 1, Hkv),
-                             ggml_reshape_4d(ctx, kq, Lp, 1, n_s, H));  // [hd, 1, n_s, H]
-            set_accumulation(o);
-            o = ggml_reshape_3d(ctx, o, hd, n_s, H);
-        } else {
-            ggml_tensor* K = ggml_permute(ctx, ggml_reshape_3d(ctx, rows, hd, Hkv, L), 0, 2, 1, 3);  // [hd, L, Hkv]
-            ggml_tensor* qs = ggml_view_3d(ctx, q, hd, H, n_s, q->nb[1], q->nb[2], static_cast<size_t>(g.token) * q->nb[2]);
-            ggml_tensor* Q = ggml_permute(ctx, qs, 0, 2, 1, 3);  // [hd, n_s, H]
-            ggml_tensor* kq = ggml_mul_mat(ctx, K, Q);           // [L, n_s, H]
-            set_accumulation(kq);
-            kq = ggml_soft_max_ext(ctx, kq, mask, scale, 0.0f);
-            o = ggml_mul_mat(ctx, V, kq);  // [hd, n_s, H]
-            set_accumulation(o);
+        // K [hd, L, 1, Hkv] times each query [hd, 1] of [hd, 1, n_s, H] (heads broadcast as GQA).
+        ggml_tensor* K = ggml_view_4d(ctx, rows, hd, L, 1, Hkv, rows->nb[1], rows->nb[1] * L,
+                                      static_cast<size_t>(hd) * ggml_element_size(rows), 0);
+        ggml_tensor* Q = ggml_view_4d(ctx, q, hd, 1, n_s, H, q->nb[2], q->nb[2], q->nb[1],
+                                      static_cast<size_t>(g.token) * q->nb[2]);
+        ggml_tensor* kq = f32_product(ctx, K, Q);  // [L, 1, n_s, H]
+        kq = ggml_soft_max_ext(ctx, ggml_reshape_3d(ctx, kq, L, n_s, H), mask, scale, 0.0f);
+        // The vector kernel takes rows of even length: an odd L gets one zero key and weight.
+        int64_t Lp = L;
+        if (L % 2 != 0) {
+            V = ggml_pad(ctx, V, 1, 0, 0, 0);
+            kq = ggml_pad(ctx, kq, 1, 0, 0, 0);
+            Lp = L + 1;
         }
-        o = ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3));  // [hd, H, n_s]
+        ggml_tensor* o = f32_product(ctx, ggml_reshape_4d(ctx, V, Lp, hd, 1, Hkv),
+                                     ggml_reshape_4d(ctx, kq, Lp, 1, n_s, H));  // [hd, 1, n_s, H]
+        o = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_3d(ctx, o, hd, n_s, H), 0, 2, 1, 3));  // [hd, H, n_s]
         outs.push_back(ggml_reshape_2d(ctx, o, hd * H, n_s));
     }
     if (outs.empty()) throw Error(ErrorKind::Internal, "attention: a step without sequences");
@@ -197,7 +178,7 @@ size_t paged_attention_nodes(const StepBatch& batch, const KvStorage& cache) {
 
 size_t paged_attention_nodes(size_t segments, const KvStorage& cache) {
     if (!gpu_layout(cache.k(0))) return 8;
-    // Per segment: the gathers and views of both paths, the per-query path's pads and reshapes.
+    // Per segment: the gathers, views, pads and reshapes of segmented_attention.
     return 4 + 24 * segments;
 }
 

@@ -75,7 +75,7 @@ ggml_tensor* paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, 
 // The GPU path of paged_attention, after the writes: q [hd, heads, n]; the layer's cache cells
 // [kv_dim, n_cells]; read I32 [n_kv]; masks F32 (StepBatch::segment_masks()); segments cover q's
 // tokens in order. Each segment is attended by itself (get_rows, two products with f32
-// accumulation, a masked softmax), then the outputs are joined. -> [hd * heads, n].
+// accumulation, one per query, a masked softmax), then the outputs are joined. -> [hd * heads, n].
 ggml_tensor* segmented_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k_cells, ggml_tensor* v_cells,
                                  ggml_tensor* read, ggml_tensor* masks, std::span<const StepBatch::Segment> segments,
                                  float scale);

@@ -422,16 +422,14 @@ bool gpu_default_accumulation() {
 
 }  // namespace
 
-void set_accumulation(ggml_tensor* product) {
-    ggml_mul_mat_set_prec(product, gpu_default_accumulation() ? GGML_PREC_DEFAULT : GGML_PREC_F32);
+ggml_tensor* f32_product(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b) {
+    ggml_tensor* y = ggml_mul_mat(ctx, a, b);
+    ggml_mul_mat_set_prec(y, gpu_default_accumulation() ? GGML_PREC_DEFAULT : GGML_PREC_F32);
+    return y;
 }
 
 ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x) {
-    auto ggml_product = [&] {
-        ggml_tensor* y = ggml_mul_mat(ctx, w, x);
-        set_accumulation(y);
-        return y;
-    };
+    auto ggml_product = [&] { return f32_product(ctx, w, x); };
     const bool host_weights = in_cpu_memory(w);
     const bool types = (w->type == GGML_TYPE_F16 || w->type == GGML_TYPE_F32) && x->type == GGML_TYPE_F32;
     const bool shapes = w->nb[0] == ggml_type_size(w->type) && x->nb[0] == sizeof(float) && w->ne[3] == 1 &&
@@ -449,8 +447,7 @@ ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x) {
         if (columns) {
             const int64_t n = ggml_nrows(x);
             ggml_tensor* cols = ggml_view_3d(ctx, x, x->ne[0], 1, n, x->nb[1], x->nb[1], 0);  // [in, 1, n]
-            ggml_tensor* y = ggml_mul_mat(ctx, w, cols);                                      // [out, 1, n]
-            set_accumulation(y);
+            ggml_tensor* y = f32_product(ctx, w, cols);                                       // [out, 1, n]
             return ggml_reshape_4d(ctx, y, w->ne[1], x->ne[1], x->ne[2], x->ne[3]);
         }
     }

@@ -21,16 +21,16 @@ namespace parlance {
 // ggml_mul_mat(w, x), same shapes: w ne [in, out] (f16, f32 or any ggml type), x [in, n, ...] f32
 // -> [out, n, ...] f32; or batched, w [in, out, m] (views allowed: rows need only be contiguous
 // within themselves) times x [in, n, m] -> [out, n, m], as attention's per-head products.
-// On a GPU the product accumulates in f32 (set_accumulation); the CPU kernel always does.
+// On a GPU the product accumulates in f32 (as f32_product); the CPU kernel always does.
 ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x);
 
-// Asks a GPU to compute `product` (a ggml_mul_mat node) with f32 accumulation: ggml-cuda's default
-// for f16 or bf16 weights is f16 operands and f16 accumulation through cuBLAS (an f16 convolution
-// kernel made the Qwen3-ASR encoder 1e-3 off, issue 19). Every product of ours goes through here.
-// It costs nothing measurable on an H200 and ggml's default made the 0.6B encoder 2.2x slower
+// ggml_mul_mat(a, b) computed by a GPU with f32 accumulation: ggml-cuda's default for f16 or bf16
+// operands is f16 operands and f16 accumulation through cuBLAS (an f16 convolution kernel made the
+// Qwen3-ASR encoder 1e-3 off, issue 19). Every product of ours is this or weight_product(). It
+// costs nothing measurable on an H200 and ggml's default made the 0.6B encoder 2.2x slower
 // (docs/cuda.md); PARLANCE_GPU_ACCUMULATION=default restores ggml's default to measure that again.
 // CPU results never change: ggml's CPU kernels accumulate in f32 whatever the setting.
-void set_accumulation(ggml_tensor* product);
+ggml_tensor* f32_product(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
 
 // The kernel itself, for tests: y[c*y_stride + r] = sum_k w[r*row_bytes + k] * x[c*x_stride + k]
 // for rows [row_begin, row_end) and columns [0, n_cols). w_type is GGML_TYPE_F16 or GGML_TYPE_F32.

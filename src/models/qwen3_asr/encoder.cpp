@@ -173,11 +173,9 @@ std::vector<float> AudioEncoder::encode(const Features& f, std::vector<float>* h
             ggml_permute(ctx, ggml_reshape_4d(ctx, linear(ctx, h, l.k_w, l.k_b), hd, H, win, n_windows), 0, 2, 1, 3);
         ggml_tensor* v = ggml_reshape_4d(ctx, linear(ctx, h, l.v_w, l.v_b), hd, H, win, n_windows);
         v = ggml_cont(ctx, ggml_permute(ctx, v, 1, 2, 0, 3));  // [win, hd, H, windows]
-        ggml_tensor* kq = ggml_mul_mat(ctx, k, q);             // [win keys, win queries, H, windows]
-        set_accumulation(kq);
+        ggml_tensor* kq = f32_product(ctx, k, q);              // [win keys, win queries, H, windows]
         kq = ggml_soft_max_ext(ctx, kq, mask_in, scale, 0.0f);
-        ggml_tensor* o = ggml_mul_mat(ctx, v, kq);  // [hd, win, H, windows]
-        set_accumulation(o);
+        ggml_tensor* o = f32_product(ctx, v, kq);  // [hd, win, H, windows]
         o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), d, P);
         x = ggml_add(ctx, x, linear(ctx, o, l.o_w, l.o_b));
         h = layer_norm(ctx, x, l.ln2_w, l.ln2_b, c_.layer_norm_eps);

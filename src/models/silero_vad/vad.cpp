@@ -168,8 +168,7 @@ std::vector<float> SileroVad::encode(const Rate& r, std::span<const float> input
     ggml_cgraph* g = ggml_new_graph_custom(ctx, graph_capacity(64), false);
     ggml_tensor* in = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, r.filter, static_cast<int64_t>(kFrames) * n);
     ggml_set_input(in);
-    ggml_tensor* spec = ggml_mul_mat(ctx, r.basis, in);  // [2 * bins, frames]
-    set_accumulation(spec);
+    ggml_tensor* spec = f32_product(ctx, r.basis, in);  // [2 * bins, frames]
     ggml_tensor* re = ggml_cont(ctx, ggml_view_2d(ctx, spec, r.bins, spec->ne[1], spec->nb[1], 0));
     ggml_tensor* im = ggml_cont(ctx, ggml_view_2d(ctx, spec, r.bins, spec->ne[1], spec->nb[1], r.bins * sizeof(float)));
     ggml_tensor* x = ggml_sqrt(ctx, ggml_add(ctx, ggml_sqr(ctx, re), ggml_sqr(ctx, im)));  // [bins, 4n]
@@ -182,9 +181,7 @@ std::vector<float> SileroVad::encode(const Rate& r, std::span<const float> input
         t = (t + 2 - 3) / strides[i] + 1;
         x = ggml_relu(ctx, ggml_add(ctx, x, r.conv_b[i]));
     }
-    ggml_tensor* ih = ggml_mul_mat(ctx, r.w_ih, x);
-    set_accumulation(ih);
-    ggml_tensor* gates = ggml_add(ctx, ih, r.b_ih);  // [512, n]
+    ggml_tensor* gates = ggml_add(ctx, f32_product(ctx, r.w_ih, x), r.b_ih);  // [512, n]
     ggml_set_output(gates);
     ggml_build_forward_expand(g, gates);
     backend_.alloc_graph(g);

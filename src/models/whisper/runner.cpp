@@ -116,11 +116,9 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
         k = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, k, hd, H, T, B), 0, 2, 1, 3));
         ggml_tensor* vt =
             ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, v, hd, H, T, B), 1, 2, 0, 3));  // [T, hd, H, B]
-        ggml_tensor* kq = ggml_mul_mat(ctx, k, q);                                                // [T, T, H, B]
-        set_accumulation(kq);
+        ggml_tensor* kq = f32_product(ctx, k, q);                                                 // [T, T, H, B]
         kq = ggml_soft_max_ext(ctx, kq, nullptr, scale, 0.0f);
-        ggml_tensor* o = ggml_mul_mat(ctx, vt, kq);            // [hd, T, H, B]
-        set_accumulation(o);
+        ggml_tensor* o = f32_product(ctx, vt, kq);             // [hd, T, H, B]
         o = ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3));  // [hd, H, T, B]
         o = ggml_reshape_3d(ctx, o, d, T, B);
         x = ggml_add(ctx, x, linear(ctx, o, l.attn.o_w, l.attn.o_b));
