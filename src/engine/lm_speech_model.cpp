@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include "audio/cut_points.h"
 #include "core/error.h"
@@ -156,7 +157,12 @@ public:
             if (static_cast<int>(queue_.size()) >= options_.max_queue)
                 throw Error(ErrorKind::Overloaded,
                             "the request queue is full (" + std::to_string(options_.max_queue) + " waiting)");
-            queue_.push_back(std::move(job));
+            // Sorted by (priority, arrival): behind its class, ahead of every less urgent one.
+            job->arrival = ++arrivals_;
+            const auto at = std::find_if(queue_.begin(), queue_.end(), [&](const std::unique_ptr<Job>& q) {
+                return q->request.priority > job->request.priority;
+            });
+            queue_.insert(at, std::move(job));
             stats_.queued = static_cast<int>(queue_.size());
         }
         wake_.notify_one();
@@ -197,6 +203,9 @@ private:
         Transcript transcript;
         std::exception_ptr error;
         Clock::time_point submitted = Clock::now();
+        uint64_t arrival = 0;  // submission order: FIFO inside a priority class
+
+        auto urgency() const { return std::make_tuple(static_cast<int>(request.priority), arrival); }
     };
 
     void fail(Job& j, std::exception_ptr e) {
@@ -213,8 +222,8 @@ private:
         (cancelled ? stats_.cancelled : stats_.failed)++;
     }
 
-    // A newly admitted job: its audio cut, its first pieces in (this thread).
-    void start(Job& j) {
+    // A newly admitted job: its audio cut, its first pieces in as the budget allows (this thread).
+    void start(Job& j, int& embed_budget) {
         const TranscribeOptions& o = j.request.options;
         if (options_.request_timeout_seconds > 0)
             j.deadline = j.submitted + std::chrono::duration_cast<Clock::duration>(
@@ -223,12 +232,13 @@ private:
         j.results.resize(j.pieces->count());
         j.transcript.duration = static_cast<double>(j.request.pcm.size()) / 16000.0;
         j.transcript.task = o.task;
-        feed(j);
+        feed(j, embed_budget);
     }
 
     // Embeds and submits the job's next pieces while fewer than kPiecesInFlight are ahead of its
-    // transcript (in the engine, or finished and waiting for an earlier piece).
-    void feed(Job& j) {
+    // transcript (in the engine, or finished and waiting for an earlier piece) and the step's
+    // encoder budget lasts (each piece takes one).
+    void feed(Job& j, int& embed_budget) {
         if (!j.pieces) return;
         // A cancelled or timed-out job embeds no new piece (the engine sweeps those in flight);
         // with none in flight, nothing else ends it.
@@ -240,11 +250,13 @@ private:
             return;
         }
         // Checked again before each piece: embedding one is an encoder pass.
-        while (!j.error && !ended() && !j.pieces->all_made() &&
+        while (embed_budget > 0 && !j.error && !ended() && !j.pieces->all_made() &&
                j.pieces->made() - j.emitted < static_cast<size_t>(kPiecesInFlight)) {
+            --embed_budget;
             const size_t i = j.pieces->made();
             GenerationRequest r = j.pieces->next();
             if (i == 0) r.expected.assign(j.request.expected.begin(), j.request.expected.end());
+            r.priority = j.request.priority;
             r.cancelled = j.request.cancelled;
             r.deadline = j.deadline;
             owner_[engine_.submit(std::move(r))] = {&j, i};
@@ -313,9 +325,14 @@ private:
                 stats_.queued = static_cast<int>(queue_.size());
             }
             const auto t0 = Clock::now();
+            // Encoder passes of this step: the most urgent jobs' pieces first (see kEmbedsPerStep).
+            std::stable_sort(active_.begin(), active_.end(),
+                             [](const auto& a, const auto& b) { return a->urgency() < b->urgency(); });
+            std::sort(admitted.begin(), admitted.end(), [](Job* a, Job* b) { return a->urgency() < b->urgency(); });
+            int embed_budget = kEmbedsPerStep;
             for (Job* j : admitted) {
                 try {
-                    start(*j);
+                    start(*j, embed_budget);
                 } catch (...) {
                     abandon(*j);
                 }
@@ -343,7 +360,7 @@ private:
                 bool finished = advance(*j);
                 if (!finished) {
                     try {
-                        feed(*j);
+                        feed(*j, embed_budget);
                         finished = advance(*j);  // a cancelled job with nothing in flight ends here
                     } catch (...) {
                         abandon(*j);
@@ -382,8 +399,9 @@ private:
     std::map<SeqId, std::pair<Job*, size_t>> owner_;  // this thread's: sequence -> piece
     mutable std::mutex mutex_;
     std::condition_variable wake_;
-    std::deque<std::unique_ptr<Job>> queue_;
+    std::deque<std::unique_ptr<Job>> queue_;  // sorted by (priority, arrival)
     std::vector<std::unique_ptr<Job>> active_;
+    uint64_t arrivals_ = 0;
     bool stopping_ = false;
     bool draining_ = false;
     EngineStats stats_;

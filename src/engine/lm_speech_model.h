@@ -24,6 +24,12 @@ namespace parlance {
 // earlier ones are done, so memory does not grow with the audio.
 inline constexpr int kPiecesInFlight = 8;
 
+// Pieces the server's engine embeds (encoder passes) between two decoder steps, taken from the
+// most urgent request first (TranscriptionRequest::priority, then arrival): a burst of uploads
+// does not stall running decodes for all of its encoder passes, and a live item's final decode
+// is embedded before pieces of less urgent requests that arrived earlier.
+inline constexpr int kEmbedsPerStep = 1;
+
 class LmSpeechModel : public SpeechModel {
 public:
     LmSpeechModel(std::unique_ptr<AudioLanguageModel> model, Backend& backend);

@@ -14,11 +14,9 @@
 #include <vector>
 
 #include "core/kv_cache_manager.h"
+#include "core/priority.h"
 
 namespace parlance {
-
-// Scheduling classes, most urgent first: live sessions, interactive requests, bulk work.
-enum class Priority : int { Live = 0, Interactive = 1, Bulk = 2 };
 
 enum class SeqState {
     Waiting,          // queued, no KV cells yet (or preempted: its cells were taken back)

@@ -16,6 +16,7 @@
 
 #include "core/kv_cache_manager.h"
 #include "core/log.h"
+#include "core/priority.h"
 #include "decoding/transcribe_options.h"
 #include "decoding/transcript.h"
 
@@ -50,6 +51,9 @@ struct TranscriptionRequest {
     // model agrees with — self-speculation; the transcript is the same as without. Whisper's
     // engine decodes with beams and ignores it.
     std::vector<int> expected;
+    // Its class: queued requests are admitted and their audio encoded in (priority, arrival)
+    // order, so a live item's final decode does not wait behind uploads or interim decodes.
+    Priority priority = Priority::Interactive;
 };
 
 struct EngineStats {

@@ -203,6 +203,11 @@ void RealtimeSession::start() {
 void RealtimeSession::stop() {
     stopped_ = true;
     cancelled_->store(true);
+    if (inflight_cancel_) inflight_cancel_->store(true);
+}
+
+void RealtimeSession::cancel_interim_before(int64_t end) {
+    if (decoding_ && inflight_interim_ && inflight_end_ < end && inflight_cancel_) inflight_cancel_->store(true);
 }
 
 void RealtimeSession::emit(json ev) {
@@ -489,7 +494,9 @@ void RealtimeSession::feed_vad(std::span<const float> pcm) {
         } else if (v.silence_from < 0) {
             v.silence_from = at;
             // Decode the speech up to the pause now: if the pause turns out to end the item, this
-            // decode is its final one and `completed` follows speech_stopped at once.
+            // decode is its final one and `completed` follows speech_stopped at once. An interim
+            // decode still running (or queued in the engine) is superseded by it.
+            cancel_interim_before(at);
             redecode_to(at);
         }
         if (v.silence_from >= 0 && v.next - v.silence_from >= static_cast<int64_t>(silence_duration_ms_) * 16) {
@@ -553,12 +560,13 @@ void RealtimeSession::close_item(int64_t end, int64_t speech_end, bool speech_st
     // An interim decode that covered all the speech is the final one: done now, or when it lands.
     if (it.hypothesis_end >= it.speech_end && !it.decoding) return complete(it, it.hypothesis);
     if (it.decoding) {
-        it.await_interim = true;  // decided when it lands (on_decoded)
+        cancel_interim_before(it.speech_end);  // a final decode follows it anyway
+        it.await_interim = true;               // decided when it lands (on_decoded)
         // Its audio now: by then trim() may have dropped it with the audio before the next item.
         it.final_pcm = slice(it.start, it.end);
         return;
     }
-    decodes_.push_back({it.id, true, slice(it.start, it.end), it.end});
+    decodes_.push_back({it.id, true, true, slice(it.start, it.end), it.end});
     run_next_decode();
 }
 
@@ -614,7 +622,8 @@ void RealtimeSession::redecode_to(int64_t end) {
     Item& it = items_[open_id_];
     if (end - it.start < kMinCommitSamples || end <= it.hypothesis_end) return;
     last_redecode_ = end;
-    decodes_.push_back({it.id, false, slice(it.start, end), end, steady_seconds()});
+    const bool at_pause = vad_state_ && vad_state_->speaking && vad_state_->silence_from == end;
+    decodes_.push_back({it.id, false, at_pause, slice(it.start, end), end, steady_seconds()});
     run_next_decode();
 }
 
@@ -671,7 +680,11 @@ void RealtimeSession::run_next_decode() {
     // timestamps), so what they agree on is what the final decode says, and the completed
     // transcript is the offline transcript of the same audio.
     req.options.temperatures = {0.0f};
-    req.cancelled = cancelled_;
+    inflight_cancel_ = std::make_shared<std::atomic<bool>>(cancelled_->load());
+    inflight_end_ = d->end;
+    inflight_interim_ = !d->final;
+    req.cancelled = inflight_cancel_;
+    req.priority = d->final || d->at_pause ? Priority::Live : Priority::Interactive;
     if (o_.self_speculation)
         if (auto it = items_.find(d->item_id); it != items_.end()) req.expected = it->second.hypothesis_tokens;
     auto self = shared_from_this();
@@ -714,7 +727,7 @@ void RealtimeSession::on_decoded(const Decode& d, const Transcript& result, cons
                 if (it.await_interim && err.empty() && d.end >= it.speech_end) {
                     complete(it, text);
                 } else {
-                    decodes_.push_back({it.id, true, std::move(it.final_pcm), it.end});
+                    decodes_.push_back({it.id, true, true, std::move(it.final_pcm), it.end});
                 }
             } else if (err.empty()) {
                 const std::string delta = it.policy.update(text);

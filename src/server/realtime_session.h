@@ -13,7 +13,9 @@
 // or changes. Without
 // turn detection the client commits. A bad message is answered with an `error` event naming the
 // offending event; the session stays usable. Decodes of one session run one at a time on the
-// worker pool; audio before the open segment is dropped, so memory stays flat on long streams.
+// worker pool; a decode that decides an item (up to a pause, or final) runs as Priority::Live and
+// cancels an interim decode in flight that it supersedes; interim decodes run as Interactive.
+// Audio before the open segment is dropped, so memory stays flat on long streams.
 // Not thread-safe: every call, and every hook's callback, runs on the connection's strand.
 #pragma once
 
@@ -123,6 +125,10 @@ private:
     struct Decode {
         std::string item_id;
         bool final = false;
+        // Ends where the speech paused (or is a final decode): if the pause ends the item, its text
+        // is the item's transcript, so it runs as Priority::Live. Interim decodes at the cadence
+        // only preview text a later decode replaces: Priority::Interactive, beside file requests.
+        bool at_pause = false;
         std::vector<float> pcm;
         int64_t end = 0;         // session sample where the audio ends
         double queued_at = 0.0;  // steady seconds: when it was queued (its audio had arrived)
@@ -142,6 +148,9 @@ private:
     void redecode_to(int64_t end);
     void maybe_redecode();
     void run_next_decode();
+    // Cancels the interim decode in flight if it ends before `end`: a decode up to `end` (a pause,
+    // the item's end) is wanted now and supersedes it; the engine drops it between steps.
+    void cancel_interim_before(int64_t end);
     void on_decoded(const Decode& d, const Transcript& result, const std::string& error);
     void trim();
     void end_if_shut_down();
@@ -187,6 +196,10 @@ private:
     int64_t last_redecode_ = 0;
     std::deque<Decode> decodes_;
     bool decoding_ = false;
+    // The decode in flight: its own cancellation flag (stop() sets it too), end and kind.
+    std::shared_ptr<std::atomic<bool>> inflight_cancel_;
+    int64_t inflight_end_ = 0;
+    bool inflight_interim_ = false;
 };
 
 }  // namespace parlance::server

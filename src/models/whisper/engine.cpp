@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <tuple>
 
 #include <malloc.h>
 
@@ -19,6 +20,9 @@ struct WhisperEngine::Job {
     std::vector<int> slots;
     int kv_blocks = 0;  // reserved while active: its beams' worst case
     Clock::time_point submitted = Clock::now();
+    uint64_t arrival = 0;  // submission order: FIFO inside a priority class
+
+    auto urgency() const { return std::make_tuple(static_cast<int>(request.priority), arrival); }
 };
 
 namespace {
@@ -78,7 +82,13 @@ std::future<Transcript> WhisperEngine::submit(TranscriptionRequest request) {
         if (static_cast<int>(queue_.size()) >= options_.max_queue)
             throw Error(ErrorKind::Overloaded, "the request queue is full (" +
                                                    std::to_string(options_.max_queue) + " waiting)");
-        queue_.push_back(std::move(job));
+        // The queue stays sorted by (priority, arrival): a request goes behind every one of its
+        // class and ahead of all less urgent ones.
+        job->arrival = ++arrivals_;
+        const auto at = std::find_if(queue_.begin(), queue_.end(), [&](const std::unique_ptr<Job>& q) {
+            return q->request.priority > job->request.priority;
+        });
+        queue_.insert(at, std::move(job));
         stats_.queued = static_cast<int>(queue_.size());
     }
     wake_.notify_one();
@@ -132,8 +142,8 @@ void WhisperEngine::finish(Job& job, std::exception_ptr error) {
 }
 
 // Moves queued jobs into the active set while their cache slots are free and the KV cache can
-// hold their worst case (FIFO: a large beam request at the head waits rather than being
-// overtaken forever).
+// hold their worst case, most urgent first (the queue's order; a large beam request at the head
+// waits rather than being overtaken forever by others of its class).
 void WhisperEngine::admit_locked() {
     while (!queue_.empty()) {
         Job& head = *queue_.front();
@@ -230,21 +240,24 @@ void WhisperEngine::step_once() {
             stats_.cancelled++;
         }
     }
-    // Encode every window that needs it, a few per graph.
+    // One encoder graph per step (up to max_encode_batch windows), the most urgent windows first:
+    // a burst of uploads does not stall the running decodes for all of its encoder passes, and a
+    // live item's final decode is encoded before the windows queued ahead of it in lower classes.
     std::vector<Job*> pending;
     for (auto& j : active_)
         if (!j->slots.empty() && j->session && j->session->phase() == Session::Phase::NeedEncode)
             pending.push_back(j.get());
-    for (size_t i = 0; i < pending.size(); i += options_.max_encode_batch) {
-        size_t n = std::min<size_t>(options_.max_encode_batch, pending.size() - i);
+    std::sort(pending.begin(), pending.end(), [](const Job* a, const Job* b) { return a->urgency() < b->urgency(); });
+    if (pending.size() > static_cast<size_t>(options_.max_encode_batch)) pending.resize(options_.max_encode_batch);
+    if (!pending.empty()) {
         std::vector<std::vector<float>> mels;
         std::vector<CrossKv*> crosses;
-        for (size_t k = 0; k < n; ++k) {
-            mels.push_back(pending[i + k]->session->window_mel());
-            crosses.push_back(pending[i + k]->session->cross());
+        for (Job* j : pending) {
+            mels.push_back(j->session->window_mel());
+            crosses.push_back(j->session->cross());
         }
         runner_.encode(mels, crosses);
-        for (size_t k = 0; k < n; ++k) pending[i + k]->session->encoded();
+        for (Job* j : pending) j->session->encoded();
     }
     // Word-timestamp alignment passes (one sequence each, between steps).
     for (auto& j : active_) {

@@ -1,7 +1,8 @@
 // Whisper's transcription engine (a SpeechEngine): one thread owns the model runner and advances every admitted
-// request together — windows that need encoding are encoded in one batch, then one decoder step
-// runs over all live hypotheses of all requests (continuous batching: requests join and leave
-// between steps). Requests wait in a bounded queue; a full queue refuses with Overloaded.
+// request together — each step encodes the most urgent window(s) that need it, then one decoder
+// step runs over all live hypotheses of all requests (continuous batching: requests join and
+// leave between steps). Requests wait in a bounded queue ordered by (priority, arrival); a full
+// queue refuses with Overloaded.
 // Cancellation (a client that hung up) and time limits take effect between steps and free the
 // request's cache slots. Thread-safe: submit/stats/shutdown may be called from any thread.
 #pragma once
@@ -65,7 +66,8 @@ private:
     std::vector<std::unique_ptr<Job>> active_;  // touched by the engine thread only (and stats)
     std::vector<int> free_slots_;
     int reserved_blocks_ = 0;
-    int total_kv_blocks_ = 0;  // fixed at construction (read by submit on any thread)
+    int total_kv_blocks_ = 0;
+    uint64_t arrivals_ = 0;  // fixed at construction (read by submit on any thread)
     bool stopping_ = false;
     bool draining_ = false;
     EngineStats stats_;
