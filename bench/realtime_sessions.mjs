@@ -3,12 +3,19 @@
 // items of all sessions: end of speech (speech_stopped) -> completed p50/p95, first delta after
 // the item's speech start p50/p95, and how far the last `completed` trails the end of the audio.
 //
-//   node --experimental-websocket bench/realtime_sessions.mjs PORT FILE.wav N [N...]
+//   node --experimental-websocket bench/realtime_sessions.mjs [--uploads U] PORT FILE.wav N [N...]
+//
+// --uploads U: meanwhile U clients post FILE.wav to /v1/audio/transcriptions one after another
+// (json, temperature 0), so the sessions compete with file requests; the table then also gives
+// the uploads completed while the sessions ran.
 //
 // Node 20 needs --experimental-websocket (Node 22 has WebSocket built in). No npm packages.
 import fs from 'fs';
 
-const [port, file, ...counts] = process.argv.slice(2);
+const args = process.argv.slice(2);
+let uploads = 0;
+if (args[0] === '--uploads') { uploads = Number(args[1]); args.splice(0, 2); }
+const [port, file, ...counts] = args;
 const wav = fs.readFileSync(file);
 const data = wav.indexOf('data');
 const pcm = wav.subarray(data + 8);
@@ -54,12 +61,30 @@ function session() {
   });
 }
 
-console.log('| sessions | items | end of speech -> completed p50 / p95 | first delta p50 / p95 | last completed after the audio ends |');
-console.log('|---|---|---|---|---|');
+// One upload client: posts the file again as soon as the last answer came, until told to stop.
+async function uploader(state) {
+  while (!state.stop) {
+    const form = new FormData();
+    form.append('file', new Blob([wav], {type: 'audio/wav'}), 'audio.wav');
+    form.append('model', 'whisper-1');
+    form.append('temperature', '0');
+    const res = await fetch(`http://127.0.0.1:${port}/v1/audio/transcriptions`, {method: 'POST', body: form});
+    await res.text();
+    if (!res.ok) { console.error(`upload: HTTP ${res.status}`); break; }
+    if (!state.stop) state.done++;
+  }
+}
+
+console.log(`| sessions | uploads | items | end of speech -> completed p50 / p95 | first delta p50 / p95 | last completed after the audio ends | uploads done |`);
+console.log('|---|---|---|---|---|---|---|');
 for (const n of counts.map(Number)) {
+  const state = {stop: false, done: 0};
+  const clients = Array.from({length: uploads}, () => uploader(state));
   const rs = await Promise.all(Array.from({length: n}, () => session()));
+  state.stop = true;
+  await Promise.all(clients);
   const eos = rs.flatMap(r => r.eos), first = rs.flatMap(r => r.first);
   const trail = Math.max(...rs.map(r => r.trail));
   const f = (x) => x.toFixed(3) + ' s';
-  console.log(`| ${n} | ${rs.reduce((a, r) => a + r.items, 0)} | ${f(pct(eos, 0.5))} / ${f(pct(eos, 0.95))} | ${f(pct(first, 0.5))} / ${f(pct(first, 0.95))} | ${f(trail)} |`);
+  console.log(`| ${n} | ${uploads} | ${rs.reduce((a, r) => a + r.items, 0)} | ${f(pct(eos, 0.5))} / ${f(pct(eos, 0.95))} | ${f(pct(first, 0.5))} / ${f(pct(first, 0.95))} | ${f(trail)} | ${state.done} |`);
 }

@@ -55,6 +55,7 @@ void apply_sampling(const fields::Sampling& f, const ChatModel& model, RunSettin
     s.sampling.seed = f.seed ? *f.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
     if (!f.ignore_eos) s.sampling.stop_ids = model.stop_ids;
     s.stop = f.stop;
+    s.priority = f.priority;
 }
 
 int fit_context(const ChatModel& model, size_t prompt_tokens, std::optional<int> max_tokens,
@@ -91,6 +92,7 @@ void GenerationRun::start(std::shared_ptr<std::atomic<bool>> cancelled) {
     r.request.constraint = s_.constraint;
     r.request.cancelled = std::move(cancelled);
     r.request.logprobs = s_.logprobs;
+    r.request.priority = s_.priority;
     auto self = shared_from_this();
     r.on_token = [self](int choice, int32_t t) { return self->on_token(choice, t); };
     if (s_.logprobs >= 0)

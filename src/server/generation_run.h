@@ -44,6 +44,7 @@ struct RunSettings {
     std::vector<std::string> stop;                      // stop strings
     ChatOutputOptions output;                           // reasoning / tool-call parsing
     std::shared_ptr<const TokenConstraint> constraint;  // structured output (each choice its copy)
+    Priority priority = Priority::Interactive;          // from service_tier
 };
 
 // How a writer's output reaches the HTTP connection.

@@ -677,6 +677,7 @@ private:
         if (form_.temperature >= 0.0f) req.options.temperatures = {form_.temperature};
         req.options.timestamps = true;
         req.options.word_timestamps = form_.word_timestamps;
+        req.priority = form_.priority;
         req.cancelled = cancelled_;
         if (form_.stream) {
             start_sse();

@@ -83,7 +83,7 @@ std::vector<std::string> stop_strings(const ordered_json& v, const std::string& 
 
 std::set<std::string> with_sampling(std::set<std::string> known) {
     for (const char* k : {"min_tokens", "ignore_eos", "temperature", "top_p", "top_k", "min_p", "presence_penalty",
-                          "frequency_penalty", "repetition_penalty", "seed", "stop"})
+                          "frequency_penalty", "repetition_penalty", "seed", "stop", "service_tier"})
         known.insert(k);
     return known;
 }
@@ -108,6 +108,13 @@ void read_sampling(const ordered_json& j, Sampling& s, size_t max_stop) {
     }
     if (has(j, "seed")) s.seed = seed(j["seed"], "seed");
     if (has(j, "stop")) s.stop = stop_strings(j["stop"], "stop", max_stop);
+    if (has(j, "service_tier")) s.priority = service_tier(string(j["service_tier"], "service_tier"));
+}
+
+Priority service_tier(const std::string& tier) {
+    if (tier == "flex") return Priority::Bulk;
+    if (tier == "auto" || tier == "default" || tier == "priority") return Priority::Interactive;
+    refuse("service_tier", "service_tier is auto, default, flex or priority");
 }
 
 }  // namespace parlance::server::fields

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/priority.h"
+
 namespace parlance::server::fields {
 
 using nlohmann::ordered_json;
@@ -44,10 +46,14 @@ struct Sampling {
     float presence_penalty = 0.0f, frequency_penalty = 0.0f, repetition_penalty = 1.0f;
     std::optional<uint64_t> seed;
     std::vector<std::string> stop;
+    Priority priority = Priority::Interactive;  // service_tier: "flex" is Bulk, the others Interactive
 };
 // Reads those of `j`'s fields that are present: min_tokens, ignore_eos, temperature (0..2),
-// top_p, top_k (-1 = all), min_p, the three penalties, seed, stop (at most `max_stop`).
+// top_p, top_k (-1 = all), min_p, the three penalties, seed, stop (at most `max_stop`), service_tier.
 void read_sampling(const ordered_json& j, Sampling& s, size_t max_stop);
+// OpenAI's service_tier as a scheduling class: "flex" (cheaper, slower) is Bulk; "auto",
+// "default" and "priority" are Interactive; anything else is refused naming the field.
+Priority service_tier(const std::string& tier);
 // `known` and the names read_sampling reads, for only_known().
 std::set<std::string> with_sampling(std::set<std::string> known);
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api_error.h"
+#include "server/json_fields.h"
 
 namespace parlance::server {
 namespace {
@@ -69,7 +70,8 @@ TranscriptionForm parse_transcription_form(const std::vector<FormPart>& parts, b
     bool have_file = false, have_model = false;
     // Fields that take one value: a second one is refused rather than silently taking the last.
     static const std::set<std::string, std::less<>> kSingle = {
-        "model", "language", "prompt", "response_format", "temperature", "stream", "chunking_strategy", "user"};
+        "model", "language", "prompt", "response_format", "temperature", "stream", "chunking_strategy", "user",
+        "service_tier"};
     std::set<std::string, std::less<>> seen;
     for (const FormPart& p : parts) {
         const std::string v(p.data);
@@ -97,6 +99,8 @@ TranscriptionForm parse_transcription_form(const std::vector<FormPart>& parts, b
             } catch (const Error& e) {
                 throw ApiError(400, e.what(), "response_format");
             }
+        } else if (p.name == "service_tier") {
+            f.priority = fields::service_tier(v);
         } else if (p.name == "temperature") {
             char* end = nullptr;
             double t = std::strtod(v.c_str(), &end);

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/priority.h"
 #include "decoding/transcript.h"
 #include "server/multipart.h"
 
@@ -27,6 +28,7 @@ struct TranscriptionForm {
     std::string prompt;
     ResponseFormat format = ResponseFormat::Json;
     float temperature = -1.0f;  // < 0: not given (default fallback schedule)
+    Priority priority = Priority::Interactive;  // service_tier (an extension, as chat's): flex = Bulk
     bool word_timestamps = false;
     bool segment_timestamps = false;
     bool stream = false;

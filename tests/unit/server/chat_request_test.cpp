@@ -49,6 +49,20 @@ TEST(ChatRequest, AcceptsTheFullShape) {
     EXPECT_EQ(r.template_kwargs["enable_thinking"], false);
 }
 
+// OpenAI's service_tier picks the scheduling class: "flex" queues as bulk work behind
+// interactive requests; "auto", "default" and "priority" are interactive; others are refused.
+TEST(ChatRequest, ServiceTierIsTheSchedulingClass) {
+    auto tier = [](const std::string& t) {
+        return parse_chat_request(R"({"model": "m", )" + kUser + R"(, "service_tier": ")" + t + R"("})")
+            .sampling.priority;
+    };
+    EXPECT_EQ(parse_chat_request(R"({"model": "m", )" + kUser + "}").sampling.priority, Priority::Interactive);
+    EXPECT_EQ(tier("flex"), Priority::Bulk);
+    for (const char* t : {"auto", "default", "priority"}) EXPECT_EQ(tier(t), Priority::Interactive) << t;
+    EXPECT_EQ(refused(R"({"model": "m", )" + kUser + R"(, "service_tier": "scale"})"), "service_tier");
+    EXPECT_EQ(refused(R"({"model": "m", )" + kUser + R"(, "service_tier": 1})"), "service_tier");
+}
+
 TEST(ChatRequest, RefusalsNameTheField) {
     EXPECT_EQ(refused("not json"), "(none)");
     EXPECT_EQ(refused(R"({"messages": []})"), "model");
@@ -95,7 +109,8 @@ TEST(ChatRequest, RefusalsNameTheField) {
     EXPECT_EQ(refused("{\"model\": \"m\", " + kUser +
                       ", \"response_format\": {\"type\": \"json_object\", \"json_schema\": {}}}"),
               "response_format.json_schema");
-    EXPECT_EQ(refused("{\"model\": \"m\", " + kUser + ", \"ignore_eos\": true, \"response_format\": {\"type\": \"json_object\"}}"),
+    EXPECT_EQ(refused("{\"model\": \"m\", " + kUser +
+                      ", \"ignore_eos\": true, \"response_format\": {\"type\": \"json_object\"}}"),
               "ignore_eos");
     EXPECT_EQ(refused("{\"model\": \"m\", " + kUser +
                       ", \"reasoning_effort\": \"high\", \"chat_template_kwargs\": {\"enable_thinking\": false}}"),

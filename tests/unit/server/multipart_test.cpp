@@ -54,9 +54,10 @@ TEST(Multipart, PartsWithBinaryData) {
 }
 
 TEST(Multipart, MalformedBodiesAreRejected) {
-    for (std::string bad : {std::string("no boundary at all"), std::string("--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n"),
-                            std::string("--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nvalue without end"),
-                            std::string("--XyZ\r\nX-Other: 1\r\n\r\nv\r\n--XyZ--"), std::string("--XyZjunk")}) {
+    for (std::string bad :
+         {std::string("no boundary at all"), std::string("--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n"),
+          std::string("--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nvalue without end"),
+          std::string("--XyZ\r\nX-Other: 1\r\n\r\nv\r\n--XyZ--"), std::string("--XyZjunk")}) {
         EXPECT_THROW(parse_multipart(bad, "XyZ"), parlance::Error) << bad;
     }
     std::string many;
@@ -66,15 +67,39 @@ TEST(Multipart, MalformedBodiesAreRejected) {
 }
 
 TEST(TranscriptionForm, ValidFormParses) {
-    std::string b = body({{"file", "bytes"}, {"model", "whisper-1"}, {"response_format", "verbose_json"},
-                          {"timestamp_granularities[]", "word"}, {"timestamp_granularities[]", "segment"},
-                          {"temperature", "0.2"}, {"language", "en"}, {"prompt", "Hello"}});
+    std::string b = body({{"file", "bytes"},
+                          {"model", "whisper-1"},
+                          {"response_format", "verbose_json"},
+                          {"timestamp_granularities[]", "word"},
+                          {"timestamp_granularities[]", "segment"},
+                          {"temperature", "0.2"},
+                          {"language", "en"},
+                          {"prompt", "Hello"}});
     auto f = parse_transcription_form(parse_multipart(b, "XyZ"), false);
     EXPECT_EQ(f.file, "bytes");
     EXPECT_EQ(f.format, parlance::ResponseFormat::VerboseJson);
     EXPECT_TRUE(f.word_timestamps && f.segment_timestamps);
     EXPECT_FLOAT_EQ(f.temperature, 0.2f);
     EXPECT_EQ(f.language, "en");
+}
+
+// service_tier, as chat takes it: "flex" makes the upload bulk work, queued behind interactive
+// requests and live sessions.
+TEST(TranscriptionForm, ServiceTierIsTheSchedulingClass) {
+    auto parse = [](const std::string& tier) {
+        std::string b = body({{"file", "bytes"}, {"model", "whisper-1"}, {"service_tier", tier}});
+        return parse_transcription_form(parse_multipart(b, "XyZ"), false).priority;
+    };
+    EXPECT_EQ(parse("flex"), parlance::Priority::Bulk);
+    EXPECT_EQ(parse("default"), parlance::Priority::Interactive);
+    std::string b = body({{"file", "bytes"}, {"model", "whisper-1"}});
+    EXPECT_EQ(parse_transcription_form(parse_multipart(b, "XyZ"), false).priority, parlance::Priority::Interactive);
+    std::string param;
+    EXPECT_EQ(status_of({{"file", "x"}, {"model", "whisper-1"}, {"service_tier", "fast"}}, &param), 400);
+    EXPECT_EQ(param, "service_tier");
+    EXPECT_EQ(
+        status_of({{"file", "x"}, {"model", "whisper-1"}, {"service_tier", "flex"}, {"service_tier", "flex"}}, &param),
+        400);
 }
 
 TEST(TranscriptionForm, EveryInvalidFieldIsA400NamingIt) {
@@ -92,8 +117,11 @@ TEST(TranscriptionForm, EveryInvalidFieldIsA400NamingIt) {
     EXPECT_EQ(status_of({{"file", "x"}, {"model", "m"}, {"temperature", "warm"}}, &p), 400);
     EXPECT_EQ(status_of({{"file", "x"}, {"model", "m"}, {"timestamp_granularities[]", "word"}}, &p), 400);
     EXPECT_EQ(p, "timestamp_granularities[]");
-    EXPECT_EQ(status_of({{"file", "x"}, {"model", "m"}, {"response_format", "verbose_json"},
-                         {"timestamp_granularities[]", "char"}}, &p), 400);
+    EXPECT_EQ(
+        status_of(
+            {{"file", "x"}, {"model", "m"}, {"response_format", "verbose_json"}, {"timestamp_granularities[]", "char"}},
+            &p),
+        400);
     EXPECT_EQ(status_of({{"file", "x"}, {"model", "m"}, {"stream", "yes"}}, &p), 400);
     EXPECT_EQ(p, "stream");
     EXPECT_EQ(status_of({{"file", "x"}, {"model", "m"}, {"stream", "true"}, {"response_format", "srt"}}, &p), 400);
