@@ -494,9 +494,9 @@ void RealtimeSession::feed_vad(std::span<const float> pcm) {
         } else if (v.silence_from < 0) {
             v.silence_from = at;
             // Decode the speech up to the pause now: if the pause turns out to end the item, this
-            // decode is its final one and `completed` follows speech_stopped at once. An interim
-            // decode still running (or queued in the engine) is superseded by it.
-            cancel_interim_before(at);
+            // decode is its final one and `completed` follows speech_stopped at once. (An interim
+            // decode in flight is left to finish: most pauses do not end the item, and its text
+            // counts towards the agreement that commits words.)
             redecode_to(at);
         }
         if (v.silence_from >= 0 && v.next - v.silence_from >= static_cast<int64_t>(silence_duration_ms_) * 16) {

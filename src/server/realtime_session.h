@@ -13,8 +13,9 @@
 // or changes. Without
 // turn detection the client commits. A bad message is answered with an `error` event naming the
 // offending event; the session stays usable. Decodes of one session run one at a time on the
-// worker pool; a decode that decides an item (up to a pause, or final) runs as Priority::Live and
-// cancels an interim decode in flight that it supersedes; interim decodes run as Interactive.
+// worker pool; a decode that decides an item (up to a pause, or final) runs as Priority::Live,
+// interim decodes as Interactive, and an item's end cancels an interim decode in flight that does
+// not reach it (a final decode follows it anyway).
 // Audio before the open segment is dropped, so memory stays flat on long streams.
 // Not thread-safe: every call, and every hook's callback, runs on the connection's strand.
 #pragma once
@@ -148,8 +149,8 @@ private:
     void redecode_to(int64_t end);
     void maybe_redecode();
     void run_next_decode();
-    // Cancels the interim decode in flight if it ends before `end`: a decode up to `end` (a pause,
-    // the item's end) is wanted now and supersedes it; the engine drops it between steps.
+    // Cancels the interim decode in flight if it ends before `end` (the end of a committed item's
+    // speech): its text can no longer be used; the engine drops it between steps.
     void cancel_interim_before(int64_t end);
     void on_decoded(const Decode& d, const Transcript& result, const std::string& error);
     void trim();

@@ -1,8 +1,8 @@
 // A live session's decodes carry their class (TranscriptionRequest::priority): interim re-decodes at
 // the cadence are Interactive (a later decode replaces them), the decode up to a pause — the item's
-// final one if the pause ends it — is Live, and the pause cancels an interim decode still in
-// flight, which it supersedes. Driven through RealtimeSession with an engine that holds every
-// request until the test answers it, so what is in flight when is exact.
+// final one if the pause ends it — and final decodes are Live; an item's end cancels an interim
+// decode in flight that does not reach it. Driven through RealtimeSession with an engine that holds
+// every request until the test answers it, so what is in flight when is exact.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,120 +83,174 @@ std::string base64_of(const std::vector<uint8_t>& in) {
     return out;
 }
 
-TEST(RealtimeDecodePriority, APauseCancelsTheInterimDecodeAndDecodesAsLive) {
-    Backend vad_backend(BackendOptions{"cpu", 1, true, false});
-    silero_vad::SileroVad vad(assets_dir() / "silero_vad_v5.onnx", vad_backend);
-    HeldEngine engine;
+// A session on the real Silero VAD over jfk.wav (speech from 0.32 s to 2.2 s, then a second of
+// silence), with every engine call held until the test answers it; the session's strand is the
+// test's thread (posts from workers queue up and run in drain()).
+class HeldSession {
+public:
+    HeldSession()
+        : vad_backend_(BackendOptions{"cpu", 1, true, false}),
+          vad_(assets_dir() / "silero_vad_v5.onnx", vad_backend_),
+          pcm_(read_wav_file(fixtures_dir() / "audio" / "jfk.wav").samples) {
+        server::RealtimeSession::Hooks hooks;
+        hooks.send = [this](std::string text) { events_.push_back(json::parse(text)); };
+        hooks.post = [this](std::function<void()> fn) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            posted_.push_back(std::move(fn));
+        };
+        hooks.work = [this](std::function<void()> fn) { workers_.emplace_back(std::move(fn)); };
+        hooks.close = [](std::string) {};
+        session_ = std::make_shared<server::RealtimeSession>(engine, &vad_, server::RealtimeOptions{}, false, hooks);
+        session_->start();
+        session_->on_message(json{{"type", "session.update"},
+                                  {"session",
+                                   {{"type", "transcription"},
+                                    {"audio",
+                                     {{"input",
+                                       {{"format", {{"type", "audio/pcm"}, {"rate", 16000}}},
+                                        {"turn_detection", {{"type", "server_vad"}}}}}}}}}}
+                                 .dump());
+    }
+    ~HeldSession() {
+        session_->stop();
+        for (size_t i = 0; i < engine.count(); ++i)
+            if (!answered_.count(i)) engine.call(i)->promise.set_value(Transcript{});
+        for (std::thread& t : workers_) t.join();
+    }
 
-    // The session's strand is this thread: posts from workers queue here and run in drain().
-    std::mutex mutex;
-    std::deque<std::function<void()>> posted;
-    std::vector<std::thread> workers;
-    std::vector<json> events;
-    server::RealtimeSession::Hooks hooks;
-    hooks.send = [&](std::string text) { events.push_back(json::parse(text)); };
-    hooks.post = [&](std::function<void()> fn) {
-        std::lock_guard<std::mutex> lock(mutex);
-        posted.push_back(std::move(fn));
-    };
-    hooks.work = [&](std::function<void()> fn) { workers.emplace_back(std::move(fn)); };
-    hooks.close = [](std::string) {};
-    auto drain = [&] {
+    // Runs what workers posted to the strand.
+    void drain() {
         for (;;) {
             std::function<void()> fn;
             {
-                std::lock_guard<std::mutex> lock(mutex);
-                if (posted.empty()) return;
-                fn = std::move(posted.front());
-                posted.pop_front();
+                std::lock_guard<std::mutex> lock(mutex_);
+                if (posted_.empty()) return;
+                fn = std::move(posted_.front());
+                posted_.pop_front();
             }
             fn();
         }
-    };
-    auto session = std::make_shared<server::RealtimeSession>(engine, &vad, server::RealtimeOptions{}, false, hooks);
-    session->start();
-    session->on_message(json{
-        {"type", "session.update"},
-        {"session",
-         {{"type", "transcription"},
-          {"audio",
-           {{"input",
-             {{"format", {{"type", "audio/pcm"}, {"rate", 16000}}}, {"turn_detection", {{"type", "server_vad"}}}}}}}}}}
-                            .dump());
-
-    // jfk.wav: speech from 0.32 s to 2.2 s, then a second of silence (Silero, 32 ms windows).
-    const std::vector<float> pcm = read_wav_file(fixtures_dir() / "audio" / "jfk.wav").samples;
-    size_t sent = 0;
-    auto send_until = [&](double seconds) {
+    }
+    // Sends the file up to `seconds` in 100 ms appends; `each` runs after every append.
+    void send_until(double seconds, const std::function<void()>& each = {}) {
         const auto end = static_cast<size_t>(seconds * 16000);
-        for (; sent < end; sent += 1600) {
+        for (; sent_ < end; sent_ += 1600) {
             std::vector<uint8_t> bytes;
-            for (size_t j = sent; j < sent + 1600; ++j) {
+            for (size_t j = sent_; j < sent_ + 1600; ++j) {
                 const auto v =
-                    static_cast<int16_t>(std::lround(std::clamp(pcm[j], -1.0f, 32767.0f / 32768.0f) * 32768.0f));
+                    static_cast<int16_t>(std::lround(std::clamp(pcm_[j], -1.0f, 32767.0f / 32768.0f) * 32768.0f));
                 bytes.push_back(static_cast<uint8_t>(v & 0xFF));
                 bytes.push_back(static_cast<uint8_t>((v >> 8) & 0xFF));
             }
-            session->on_message(json{{"type", "input_audio_buffer.append"}, {"audio", base64_of(bytes)}}.dump());
+            session_->on_message(json{{"type", "input_audio_buffer.append"}, {"audio", base64_of(bytes)}}.dump());
             drain();
+            if (each) each();
         }
-    };
-    auto wait_for_calls = [&](size_t n) {
+    }
+    // Waits (draining the strand) until the engine got n calls, or until the session is idle.
+    bool wait_for_calls(size_t n) {
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
         while (engine.count() < n && std::chrono::steady_clock::now() < deadline) {
             drain();
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
         return engine.count() >= n;
-    };
+    }
+    void wait_idle() {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (std::chrono::steady_clock::now() < deadline) {
+            drain();
+            if (session_->idle()) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+    }
+    void answer(size_t i, const std::string& text) {
+        Transcript t;
+        t.text = text;
+        Segment s;
+        s.text = text;
+        t.segments.push_back(s);
+        answered_.insert(i);
+        engine.call(i)->promise.set_value(t);
+    }
+    void fail(size_t i, std::exception_ptr e) {
+        answered_.insert(i);
+        engine.call(i)->promise.set_exception(e);
+    }
+    bool answered(size_t i) const { return answered_.count(i) > 0; }
+    std::string completed() const {
+        std::string t;
+        for (const json& e : events_)
+            if (e["type"] == "conversation.item.input_audio_transcription.completed") t = e["transcript"];
+        return t;
+    }
+    static double seconds_of(const HeldEngine::Call& c) { return static_cast<double>(c.request.pcm.size()) / 16000.0; }
 
-    // While the speech goes on: an interim decode at the cadence, Interactive, held in flight.
-    send_until(1.5);
-    ASSERT_TRUE(wait_for_calls(1));
-    const auto interim = engine.call(0);
+    HeldEngine engine;
+
+private:
+    Backend vad_backend_;
+    silero_vad::SileroVad vad_;
+    std::vector<float> pcm_;
+    size_t sent_ = 0;
+    std::mutex mutex_;
+    std::deque<std::function<void()>> posted_;
+    std::vector<std::thread> workers_;
+    std::vector<json> events_;
+    std::set<size_t> answered_;
+    std::shared_ptr<server::RealtimeSession> session_;
+};
+
+// Interim decodes at the cadence are Interactive; the decode up to the pause is Live, and when the
+// pause ends the item it is the final decode: no other decode follows.
+TEST(RealtimeDecodePriority, TheDecodeUpToAPauseIsLiveAndEndsTheItem) {
+    HeldSession s;
+    auto answer_all = [&] {
+        for (size_t i = 0; i < s.engine.count(); ++i)
+            if (!s.answered(i)) s.answer(i, "decode " + std::to_string(i));
+        s.wait_idle();
+    };
+    s.send_until(2.0, answer_all);  // speech: interim decodes only
+    ASSERT_GE(s.engine.count(), 1u);
+    for (size_t i = 0; i < s.engine.count(); ++i) {
+        EXPECT_EQ(s.engine.call(i)->request.priority, Priority::Interactive) << i;
+        EXPECT_LT(HeldSession::seconds_of(*s.engine.call(i)), 2.0) << i;
+    }
+    const size_t interim = s.engine.count();
+    s.send_until(3.3, answer_all);  // the pause (~2.2 s) and the item's end 0.5 s later
+    ASSERT_EQ(s.engine.count(), interim + 1);
+    const auto pause = s.engine.call(interim);
+    EXPECT_EQ(pause->request.priority, Priority::Live);
+    EXPECT_GT(HeldSession::seconds_of(*pause), 1.8);
+    EXPECT_LT(HeldSession::seconds_of(*pause), 2.4);
+    EXPECT_EQ(s.completed(), "decode " + std::to_string(interim));
+}
+
+// An item that ends while an interim decode that does not reach its end is in flight: that decode
+// is cancelled (a final decode follows it anyway), and the final decode is Live.
+TEST(RealtimeDecodePriority, AnItemsEndCancelsTheInterimDecodeItSupersedes) {
+    HeldSession s;
+    s.send_until(1.5);
+    ASSERT_TRUE(s.wait_for_calls(1));
+    const auto interim = s.engine.call(0);
     EXPECT_EQ(interim->request.priority, Priority::Interactive);
     EXPECT_FALSE(interim->request.cancelled->load());
-
-    // The pause begins (~2.2 s): the interim decode is cancelled; nothing new is queued while it
-    // is still in flight (one decode at a time per session).
-    send_until(2.5);
+    s.send_until(2.5);  // a pause does not cancel it: its text counts towards agreement
+    EXPECT_FALSE(interim->request.cancelled->load());
+    s.send_until(3.3);  // the item ends (~2.7 s)
     EXPECT_TRUE(interim->request.cancelled->load());
-    EXPECT_EQ(engine.count(), 1u);
-
-    // The engine drops it between steps, as a cancelled request; then the decode up to the pause
-    // goes in as Live.
-    interim->promise.set_exception(std::make_exception_ptr(Error(ErrorKind::Cancelled, "the client went away")));
-    ASSERT_TRUE(wait_for_calls(2));
-    const auto pause = engine.call(1);
-    EXPECT_EQ(pause->request.priority, Priority::Live);
-    EXPECT_FALSE(pause->request.cancelled->load());
-    const double pause_seconds = static_cast<double>(pause->request.pcm.size()) / 16000.0;
-    EXPECT_GT(pause_seconds, 1.8);
-    EXPECT_LT(pause_seconds, 2.4);
-    Transcript said;
-    said.text = "And so my fellow Americans";
-    Segment seg;
-    seg.text = said.text;
-    said.segments.push_back(seg);
-    pause->promise.set_value(said);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (std::chrono::steady_clock::now() < deadline) {  // its answer lands on the strand
-        drain();
-        if (session->idle()) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-
-    // The silence ends the item: that decode covered its speech, so it is final — no other decode.
-    send_until(3.3);
-    EXPECT_EQ(engine.count(), 2u);
-    std::string completed;
-    for (const json& e : events)
-        if (e["type"] == "conversation.item.input_audio_transcription.completed") completed = e["transcript"];
-    EXPECT_EQ(completed, said.text);
-
-    session->stop();
-    for (size_t i = 2; i < engine.count(); ++i) engine.call(i)->promise.set_value(Transcript{});
-    for (std::thread& t : workers) t.join();
+    EXPECT_EQ(s.engine.count(), 1u);  // one decode at a time per session
+    // The engine drops it between steps, as a cancelled request; then the final decode goes in.
+    s.fail(0, std::make_exception_ptr(Error(ErrorKind::Cancelled, "the client went away")));
+    ASSERT_TRUE(s.wait_for_calls(2));
+    const auto final_decode = s.engine.call(1);
+    EXPECT_EQ(final_decode->request.priority, Priority::Live);
+    EXPECT_FALSE(final_decode->request.cancelled->load());
+    EXPECT_GT(HeldSession::seconds_of(*final_decode), 2.4);
+    s.answer(1, "And so my fellow Americans");
+    s.wait_idle();
+    EXPECT_EQ(s.completed(), "And so my fellow Americans");
+    EXPECT_EQ(s.engine.count(), 2u);
 }
 
 }  // namespace
