@@ -312,6 +312,12 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "revised after); more is fewer early mistakes, later text")
         ->capture_default_str()
         ->check(CLI::Range(1, 10));
+    cmd->add_option("--realtime-commit-guard", a->server.realtime.commit_guard_seconds,
+                    "Live sessions: words an interim re-decode places ending less than this many seconds "
+                    "before the end of the audio it heard are not sent yet (the audio may have cut them; "
+                    "word timestamps, Whisper models; 0 = off)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 5.0));
     cmd->add_flag("!--no-realtime-self-speculation", a->server.realtime.self_speculation,
                   "Live sessions: re-decode without the previous hypothesis as a draft (self-speculation "
                   "verifies it in one decoder pass with models on the generation engine, e.g. Qwen3-ASR; "

@@ -42,6 +42,7 @@ struct StreamArgs {
     double redecode_seconds = 0.6;
     int commit_agreement = CommitPolicy::Options{}.agreement;
     int commit_held_back = CommitPolicy::Options{}.held_back;
+    double commit_guard = server::RealtimeOptions{}.commit_guard_seconds;
     int silence_ms = 500;
 };
 
@@ -139,6 +140,7 @@ void run(StreamArgs& a, GlobalOptions& globals) {
     ro.redecode_seconds = a.redecode_seconds;
     ro.commit.agreement = a.commit_agreement;
     ro.commit.held_back = a.commit_held_back;
+    ro.commit_guard_seconds = a.commit_guard;
     ro.self_speculation = !a.no_self_speculation;
     auto session = std::make_shared<server::RealtimeSession>(*engine, &vad, ro, false, hooks);
     auto call = [&](std::function<void()> fn) {  // on the strand, and wait for it
@@ -250,6 +252,11 @@ void register_stream(CLI::App& app, GlobalOptions& globals) {
                     "Words at the end of each hypothesis never committed before the item ends")
         ->capture_default_str()
         ->check(CLI::Range(0, 10));
+    cmd->add_option("--commit-guard", a->commit_guard,
+                    "Seconds before the end of an interim decode's audio within which its words are not "
+                    "committed (word timestamps; Whisper models; 0 = off)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 5.0));
     cmd->add_option("--redecode-seconds", a->redecode_seconds, "New speech that triggers a re-decode")
         ->default_val(0.6);
     cmd->add_option("--silence-ms", a->silence_ms, "Silence that ends an item (server_vad silence_duration_ms)")

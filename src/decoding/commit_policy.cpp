@@ -88,17 +88,29 @@ std::string CommitPolicy::append(const std::vector<Unit>& u, size_t from, size_t
     return delta;
 }
 
-std::string CommitPolicy::update(std::string_view hypothesis) {
+std::string CommitPolicy::update(std::string_view hypothesis, size_t stable_bytes) {
     if (finished_) return "";
     std::vector<Unit> now = units(hypothesis);
     now.resize(loop_free(now));
+    // Units that end inside the stable prefix: the units' raw texts are the hypothesis's bytes in
+    // order (each with the whitespace before it), so their lengths add up to each one's end.
+    size_t stable_units = now.size();
+    if (stable_bytes != std::string_view::npos) {
+        stable_units = 0;
+        size_t at = 0;
+        for (const Unit& u : now) {
+            at += u.raw.size();
+            if (at > stable_bytes) break;
+            ++stable_units;
+        }
+    }
     // Agreement is looked for past what is committed: earlier units are final whatever a new
     // hypothesis says about them. The last held_back units of every hypothesis are held back.
     const size_t from = static_cast<size_t>(committed_units_);
     const size_t keep = static_cast<size_t>(std::max(o_.held_back, 0));
     size_t agreed = from;
     if (static_cast<int>(recent_.size()) + 1 >= o_.agreement) {
-        size_t limit = now.size() > keep ? now.size() - keep : 0;
+        size_t limit = std::min(now.size() > keep ? now.size() - keep : 0, stable_units);
         for (const auto& h : recent_) limit = std::min(limit, h.size() > keep ? h.size() - keep : 0);
         auto same = [&](size_t i) {
             for (const auto& h : recent_)

@@ -29,7 +29,10 @@ public:
     explicit CommitPolicy(Options o) : o_(o) {}
 
     // A new hypothesis of the whole segment; returns the newly committed text (a delta, maybe "").
-    std::string update(std::string_view hypothesis);
+    // Only units that end within the hypothesis's first `stable_bytes` bytes may be committed by
+    // it (the words the decoder placed well before the end of the audio it heard; the rest may be
+    // a word the audio cut): npos, no such limit.
+    std::string update(std::string_view hypothesis, size_t stable_bytes = std::string_view::npos);
     // The segment's final text; returns what is left to send. After it, the policy is finished:
     // transcript() is the completed transcript, further calls return "".
     std::string finalize(std::string_view final_text);

@@ -93,6 +93,8 @@ public:
     // name, as requests give it; "" = detect is always accepted). Servers call it before queueing
     // a request, so the client's 400 names the field.
     virtual void check_language(const std::string& language) const = 0;
+    // Whether requests may ask for word timestamps (TranscribeOptions::word_timestamps).
+    virtual bool word_timestamps() const { return false; }
     // Stops accepting; with drain, finishes queued and active requests first; then joins.
     virtual void shutdown(bool drain) = 0;
 };

@@ -82,6 +82,23 @@ bool base64_decode(std::string_view in, std::string* out) {
     return true;
 }
 
+// The bytes of t.text up to the end of its last word that ends by `limit` seconds, words taken in
+// order (a word not found where expected ends the prefix there).
+size_t stable_prefix(const Transcript& t, double limit) {
+    size_t stable = 0, pos = 0;
+    for (const Segment& s : t.segments)
+        for (const Word& w : s.words) {
+            const size_t b = w.word.find_first_not_of(" \t\r\n");
+            const size_t e = w.word.find_last_not_of(" \t\r\n");
+            if (b == std::string::npos) continue;
+            const size_t at = t.text.find(std::string_view(w.word).substr(b, e - b + 1), pos);
+            if (at == std::string::npos || w.end > limit) return stable;
+            pos = at + (e - b + 1);
+            stable = pos;
+        }
+    return stable;
+}
+
 }  // namespace
 
 // Server VAD: Silero windows of 512 samples at 16 kHz, speech/silence hysteresis.
@@ -680,6 +697,7 @@ void RealtimeSession::run_next_decode() {
     // timestamps), so what they agree on is what the final decode says, and the completed
     // transcript is the offline transcript of the same audio.
     req.options.temperatures = {0.0f};
+    if (!d->final && o_.commit_guard_seconds > 0 && engine_.word_timestamps()) req.options.word_timestamps = true;
     inflight_cancel_ = std::make_shared<std::atomic<bool>>(cancelled_->load());
     inflight_end_ = d->end;
     inflight_interim_ = !d->final;
@@ -730,7 +748,10 @@ void RealtimeSession::on_decoded(const Decode& d, const Transcript& result, cons
                     decodes_.push_back({it.id, true, true, std::move(it.final_pcm), it.end});
                 }
             } else if (err.empty()) {
-                const std::string delta = it.policy.update(text);
+                size_t stable = std::string_view::npos;
+                if (o_.commit_guard_seconds > 0 && engine_.word_timestamps())
+                    stable = stable_prefix(result, static_cast<double>(d.pcm.size()) / kRate - o_.commit_guard_seconds);
+                const std::string delta = it.policy.update(text, stable);
                 if (!delta.empty()) {
                     stats().commit_lag.observe(steady_seconds() - d.queued_at);
                     send_delta(it, delta);

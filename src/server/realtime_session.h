@@ -53,6 +53,10 @@ struct RealtimeOptions {
     double max_buffer_seconds = 120;   // uncommitted audio held without turn detection
     double max_session_seconds = 4 * 3600;
     CommitPolicy::Options commit;  // when interim text is final
+    // Words an interim decode places ending less than this before the end of the audio it heard
+    // are not committed by it (the audio may have cut them); needs word timestamps from the
+    // engine (Whisper), else ignored. 0: off.
+    double commit_guard_seconds = 0.0;
     // Each re-decode of an item is given the previous decode's tokens as the expected output
     // (TranscriptionRequest::expected): models that verify drafts check them in one pass
     // (self-speculation). The text is the same either way.

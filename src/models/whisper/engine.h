@@ -43,6 +43,7 @@ public:
     // The largest beam size a request can have: 2 slots per beam, a full context of KV per beam.
     int max_beams() const override;
     void check_language(const std::string& language) const override;
+    bool word_timestamps() const override { return true; }
     // Stops accepting; with drain, finishes queued and active requests first; then joins.
     void shutdown(bool drain) override;
 

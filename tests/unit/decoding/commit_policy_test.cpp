@@ -34,6 +34,21 @@ TEST(CommitPolicy, CommitsWhatTwoHypothesesAgreeOnButNotTheirLastWord) {
     EXPECT_EQ(p.update("again"), "");
 }
 
+// A hypothesis commits only units that end inside its stable prefix (the words its decoder placed
+// well before the end of the audio): agreement alone is not enough.
+TEST(CommitPolicy, OnlyUnitsInsideTheStablePrefixCommit) {
+    CommitPolicy p(kTwo);
+    const std::string h1 = " And so my fellow", h2 = " And so my fellow Americans";
+    EXPECT_EQ(p.update(h1, h1.size()), "");
+    EXPECT_EQ(p.update(h2, h2.find(" so")), "And");          // "so" ends past the stable prefix
+    EXPECT_EQ(p.update(h2, 0), "");                          // nothing stable: nothing commits
+    EXPECT_EQ(p.update(h2, h2.find(" fellow") - 1), " so");  // "my" is cut by the prefix's end
+    EXPECT_EQ(p.update(h2, h2.find(" fellow")), " my");
+    EXPECT_EQ(p.update(h2), " fellow");  // no limit: up to the held-back last word
+    EXPECT_EQ(p.finalize(h2), " Americans");
+    EXPECT_EQ(p.transcript(), "And so my fellow Americans");
+}
+
 TEST(CommitPolicy, ThreeHypothesesAgreeByDefault) {
     CommitPolicy p;
     EXPECT_EQ(p.update(" Be it"), "");

@@ -49,6 +49,7 @@ public:
     EngineStats stats() const override { return {}; }
     int max_beams() const override { return 1; }
     void check_language(const std::string&) const override {}
+    bool word_timestamps() const override { return true; }
     void shutdown(bool) override {}
 
     size_t count() {
@@ -88,7 +89,7 @@ std::string base64_of(const std::vector<uint8_t>& in) {
 // test's thread (posts from workers queue up and run in drain()).
 class HeldSession {
 public:
-    HeldSession()
+    explicit HeldSession(server::RealtimeOptions options = {})
         : vad_backend_(BackendOptions{"cpu", 1, true, false}),
           vad_(assets_dir() / "silero_vad_v5.onnx", vad_backend_),
           pcm_(read_wav_file(fixtures_dir() / "audio" / "jfk.wav").samples) {
@@ -100,7 +101,7 @@ public:
         };
         hooks.work = [this](std::function<void()> fn) { workers_.emplace_back(std::move(fn)); };
         hooks.close = [](std::string) {};
-        session_ = std::make_shared<server::RealtimeSession>(engine, &vad_, server::RealtimeOptions{}, false, hooks);
+        session_ = std::make_shared<server::RealtimeSession>(engine, &vad_, options, false, hooks);
         session_->start();
         session_->on_message(json{{"type", "session.update"},
                                   {"session",
@@ -156,11 +157,14 @@ public:
         }
         return engine.count() >= n;
     }
+    // Waits (draining the strand) until the session has no decode running or waiting, or it asked
+    // the engine for another one.
     void wait_idle() {
+        const size_t calls = engine.count();
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
         while (std::chrono::steady_clock::now() < deadline) {
             drain();
-            if (session_->idle()) return;
+            if (session_->idle() || engine.count() > calls) return;
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
     }
@@ -170,14 +174,23 @@ public:
         Segment s;
         s.text = text;
         t.segments.push_back(s);
+        answer(i, t);
+    }
+    void answer(size_t i, const Transcript& t) {
         answered_.insert(i);
         engine.call(i)->promise.set_value(t);
     }
+    std::string deltas() const {
+        std::string d;
+        for (const json& e : events_)
+            if (e["type"] == "conversation.item.input_audio_transcription.delta") d += e["delta"].get<std::string>();
+        return d;
+    }
+    bool answered(size_t i) const { return answered_.count(i) > 0; }
     void fail(size_t i, std::exception_ptr e) {
         answered_.insert(i);
         engine.call(i)->promise.set_exception(e);
     }
-    bool answered(size_t i) const { return answered_.count(i) > 0; }
     std::string completed() const {
         std::string t;
         for (const json& e : events_)
@@ -205,10 +218,16 @@ private:
 // pause ends the item it is the final decode: no other decode follows.
 TEST(RealtimeDecodePriority, TheDecodeUpToAPauseIsLiveAndEndsTheItem) {
     HeldSession s;
-    auto answer_all = [&] {
-        for (size_t i = 0; i < s.engine.count(); ++i)
-            if (!s.answered(i)) s.answer(i, "decode " + std::to_string(i));
-        s.wait_idle();
+    auto answer_all = [&] {  // every decode the session asks for, until it asks for none
+        for (bool more = true; more;) {
+            more = false;
+            for (size_t i = 0; i < s.engine.count(); ++i)
+                if (!s.answered(i)) {
+                    s.answer(i, "decode " + std::to_string(i));
+                    more = true;
+                }
+            if (more) s.wait_idle();
+        }
     };
     s.send_until(2.0, answer_all);  // speech: interim decodes only
     ASSERT_GE(s.engine.count(), 1u);
@@ -251,6 +270,33 @@ TEST(RealtimeDecodePriority, AnItemsEndCancelsTheInterimDecodeItSupersedes) {
     s.wait_idle();
     EXPECT_EQ(s.completed(), "And so my fellow Americans");
     EXPECT_EQ(s.engine.count(), 2u);
+}
+
+// The commit guard: an interim decode asks for word timestamps, and its words that end within the
+// guard of the end of its audio are not committed, though nothing else holds them back.
+TEST(RealtimeCommitGuard, WordsNearTheEndOfTheDecodedAudioWait) {
+    server::RealtimeOptions o;
+    o.commit.agreement = 1;
+    o.commit.held_back = 0;
+    o.commit_guard_seconds = 0.5;
+    HeldSession s(o);
+    s.send_until(1.5);
+    ASSERT_TRUE(s.wait_for_calls(1));
+    const auto interim = s.engine.call(0);
+    EXPECT_TRUE(interim->request.options.word_timestamps);
+    const double heard = HeldSession::seconds_of(*interim);
+    Transcript t;
+    t.text = " And so my";
+    Segment seg;
+    seg.text = t.text;
+    // The first interim decode hears ~0.6 s: "so" ends just inside the guard's limit, "my" past it.
+    seg.words = {{" And", 0.0, heard - 0.56, 0.9f},
+                 {" so", heard - 0.56, heard - 0.52, 0.9f},
+                 {" my", heard - 0.4, heard - 0.1, 0.9f}};
+    t.segments.push_back(seg);
+    s.answer(0, t);
+    s.wait_idle();
+    EXPECT_EQ(s.deltas(), "And so");
 }
 
 }  // namespace
