@@ -5,7 +5,9 @@
 // every request until the test answers it, so what is in flight when is exact.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <functional>
