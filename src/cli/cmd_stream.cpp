@@ -24,6 +24,7 @@
 #include "core/log.h"
 #include "engine/lm_speech_model.h"
 #include "models/silero_vad/vad.h"
+#include "server/base64.h"
 #include "server/realtime_session.h"
 
 namespace parlance::cli {
@@ -45,24 +46,6 @@ struct StreamArgs {
     double commit_guard = server::RealtimeOptions{}.commit_guard_seconds;
     int silence_ms = 500;
 };
-
-std::string base64(std::span<const uint8_t> in) {
-    static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    std::string out;
-    size_t i = 0;
-    for (; i + 2 < in.size(); i += 3) {
-        const uint32_t v = (in[i] << 16) | (in[i + 1] << 8) | in[i + 2];
-        out += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], t[v & 63]};
-    }
-    if (i + 1 == in.size()) {
-        const uint32_t v = in[i] << 16;
-        out += {t[v >> 18], t[(v >> 12) & 63], '=', '='};
-    } else if (i + 2 == in.size()) {
-        const uint32_t v = (in[i] << 16) | (in[i + 1] << 8);
-        out += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], '='};
-    }
-    return out;
-}
 
 double percentile(std::vector<double> v, double p) {
     if (v.empty()) return 0.0;
@@ -176,7 +159,8 @@ void run(StreamArgs& a, GlobalOptions& globals) {
             bytes[2 * j] = static_cast<uint8_t>(v & 0xFF);
             bytes[2 * j + 1] = static_cast<uint8_t>((v >> 8) & 0xFF);
         }
-        const std::string msg = json{{"type", "input_audio_buffer.append"}, {"audio", base64(bytes)}}.dump();
+        const std::string msg =
+            json{{"type", "input_audio_buffer.append"}, {"audio", server::base64_encode(bytes)}}.dump();
         // As a connection does: no more audio while the session's decodes lag behind.
         for (;;) {
             bool congested = false;

@@ -325,10 +325,10 @@ private:
                 stats_.queued = static_cast<int>(queue_.size());
             }
             const auto t0 = Clock::now();
-            // Encoder passes of this step: the most urgent jobs' pieces first (see kEmbedsPerStep).
+            // Encoder passes of this step: the most urgent jobs' pieces first (see kEmbedsPerStep);
+            // `admitted` left the sorted queue in that order already.
             std::stable_sort(active_.begin(), active_.end(),
                              [](const auto& a, const auto& b) { return a->urgency() < b->urgency(); });
-            std::sort(admitted.begin(), admitted.end(), [](Job* a, Job* b) { return a->urgency() < b->urgency(); });
             int embed_budget = kEmbedsPerStep;
             for (Job* j : admitted) {
                 try {

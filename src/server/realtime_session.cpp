@@ -1,8 +1,6 @@
 // A /v1/realtime transcription session (see realtime_session.h).
 #include "server/realtime_session.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,6 +12,7 @@
 #include "audio/cut_points.h"
 #include "core/error.h"
 #include "models/silero_vad/vad.h"
+#include "server/base64.h"
 #include "server/latency_histogram.h"
 
 namespace parlance::server {
@@ -61,25 +60,6 @@ std::string random_hex(size_t n) {
     std::string s;
     for (size_t i = 0; i < n; ++i) s += hex[rng() & 15];
     return s;
-}
-
-// Strict base64 (RFC 4648, padding optional); false for anything else.
-bool base64_decode(std::string_view in, std::string* out) {
-    std::string s(in);
-    while (s.size() % 4 != 0) s += '=';
-    if (s.empty()) {
-        out->clear();
-        return true;
-    }
-    out->assign(s.size() / 4 * 3, '\0');
-    const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out->data()),
-                                  reinterpret_cast<const unsigned char*>(s.data()), static_cast<int>(s.size()));
-    if (n < 0) return false;
-    size_t pad = 0;
-    for (size_t i = s.size(); i > 0 && s[i - 1] == '='; --i) ++pad;
-    if (pad > 2) return false;
-    out->resize(static_cast<size_t>(n) - pad);
-    return true;
 }
 
 // The bytes of t.text up to the end of its last word that ends by `limit` seconds, words taken in
