@@ -24,6 +24,7 @@
 #include "core/backend.h"
 #include "core/error.h"
 #include "models/silero_vad/vad.h"
+#include "server/base64.h"
 #include "server/realtime_session.h"
 #include "test_support.h"
 
@@ -67,24 +68,6 @@ private:
     std::mutex mutex_;
     std::vector<std::shared_ptr<Call>> calls_;
 };
-
-std::string base64_of(const std::vector<uint8_t>& in) {
-    static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    std::string out;
-    size_t i = 0;
-    for (; i + 2 < in.size(); i += 3) {
-        const uint32_t v = (in[i] << 16) | (in[i + 1] << 8) | in[i + 2];
-        out += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], t[v & 63]};
-    }
-    if (i + 1 == in.size()) {
-        const uint32_t v = in[i] << 16;
-        out += {t[v >> 18], t[(v >> 12) & 63], '=', '='};
-    } else if (i + 2 == in.size()) {
-        const uint32_t v = (in[i] << 16) | (in[i + 1] << 8);
-        out += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], '='};
-    }
-    return out;
-}
 
 // A session on the real Silero VAD over jfk.wav (speech from 0.32 s to 2.2 s, then a second of
 // silence), with every engine call held until the test answers it; the session's strand is the
@@ -145,7 +128,8 @@ public:
                 bytes.push_back(static_cast<uint8_t>(v & 0xFF));
                 bytes.push_back(static_cast<uint8_t>((v >> 8) & 0xFF));
             }
-            session_->on_message(json{{"type", "input_audio_buffer.append"}, {"audio", base64_of(bytes)}}.dump());
+            session_->on_message(
+                json{{"type", "input_audio_buffer.append"}, {"audio", server::base64_encode(bytes)}}.dump());
             drain();
             if (each) each();
         }
@@ -189,6 +173,7 @@ public:
         return d;
     }
     bool answered(size_t i) const { return answered_.count(i) > 0; }
+    bool idle() const { return session_->idle(); }
     void fail(size_t i, std::exception_ptr e) {
         answered_.insert(i);
         engine.call(i)->promise.set_exception(e);
@@ -220,15 +205,20 @@ private:
 // pause ends the item it is the final decode: no other decode follows.
 TEST(RealtimeDecodePriority, TheDecodeUpToAPauseIsLiveAndEndsTheItem) {
     HeldSession s;
-    auto answer_all = [&] {  // every decode the session asks for, until it asks for none
-        for (bool more = true; more;) {
-            more = false;
+    // After each append: answer every decode the session asks for until it has none running or
+    // waiting (a decode it starts reaches the engine from a worker thread, a moment later).
+    auto answer_all = [&] {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (std::chrono::steady_clock::now() < deadline) {
+            s.drain();
+            bool answered = false;
             for (size_t i = 0; i < s.engine.count(); ++i)
                 if (!s.answered(i)) {
                     s.answer(i, "decode " + std::to_string(i));
-                    more = true;
+                    answered = true;
                 }
-            if (more) s.wait_idle();
+            if (!answered && s.idle()) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
     };
     s.send_until(2.0, answer_all);  // speech: interim decodes only
