@@ -95,7 +95,12 @@ WeightSet::WeightSet(const TensorStore& store, std::span<const WeightSpec> table
                 if (quantize == GGML_TYPE_F32 || quantize == GGML_TYPE_F16) type = quantize;
                 break;
             case WeightKind::Matrix:
-                if (quantize != GGML_TYPE_COUNT && s.shape.back() % ggml_blck_size(quantize) == 0) type = quantize;
+                if (s.shape.size() != 2) {
+                    // A convolution kernel: ggml's convolutions need a float kernel.
+                    if (ggml_is_quantized(type)) type = GGML_TYPE_F32;
+                } else if (quantize != GGML_TYPE_COUNT && s.shape.back() % ggml_blck_size(quantize) == 0) {
+                    type = quantize;
+                }
                 break;
         }
         resolved.push_back({&s, info, type});

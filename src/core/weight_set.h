@@ -19,7 +19,8 @@
 namespace parlance {
 
 enum class WeightKind {
-    Matrix,     // a product's weight: may be quantized at load
+    Matrix,     // a product's weight: may be quantized at load; one of more than 2 dims is a
+                // convolution kernel, kept as stored (a quantized one becomes f32), never quantized
     Embedding,  // rows read by get_rows (and the output product when tied): f32/f16/quantized kept
     Vector,     // norms, biases: always f32
 };
@@ -51,7 +52,7 @@ class WeightSet {
 public:
     // `what` names the architecture in errors ("not part of the Qwen3 layout"). `ignored`: stored
     // tensors that may be present and are not loaded (e.g. rotary tables some converters write).
-    // Types: Matrix -> `quantize` if set and its rows are whole blocks, else as stored, except
+    // Types: 2-D Matrix -> `quantize` if set and its rows are whole blocks, else as stored, except
     // bf16, which becomes f32 (exact; ggml's bf16 products would round the activations too);
     // Embedding -> f32/f16/quantized as stored (bf16 -> f32; `quantize` f32/f16 applies).
     WeightSet(const TensorStore& store, std::span<const WeightSpec> table, Backend& backend,

@@ -1,5 +1,6 @@
-// Whisper weights: the table that binds each tensor of an HF checkpoint or a whisper.cpp file to
-// its role, shape validation, optional quantization at load, and upload to the compute device.
+// Whisper weights: each tensor of an HF checkpoint or a whisper.cpp file bound to its role through
+// the generic binder (core/weight_set: shape validation, quantization at load, upload), from the
+// one name table of tensor_names.h.
 // Immutable once loaded; shared by every sequence and request (STYLE: weights apart from state).
 #pragma once
 
@@ -12,6 +13,7 @@
 
 #include "core/backend.h"
 #include "core/tensor_store.h"
+#include "core/weight_set.h"
 #include "models/whisper/config.h"
 
 namespace parlance::whisper {
@@ -50,7 +52,8 @@ struct WeightOptions {
 class WhisperWeights {
 public:
     // Binds every tensor of `store` (HF names or whisper.cpp names), validates shapes against
-    // `config`, converts/quantizes and uploads to backend's primary device. Throws
+    // `config`, converts/quantizes and uploads to backend's primary device (WeightSet's type
+    // rules: norms, biases and positions f32, bf16 -> f32, convolution kernels float). Throws
     // Error(InvalidModel) naming the file and tensor for missing, unexpected or misshaped
     // tensors, Error(Unsupported) for types we cannot compute with.
     WhisperWeights(const WhisperConfig& config, const TensorStore& store, Backend& backend,
@@ -81,8 +84,7 @@ public:
     std::string type_summary() const;
 
 private:
-    ggml_context* ctx_ = nullptr;
-    ggml_backend_buffer_t buffer_ = nullptr;
+    std::unique_ptr<WeightSet> weights_;  // owns the tensors the members above point to
 };
 
 }  // namespace parlance::whisper
