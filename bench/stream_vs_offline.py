@@ -58,9 +58,9 @@ def write_wav(path, x):
         w.writeframes(x.tobytes())
 
 
-def stream(parlance, path, redecode, extra):
+def stream(parlance, path, redecode, extra, model):
     out = subprocess.run([parlance, "stream", path, "--lockstep", "--threads", "2", "--redecode-seconds", str(redecode)]
-                         + extra, capture_output=True, text=True, check=True).stdout
+                         + model + extra, capture_output=True, text=True, check=True).stdout
     items = [json.loads(m.group(1)) for m in re.finditer(r"completed in [0-9.]+ s after the end of speech: (\".*\")$",
                                                          out, re.M)]
     deltas = len(re.findall(r"^ +[0-9.]+ s +\S+ \+", out, re.M))
@@ -68,8 +68,8 @@ def stream(parlance, path, redecode, extra):
     return " ".join(t.strip() for t in items), len(items), deltas, float(first.group(1)) if first else None
 
 
-def transcribe(parlance, path):
-    return subprocess.run([parlance, "transcribe", path, "--threads", "2"], capture_output=True, text=True,
+def transcribe(parlance, path, model):
+    return subprocess.run([parlance, "transcribe", path, "--threads", "2"] + model, capture_output=True, text=True,
                           check=True).stdout.strip()
 
 
@@ -107,16 +107,18 @@ def main():
     ap.add_argument("--limit", type=int, default=100)
     ap.add_argument("--redecode", type=float, default=0.6)
     ap.add_argument("--json")
+    ap.add_argument("--model", help="a model for all three runs (default: the bundled one)")
     ap.add_argument("extra", nargs="*", help="more `parlance stream` arguments (after --)")
     a = ap.parse_args()
+    model = ["--model", a.model] if a.model else []
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for k, (text, pcm) in enumerate(read_clips(a.shards, a.limit)):
             path = os.path.join(tmp, "clip%04d.wav" % k)
             write_wav(path, pcm)
-            live, items, deltas, first_delta = stream(a.parlance, path, a.redecode, a.extra)
-            once, _, _, _ = stream(a.parlance, path, 1e9, a.extra)
-            offline = transcribe(a.parlance, path)
+            live, items, deltas, first_delta = stream(a.parlance, path, a.redecode, a.extra, model)
+            once, _, _, _ = stream(a.parlance, path, 1e9, a.extra, model)
+            offline = transcribe(a.parlance, path, model)
             lw, ow = words(live), words(once)
             dropped = [w for w in set(ow) if ow.count(w) > lw.count(w)]
             row = {"clip": k, "reference": text, "stream": live, "once": once, "file": offline, "items": items,
@@ -135,7 +137,7 @@ def main():
                "with_repeated_span": sum(bool(r["repeated"]) for r in rows),
                "with_dropped_words": sum(bool(r["dropped"]) for r in rows), "wer": wer,
                "first_delta_p50": median([r["first_delta"] for r in rows if r["first_delta"] is not None]),
-               "redecode_seconds": a.redecode, "extra": a.extra}
+               "redecode_seconds": a.redecode, "model": a.model, "extra": a.extra}
     print(json.dumps(summary))
     if a.json:
         with open(a.json, "w") as f:

@@ -4,18 +4,19 @@
 # (flite rms, never in training), each clip through `parlance stream --lockstep`, the same session
 # without interim decodes, and `parlance transcribe` (bench/stream_vs_offline.py says what each is).
 # Usage: bench/stream_vs_offline.sh [--count N] [--voices heldout|seen-eval] [--redecode S] [--json F]
-#        [-- more parlance stream arguments]
+#        [--model PATH] [-- more parlance stream arguments]
 # Needs: build/parlance (scripts/build.sh or the test build); fetches the synthesizers' .debs from
 # Debian (tools/train/prepare.sh) and python3-numpy from apt the first time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-count=100 voices=heldout redecode=0.6 json=""
+count=100 voices=heldout redecode=0.6 json="" model=""
 while (($#)); do
   case "$1" in
     --count) count="$2"; shift 2 ;;
     --voices) voices="$2"; shift 2 ;;
     --redecode) redecode="$2"; shift 2 ;;
     --json) json="$2"; shift 2 ;;
+    --model) model="$2"; shift 2 ;;
     --) shift; break ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -35,4 +36,4 @@ if [ ! -f "$clips/meta.json" ]; then
     --count "$count" --voices "$voices" --out "$clips" --jobs "$(nproc)" --seed 7
 fi
 /usr/bin/python3 bench/stream_vs_offline.py --parlance build/parlance --shards "$clips" --limit "$count" \
-  --redecode "$redecode" ${json:+--json "$json"} -- "$@"
+  --redecode "$redecode" ${json:+--json "$json"} ${model:+--model "$model"} -- "$@"
