@@ -24,6 +24,7 @@ namespace {
 struct ServeArgs {
     std::vector<std::string> models;  // PATH or ID=PATH, each --model
     std::string mmproj;
+    double audio_window = 0;
     server::ServerOptions server;
     EngineOptions engine;
     int threads = 0;
@@ -188,7 +189,7 @@ void run(ServeArgs& a, GlobalOptions& globals) {
         bo.device = a.server.device;
         bo.threads = a.threads;
         sp.backend = std::make_unique<Backend>(bo);
-        sp.model = open_speech_model(path, *sp.backend, {a.quantize, a.mmproj});
+        sp.model = open_speech_model(path, *sp.backend, {a.quantize, a.mmproj, a.audio_window});
         // Requests decode with the model's default beam size (clients of the OpenAI API cannot
         // ask for another): room for four of them at once, and never fewer slots than before.
         sp.beams = sp.model->default_beam_size();
@@ -264,6 +265,7 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                         ". Repeat for several models: ID=PATH names one (else its directory or file name without the "
                         "extension); a request's `model` picks it, whisper-1 and OpenAI's other names mean the first");
     cmd->add_option("--mmproj", a->mmproj, kMmprojHelp);
+    cmd->add_option("--audio-window", a->audio_window, kAudioWindowHelp)->type_name("S");
     cmd->add_option("--host", a->server.host, "Address to listen on")->default_val("127.0.0.1");
     cmd->add_option("--port", a->server.port, "Port (0 = any free port)")->default_val(8000);
     cmd->add_option("--api-key", a->server.api_key,

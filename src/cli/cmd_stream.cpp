@@ -45,6 +45,7 @@ struct StreamArgs {
     int commit_held_back = CommitPolicy::Options{}.held_back;
     double commit_guard = server::RealtimeOptions{}.commit_guard_seconds;
     int silence_ms = 500;
+    double audio_window = 0;
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -58,7 +59,9 @@ void run(StreamArgs& a, GlobalOptions& globals) {
     BackendOptions bo;
     bo.threads = a.threads;
     Backend backend(bo);
-    auto model = open_speech_model(resolve_model(a.model), backend, {});
+    SpeechModelOptions so;
+    so.audio_window_seconds = a.audio_window;
+    auto model = open_speech_model(resolve_model(a.model), backend, so);
     EngineOptions eo;
     eo.cache_slots = std::max(16, 4 * model->default_beam_size());
     std::unique_ptr<SpeechEngine> engine = model->start_engine(eo, log);
@@ -218,6 +221,7 @@ void register_stream(CLI::App& app, GlobalOptions& globals) {
                                    "would) and print each delta as it commits");
     cmd->add_option("file", a->file, "Audio file (any format FFmpeg reads)")->required();
     cmd->add_option("-m,--model", a->model, "Speech model (default: $PARLANCE_MODEL, else the bundled one)");
+    cmd->add_option("--audio-window", a->audio_window, kAudioWindowHelp)->type_name("S");
     cmd->add_option("--vad-model", a->vad_model, "silero_vad_v5.onnx (default: $PARLANCE_VAD_MODEL, else setup.sh's)");
     cmd->add_flag("--realtime", a->realtime, "Pace the audio at real time (default: as fast as the session takes it)");
     cmd->add_flag("--lockstep", a->lockstep,

@@ -16,6 +16,11 @@ inline constexpr const char* kSpeechModelHelp =
     "models/parlance-synth-en when it is there)";
 inline constexpr const char* kMmprojHelp =
     "With --model TEXT.gguf: the pair's multimodal projector GGUF (llama.cpp's mmproj-*.gguf)";
+inline constexpr const char* kAudioWindowHelp =
+    "Whisper models: encode windows of S seconds instead of the model's own 30 (its encoder positions cut to "
+    "the first S x 50, as whisper.cpp's --audio-ctx). Each encoder pass costs about S/30 as much, which pays "
+    "for short audio and live sessions; longer audio is decoded in more windows. Check the accuracy on your "
+    "audio first: BENCHMARKS.md measures the bundled model at 10 s";
 
 // `given` when it is not empty; otherwise $PARLANCE_MODEL, otherwise the bundled model found
 // next to the executable (installed: <prefix>/share/parlance/models/NAME) or in the source tree

@@ -118,6 +118,9 @@ std::unique_ptr<AudioLanguageModel> load_audio_language_model(const std::filesys
     const ArchitectureEntry& e = identify_architecture(files);
     if (!e.capabilities.audio_lm)
         throw Error(ErrorKind::Unsupported, path.string() + ": not an audio language model (" + e.name + ")");
+    if (options.audio_window_seconds > 0)
+        throw Error(ErrorKind::InvalidArgument,
+                    "--audio-window applies to Whisper models; " + e.name + " encodes audio of any length");
     return qwen3_asr::Qwen3AsrModel::load(std::move(files), backend, options.quantize);
 }
 
@@ -133,6 +136,7 @@ std::unique_ptr<SpeechModel> load_speech_model(const std::filesystem::path& path
                                                 " models generate text; they do not transcribe speech (use generate)");
     whisper::WeightOptions wo;
     wo.quantize = options.quantize;
+    wo.audio_window_seconds = options.audio_window_seconds;
     return std::make_unique<whisper::WhisperSpeechModel>(whisper::WhisperModel::load(path, backend, wo), backend);
 }
 

@@ -61,6 +61,8 @@ struct SpeechModelOptions {
     // The projector GGUF of a llama.cpp pair given as a text-model file (--mmproj); empty: none,
     // or found beside the text model when the path is their directory.
     std::filesystem::path mmproj = {};
+    // Whisper models: encode windows of this many seconds instead of the model's (0: its own).
+    double audio_window_seconds = 0;
 };
 
 // The projector type an mmproj GGUF declares (clip.audio.projector_type, else clip.projector_type);

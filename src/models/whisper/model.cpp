@@ -2,6 +2,7 @@
 #include "models/whisper/model.h"
 
 #include <chrono>
+#include <cmath>
 #include <iomanip>
 #include <sstream>
 
@@ -117,6 +118,21 @@ std::unique_ptr<WhisperModel> WhisperModel::load(const std::filesystem::path& pa
 
     m->mel = std::make_unique<LogMel>(m->config.n_mels);
     m->weights = std::make_unique<WhisperWeights>(m->config, *files.tensors, backend, options);
+    if (options.audio_window_seconds > 0) {
+        // A shorter window is the same model with its encoder's position table cut to the first
+        // positions (one per 20 ms): what transformers computes for a checkpoint whose
+        // max_source_positions is that count, and what whisper.cpp's --audio-ctx does.
+        const double full = m->config.max_source_positions / 50.0;
+        const double positions = options.audio_window_seconds * 50.0;
+        if (positions < 50 || positions > m->config.max_source_positions ||
+            std::abs(positions - std::round(positions)) > 1e-6) {
+            std::ostringstream os;
+            os << "--audio-window " << options.audio_window_seconds << ": a window of 1 to " << full
+               << " seconds (the model's own) in steps of 0.02 s";
+            throw Error(ErrorKind::InvalidArgument, os.str());
+        }
+        m->config.max_source_positions = static_cast<int>(std::lround(positions));
+    }
     m->load_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return m;

@@ -102,7 +102,9 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
     // transpose swaps the first two dims: [d, frames, B] -> [frames, d, B]
     x = conv1d(ctx, w_.conv2_w, x, 2, 1);  // [d, T*B]
     x = ggml_gelu_erf(ctx, ggml_add(ctx, x, w_.conv2_b));
-    x = ggml_add(ctx, ggml_reshape_3d(ctx, x, d, T, B), w_.enc_pos);  // [d, T, B]
+    // The first T positions: all of them, or a window shorter than the model's (--audio-window).
+    ggml_tensor* pos = ggml_view_2d(ctx, w_.enc_pos, d, T, w_.enc_pos->nb[1], 0);
+    x = ggml_add(ctx, ggml_reshape_3d(ctx, x, d, T, B), pos);  // [d, T, B]
 
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     for (const LayerWeights& l : w_.enc_layers) {

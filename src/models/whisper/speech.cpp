@@ -2,6 +2,7 @@
 #include "models/whisper/speech.h"
 
 #include <algorithm>
+#include <sstream>
 
 #include "models/whisper/engine.h"
 #include "models/whisper/transcriber.h"
@@ -17,6 +18,14 @@ std::string languages_of(const SpecialTokens& t) {
     return ", multilingual (" + std::to_string(t.languages.size()) + " languages)";
 }
 
+// ", 10 s windows" when the model encodes windows other than Whisper's 30 s (--audio-window).
+std::string window_of(const WhisperConfig& c) {
+    if (c.max_source_positions == 1500) return "";
+    std::ostringstream os;
+    os << ", " << c.max_source_positions / 50.0 << " s windows";
+    return os.str();
+}
+
 }  // namespace
 
 WhisperSpeechModel::WhisperSpeechModel(std::unique_ptr<WhisperModel> model, Backend& backend)
@@ -25,7 +34,7 @@ WhisperSpeechModel::WhisperSpeechModel(std::unique_ptr<WhisperModel> model, Back
 std::string WhisperSpeechModel::description() const {
     const WhisperConfig& c = model_->config;
     return "whisper " + std::to_string(c.encoder_layers) + "+" + std::to_string(c.decoder_layers) +
-           " layers, d_model " + std::to_string(c.d_model) + languages_of(model_->tokens);
+           " layers, d_model " + std::to_string(c.d_model) + window_of(c) + languages_of(model_->tokens);
 }
 
 int WhisperSpeechModel::default_beam_size() const {

@@ -47,6 +47,9 @@ struct WeightOptions {
     // Store linear-layer weights in this type ("" = as stored; "f32", "f16", "q8_0", "q5_k",
     // "q4_k"). Rows whose length is not a multiple of the block size keep their stored type.
     std::string quantize;
+    // Encode windows of this many seconds instead of the model's own (0: the model's). See
+    // WhisperModel::load.
+    double audio_window_seconds = 0;
 };
 
 class WhisperWeights {
