@@ -95,6 +95,9 @@ public:
     virtual void check_language(const std::string& language) const = 0;
     // Whether requests may ask for word timestamps (TranscribeOptions::word_timestamps).
     virtual bool word_timestamps() const { return false; }
+    // The audio one encoder pass covers, in seconds (Whisper's window); 0: audio of any length.
+    // Live sessions cap their items at it, so each item is decoded in one window.
+    virtual double window_seconds() const { return 0.0; }
     // Stops accepting; with drain, finishes queued and active requests first; then joins.
     virtual void shutdown(bool drain) = 0;
 };

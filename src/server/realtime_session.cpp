@@ -139,6 +139,8 @@ RealtimeSession::RealtimeSession(SpeechEngine& engine, silero_vad::SileroVad* va
     : engine_(engine),
       vad_(vad),
       o_(std::move(options)),
+      max_segment_seconds_(engine.window_seconds() > 0 ? std::min(o_.max_segment_seconds, engine.window_seconds())
+                                                       : o_.max_segment_seconds),
       beta_(beta),
       hooks_(std::move(hooks)),
       id_("sess_" + random_hex(20)),
@@ -503,9 +505,9 @@ void RealtimeSession::feed_vad(std::span<const float> pcm) {
         }
         // A segment at its cap is cut at a quiet point and the speech goes on in a new item.
         Item& it = items_[open_id_];
-        if (static_cast<double>(v.next - it.start) / kRate >= o_.max_segment_seconds) {
+        if (static_cast<double>(v.next - it.start) / kRate >= max_segment_seconds_) {
             const std::vector<float> seg = slice(it.start, v.next);
-            const auto cuts = quiet_cut_points(seg, o_.max_segment_seconds - 1.0, 5.0);
+            const auto cuts = quiet_cut_points(seg, max_segment_seconds_ - 1.0, 5.0);
             const int64_t cut = it.start + static_cast<int64_t>(cuts.size() > 2 ? cuts[1] : seg.size());
             close_item(cut, cut, true);
             open_item(cut, true);

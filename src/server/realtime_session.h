@@ -49,7 +49,8 @@ bool is_speech_model_alias(const std::string& name);
 struct RealtimeOptions {
     std::string model_id = "whisper";  // transcription.model values accepted (and whisper-1)
     double redecode_seconds = 0.6;     // new speech that triggers a re-decode of the open segment
-    double max_segment_seconds = 30;   // a longer segment is cut at a quiet point
+    double max_segment_seconds = 30;   // a longer segment is cut at a quiet point (at most the
+                                       // model's window: SpeechEngine::window_seconds)
     double max_buffer_seconds = 120;   // uncommitted audio held without turn detection
     double max_session_seconds = 4 * 3600;
     CommitPolicy::Options commit;  // when interim text is final
@@ -168,6 +169,7 @@ private:
     SpeechEngine& engine_;
     silero_vad::SileroVad* vad_;
     RealtimeOptions o_;
+    double max_segment_seconds_;  // o_'s cap, or the model's window when that is shorter
     bool beta_;
     Hooks hooks_;
     std::string id_;

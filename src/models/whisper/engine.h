@@ -44,6 +44,7 @@ public:
     int max_beams() const override;
     void check_language(const std::string& language) const override;
     bool word_timestamps() const override { return true; }
+    double window_seconds() const override { return model_.config.max_source_positions / 50.0; }
     // Stops accepting; with drain, finishes queued and active requests first; then joins.
     void shutdown(bool drain) override;
 

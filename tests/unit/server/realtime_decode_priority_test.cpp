@@ -53,7 +53,10 @@ public:
     int max_beams() const override { return 1; }
     void check_language(const std::string&) const override {}
     bool word_timestamps() const override { return true; }
+    double window_seconds() const override { return window; }
     void shutdown(bool) override {}
+
+    double window = 0;  // the model's window (0: any length)
 
     size_t count() {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -74,10 +77,11 @@ private:
 // test's thread (posts from workers queue up and run in drain()).
 class HeldSession {
 public:
-    explicit HeldSession(server::RealtimeOptions options = {})
+    explicit HeldSession(server::RealtimeOptions options = {}, double window_seconds = 0)
         : vad_backend_(BackendOptions{"cpu", 1, true, false}),
           vad_(assets_dir() / "silero_vad_v5.onnx", vad_backend_),
           pcm_(read_wav_file(fixtures_dir() / "audio" / "jfk.wav").samples) {
+        engine.window = window_seconds;
         server::RealtimeSession::Hooks hooks;
         hooks.send = [this](std::string text) { events_.push_back(json::parse(text)); };
         hooks.post = [this](std::function<void()> fn) {
@@ -173,6 +177,26 @@ public:
         return d;
     }
     bool answered(size_t i) const { return answered_.count(i) > 0; }
+    // Answers every decode the session asks for until it has none running or waiting (a decode it
+    // starts reaches the engine from a worker thread, a moment later).
+    void answer_all() {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (std::chrono::steady_clock::now() < deadline) {
+            drain();
+            bool any = false;
+            for (size_t i = 0; i < engine.count(); ++i)
+                if (!answered(i)) {
+                    answer(i, "decode " + std::to_string(i));
+                    any = true;
+                }
+            if (!any && idle()) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+    }
+    size_t events(const std::string& type) const {
+        return static_cast<size_t>(
+            std::count_if(events_.begin(), events_.end(), [&](const json& e) { return e["type"] == type; }));
+    }
     bool idle() const { return session_->idle(); }
     void fail(size_t i, std::exception_ptr e) {
         answered_.insert(i);
@@ -205,22 +229,7 @@ private:
 // pause ends the item it is the final decode: no other decode follows.
 TEST(RealtimeDecodePriority, TheDecodeUpToAPauseIsLiveAndEndsTheItem) {
     HeldSession s;
-    // After each append: answer every decode the session asks for until it has none running or
-    // waiting (a decode it starts reaches the engine from a worker thread, a moment later).
-    auto answer_all = [&] {
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (std::chrono::steady_clock::now() < deadline) {
-            s.drain();
-            bool answered = false;
-            for (size_t i = 0; i < s.engine.count(); ++i)
-                if (!s.answered(i)) {
-                    s.answer(i, "decode " + std::to_string(i));
-                    answered = true;
-                }
-            if (!answered && s.idle()) return;
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-    };
+    auto answer_all = [&] { s.answer_all(); };  // after each append
     s.send_until(2.0, answer_all);  // speech: interim decodes only
     ASSERT_GE(s.engine.count(), 1u);
     for (size_t i = 0; i < s.engine.count(); ++i) {
@@ -289,6 +298,25 @@ TEST(RealtimeCommitGuard, WordsNearTheEndOfTheDecodedAudioWait) {
     s.answer(0, t);
     s.wait_idle();
     EXPECT_EQ(s.deltas(), "And so");
+}
+
+// A model whose window is shorter than the session's segment cap (--audio-window) caps the live
+// items: speech that goes on past the window is cut into a new item, and no decode is asked for
+// more audio than one window. jfk.wav's speech runs from 0.32 s to 2.2 s without a pause.
+TEST(RealtimeItemCap, AnItemIsCutAtTheModelsWindow) {
+    for (double window : {0.0, 2.0}) {
+        SCOPED_TRACE(window);
+        HeldSession s({}, window);
+        s.send_until(2.15, [&] { s.answer_all(); });
+        const size_t committed = s.events("input_audio_buffer.committed");
+        if (window == 0.0) {
+            EXPECT_EQ(committed, 0u);  // the session's own cap, 30 s
+            continue;
+        }
+        EXPECT_GE(committed, 1u);  // cut at a quiet point in the window's last second, or earlier
+        EXPECT_EQ(s.events("input_audio_buffer.speech_started"), committed + 1);  // the speech goes on
+        for (size_t i = 0; i < s.engine.count(); ++i) EXPECT_LE(HeldSession::seconds_of(*s.engine.call(i)), 2.0) << i;
+    }
 }
 
 }  // namespace
