@@ -17,18 +17,22 @@
 #
 # COMMIT=<sha> names the commit in summary.txt (the copy on the machine has no .git).
 # Options: --prepare (fill .device/cuda here)   --cpu (no CUDA: use setup.sh's cpu ggml, -j1; to
-# check this script and the PARLANCE_FFMPEG=OFF build on a CPU-only machine)
+# check this script and the PARLANCE_FFMPEG=OFF build on a CPU-only machine)   --serve-bench (instead
+# of the checks: build whisper.cpp's serial anchor against the same ggml and run bench/serve_bench.sh
+# with the bundled model on the device; its table lands in serve_bench.log)
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CARRY="$ROOT/.device/cuda"
 MODE=cuda
 ACTION=run
+ONLY="${ONLY:-}"  # serve_bench: build, then only bench/serve_bench.sh with the bundled model
 for arg in "$@"; do
   case "$arg" in
     --prepare) ACTION=prepare ;;
     --cpu) MODE=cpu ;;
     --stages) ACTION=stages ;;
+    --serve-bench) ONLY=serve_bench ;;
     *) echo "device_cuda_check.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -60,6 +64,9 @@ if [ "$ACTION" = prepare ]; then
     common/unicode.h common/unicode.cpp common/json-schema-to-grammar.h common/json-schema-to-grammar.cpp \
     common/common.h src/llama-grammar.h src/llama-grammar.cpp src/llama-impl.h src/llama-vocab.h \
     src/llama-sampler.h include/llama.h include/llama-cpp.h
+  # whisper.cpp's sources (the bench anchor, npm @fugood/whisper.node as bench/run.sh unpacks them).
+  WCPP="$HOME/.cache/parlance/whisper.node-1.1.3"
+  [ -d "$WCPP/whisper.cpp/src" ] && tar czf "$CARRY/whisper-cpp-src.tar.gz" -C "$WCPP/whisper.cpp" src include
   # The real Qwen3 tokenizer (setup.sh's assets) for the Qwen3 checkpoints the check writes.
   tar cJf "$CARRY/qwen3tok.tar.xz" -C "${PARLANCE_ASSETS:-$HOME/.cache/parlance/assets}/qwen3" .
   # Debian packages of our small build deps, unpacked here and kept to what the build reads
@@ -290,6 +297,30 @@ PY
   grep -o 'val=CUBLAS_[A-Z0-9_]*MATH[A-Z0-9_]*' "$STATE/cublas_calls.txt" | sort | uniq -c
 }
 
+# whisper.cpp (bench/anchor/whisper_cpp_serial) built against the same ggml (CUDA) as parlance.
+build_whisper_anchor() {
+  local src="$STATE/whisper.cpp"
+  rm -rf "$src" "$STATE/bench-build"; mkdir -p "$src"
+  tar xzf "$CARRY/whisper-cpp-src.tar.gz" -C "$src" || return 1
+  local cuda=OFF; [ "$MODE" = cuda ] && cuda=ON
+  PKG_CONFIG_PATH="$PKGCFG" cmake -S "$ROOT/bench" -B "$STATE/bench-build" -G Ninja \
+    -DPKG_CONFIG_EXECUTABLE="$STATE/bin/pkg-config" -DCMAKE_BUILD_TYPE=Release -DPARLANCE_CUDA=$cuda \
+    -DPARLANCE_FFMPEG=OFF -DPARLANCE_CACHE="$PCACHE" -DWHISPER_CPP_DIR="$src" \
+    -DCMAKE_PREFIX_PATH="${GGML_PREFIX:+$GGML_PREFIX;}$SYSROOT/usr" || return 1
+  cmake --build "$STATE/bench-build" --target whisper_cpp_serial -j"$JOBS"
+}
+
+# bench/serve_bench.sh with the bundled model on the device: parlance serve vs whisper.cpp serial.
+serve_bench_device() {
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$SYSROOT/usr/lib/$ARCH_LIB" "$STATE/build/parlance" \
+    >"$STATE/bin/parlance"
+  chmod +x "$STATE/bin/parlance"
+  local device=cuda; [ "$MODE" = cuda ] || device=cpu
+  PARLANCE="$STATE/bin/parlance" WHISPER_CPP_SERIAL="$STATE/bench-build/whisper_cpp_serial" \
+    bash "$ROOT/bench/serve_bench.sh" --model-dir "$ROOT/models/parlance-synth-en" --device "$device" \
+    --threads "${BENCH_THREADS:-4}" --levels "${BENCH_LEVELS:-1 4 8 16}" --per-client "${BENCH_PER:-2}"
+}
+
 environment() {
   uname -a; cat /etc/os-release 2>/dev/null | head -3; ldd --version | head -1; nproc
   command -v nvidia-smi >/dev/null && nvidia-smi
@@ -316,6 +347,13 @@ if [ "$ACTION" = stages ]; then
     stage llama_common build_llama_common || fail llama_common
   fi
   stage parlance_build build_parlance || fail parlance_build
+  if [ "$ONLY" = serve_bench ]; then
+    stage whisper_anchor build_whisper_anchor || fail whisper_anchor
+    stage serve_bench serve_bench_device
+    echo "all steps ran" >>"$STATE/summary.txt"
+    touch "$STATE/done"
+    exit 0
+  fi
   stage info run_parlance info "$fx/model"
   # Every Whisper reference (each folder of tests/fixtures/whisper with a reference.json), on the
   # accelerator and on the CPU, with the same binary.
@@ -390,7 +428,7 @@ if [ ! -f "$STATE/started" ]; then
   done
   touch "$STATE/started"; : >"$STATE/summary.txt"
   extra=(); [ "$MODE" = cpu ] && extra=(--cpu)
-  setsid nohup bash "$0" --stages "${extra[@]}" >"$STATE/stages.out" 2>&1 </dev/null &
+  ONLY="$ONLY" setsid nohup bash "$0" --stages "${extra[@]}" >"$STATE/stages.out" 2>&1 </dev/null &
 fi
 t0=$SECONDS
 while [ ! -f "$STATE/done" ] && [ $((SECONDS - t0)) -lt "$WAIT_S" ]; do sleep 5; done
@@ -405,6 +443,11 @@ collect() {
   cat "$STATE"/info.log "$STATE"/parity_*.log >"$OUT/parity.log" 2>/dev/null || true
   [ -f "$STATE/op_trace_short.log" ] && cp "$STATE/op_trace_short.log" "$OUT/op_trace.log"
   [ -f "$STATE/accumulation_cost.log" ] && cp "$STATE/accumulation_cost.log" "$OUT/accumulation_cost.log"
+  if [ -f "$STATE/whisper_anchor.log" ]; then
+    { cat "$STATE/serve_bench.log" 2>/dev/null; echo "-- anchor build"; tail -30 "$STATE/whisper_anchor.log";
+      echo "-- server log"; tail -30 "$ROOT/bench/build/serve.log" 2>/dev/null;
+      echo "-- whisper.cpp log"; tail -30 "$ROOT/bench/build/serial.log" 2>/dev/null; } >"$OUT/serve_bench.log"
+  fi
   [ -f "$STATE/stages.out" ] && cat "$STATE/stages.out" >>"$OUT/summary.txt"
 }
 cat "$STATE/summary.txt"

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ggml.h>
@@ -15,6 +16,13 @@ struct ConvertOptions {
     // (whisper.cpp's ftype 0 / 1). Vectors, conv biases and positional embeddings are always f32,
     // as whisper.cpp's loader expects.
     ggml_type dtype = GGML_TYPE_F16;
+    // A model with a compact vocabulary (trained with its own, smaller one, as ours is) written at
+    // OpenAI's multilingual ids, the only layout whisper.cpp can decode: text tokens keep their
+    // ids, special and timestamp tokens move to where whisper.cpp looks for them (51,865 rows),
+    // and the rows of ids the model does not have are zero. Those rows' logits are 0, not the
+    // model's, so whisper.cpp must suppress them (ConvertResult::unused_text_ids; the benchmark
+    // anchor does, bench/anchor/whisper_cpp_serial --suppress-ids).
+    bool openai_ids = false;
 };
 
 struct ConvertResult {
@@ -24,6 +32,8 @@ struct ConvertResult {
     // Written, but the target program will not load it as is (e.g. an FFN width other than
     // 4 * d_model, which whisper.cpp's header cannot express). Empty for released shapes.
     std::vector<std::string> warnings;
+    // With openai_ids: the text ids [first, last) the model has no token for (none: 0, 0).
+    std::pair<int, int> unused_text_ids{0, 0};
 };
 
 }  // namespace parlance

@@ -42,6 +42,7 @@ struct WhisperConfig {
 // with its own, smaller vocabulary keeps Whisper's special-token structure, but its ids come from
 // generation_config.json and tokenizer.json, not from this layout.
 inline constexpr int kOpenAiVocabEn = 51864;
+inline constexpr int kOpenAiVocabMultilingual = 51865;
 inline constexpr int kCompactVocabMinimum = 1501 + 4;  // timestamps + eot, sot, task, notimestamps
 
 // The most beams a model's generation_config may ask for by default (each takes two decoder

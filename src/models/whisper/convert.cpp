@@ -2,6 +2,7 @@
 // 11 int32 hparams, mel filters, vocabulary, tensors; its type expectations are enforced here.
 #include "models/whisper/convert.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -50,6 +51,50 @@ void check_layout(const SpecialTokens& hf, const SpecialTokens& layout, const st
     }
 }
 
+// Where each of a compact vocabulary's ids goes in OpenAI's multilingual layout (51,865 ids):
+// text tokens keep their ids, special, language and timestamp tokens take whisper.cpp's.
+std::vector<int> openai_ids(const SpecialTokens& ours, int vocab_size, const std::string& source) {
+    const SpecialTokens layout = special_tokens_from_layout(kOpenAiVocabMultilingual);
+    if (vocab_size >= kOpenAiVocabEn)
+        throw Error(ErrorKind::InvalidArgument, source + ": a vocabulary of " + std::to_string(vocab_size) +
+                                                    " tokens is OpenAI's layout already (--openai-ids is for compact ones)");
+    if (ours.eot > layout.eot)
+        throw Error(ErrorKind::Unsupported, source + ": " + std::to_string(ours.eot) +
+                                                " text tokens do not fit below OpenAI's <|endoftext|> (" +
+                                                std::to_string(layout.eot) + ")");
+    std::vector<int> to(vocab_size, -1);
+    for (int id = 0; id < ours.eot; ++id) to[id] = id;
+    auto place = [&](const std::string& what, int id, int target) {
+        if (id < 0) return;  // the model has no such token
+        if (target < 0)
+            throw Error(ErrorKind::Unsupported, source + ": " + what + " has no place in OpenAI's layout");
+        to.at(id) = target;
+    };
+    place("<|endoftext|>", ours.eot, layout.eot);
+    place("<|startoftranscript|>", ours.sot, layout.sot);
+    place("<|translate|>", ours.translate, layout.translate);
+    place("<|transcribe|>", ours.transcribe, layout.transcribe);
+    place("<|startoflm|>", ours.startoflm, layout.startoflm);
+    place("<|startofprev|>", ours.startofprev, layout.startofprev);
+    place("<|nospeech|>", ours.nospeech, layout.nospeech);
+    place("<|notimestamps|>", ours.notimestamps, layout.notimestamps);
+    for (const auto& [code, id] : ours.languages) {
+        auto it = layout.languages.find(code);
+        place("<|" + code + "|>", id, it == layout.languages.end() ? -1 : it->second);
+    }
+    const int timestamps = vocab_size - ours.timestamp_begin;
+    if (ours.timestamp_begin < 0 || timestamps != kOpenAiVocabMultilingual - layout.timestamp_begin)
+        throw Error(ErrorKind::Unsupported, source + ": " + std::to_string(timestamps) +
+                                                " timestamp tokens, OpenAI's layout has " +
+                                                std::to_string(kOpenAiVocabMultilingual - layout.timestamp_begin));
+    for (int k = 0; k < timestamps; ++k) to[ours.timestamp_begin + k] = layout.timestamp_begin + k;
+    for (int id = 0; id < vocab_size; ++id)
+        if (to[id] < 0)
+            throw Error(ErrorKind::Unsupported, source + ": token " + std::to_string(id) +
+                                                    " is neither text, a special token nor a timestamp");
+    return to;
+}
+
 }  // namespace
 
 WhisperCppConvertResult convert_to_whispercpp(const fs::path& hf_dir, const fs::path& out,
@@ -74,12 +119,27 @@ WhisperCppConvertResult convert_to_whispercpp(const fs::path& hf_dir, const fs::
             cfg_name + ": encoder_ffn_dim/decoder_ffn_dim are not 4 * d_model (" +
             std::to_string(4 * c.d_model) + "); whisper.cpp assumes 4x and will refuse the file "
             "(parlance reads the width from the tensors)");
-    const SpecialTokens tokens = special_tokens_from_hf(files.generation_config, c.vocab_size,
-                                                        (hf_dir / "generation_config.json").string());
-    check_layout(tokens, special_tokens_from_layout(c.vocab_size), (hf_dir / "generation_config.json").string());
+    const std::string gen_name = (hf_dir / "generation_config.json").string();
+    SpecialTokens tokens = special_tokens_from_hf(files.generation_config, c.vocab_size, gen_name);
+    if (files.tokenizer_json.empty())
+        throw Error(ErrorKind::InvalidModel, hf_dir.string() + ": missing tokenizer.json");
+    const Tokenizer tok = Tokenizer::from_json_file(files.tokenizer_json);
+    const std::string tok_name = files.tokenizer_json.string();
+    std::vector<int> row_of;  // with openai_ids: each token's id in the file
+    if (options.openai_ids) {
+        name_special_tokens(tokens, [&](const std::string& text) { return tok.token_to_id(text); }, tok_name);
+        row_of = openai_ids(tokens, c.vocab_size, gen_name);
+        result.unused_text_ids = {tokens.eot, special_tokens_from_layout(kOpenAiVocabMultilingual).eot};
+        result.warnings.push_back("ids " + std::to_string(result.unused_text_ids.first) + " to " +
+                                  std::to_string(result.unused_text_ids.second - 1) +
+                                  " are not the model's (zero rows): whisper.cpp must suppress them "
+                                  "(a logits filter), or it may decode them");
+    } else {
+        check_layout(tokens, special_tokens_from_layout(c.vocab_size), gen_name);
+    }
 
     WhisperCppContents w;
-    w.hparams.n_vocab = c.vocab_size;
+    w.hparams.n_vocab = options.openai_ids ? kOpenAiVocabMultilingual : c.vocab_size;
     w.hparams.n_audio_ctx = c.max_source_positions;
     w.hparams.n_audio_state = c.d_model;
     w.hparams.n_audio_head = c.encoder_heads;
@@ -99,10 +159,6 @@ WhisperCppConvertResult convert_to_whispercpp(const fs::path& hf_dir, const fs::
 
     // The text vocabulary (ids below <|endoftext|>) as raw bytes; whisper.cpp names the special
     // tokens itself from the layout. Its loader keys a map by these bytes and looks up " ".
-    if (files.tokenizer_json.empty())
-        throw Error(ErrorKind::InvalidModel, hf_dir.string() + ": missing tokenizer.json");
-    const Tokenizer tok = Tokenizer::from_json_file(files.tokenizer_json);
-    const std::string tok_name = files.tokenizer_json.string();
     auto eot = tok.token_to_id("<|endoftext|>");
     if (!eot || *eot != tokens.eot)
         throw Error(ErrorKind::InvalidModel, tok_name + ": <|endoftext|> is not token " + std::to_string(tokens.eot));
@@ -116,6 +172,10 @@ WhisperCppConvertResult convert_to_whispercpp(const fs::path& hf_dir, const fs::
     }
     if (!seen.count(" "))
         throw Error(ErrorKind::InvalidModel, tok_name + ": no token for \" \" (whisper.cpp requires one)");
+    // The text ids the model does not have get names no text can produce, so that every id below
+    // <|endoftext|> has a token (parlance's loader requires it; whisper.cpp names missing ones itself).
+    for (int id = result.unused_text_ids.first; id < result.unused_text_ids.second; ++id)
+        w.vocab.push_back("<|unused_" + std::to_string(id) + "|>");
 
     // Tensors: validate against the table, then rename and retype.
     const std::vector<TensorName> table = whisper_tensor_names(c);
@@ -145,6 +205,15 @@ WhisperCppConvertResult convert_to_whispercpp(const fs::path& hf_dir, const fs::
         }
         if (n.cpp.empty()) continue;
         std::vector<int64_t> shape = n.shape;
+        if (n.role == TensorRole::TokEmb && options.openai_ids) {
+            // Rows move to their OpenAI ids; ids the model lacks stay zero.
+            const int64_t d = n.shape[1];
+            std::vector<float> moved(static_cast<size_t>(kOpenAiVocabMultilingual) * d, 0.0f);
+            for (int id = 0; id < c.vocab_size; ++id)
+                std::copy_n(values.begin() + int64_t(id) * d, d, moved.begin() + int64_t(row_of[id]) * d);
+            values = std::move(moved);
+            shape[0] = kOpenAiVocabMultilingual;
+        }
         if (n.role == TensorRole::Conv1B || n.role == TensorRole::Conv2B) shape = {n.shape[0], 1};
         const bool matrix = n.linear || n.role == TensorRole::TokEmb;
         const ggml_type type = matrix ? options.dtype : GGML_TYPE_F32;

@@ -4,10 +4,13 @@
 // Fixture: tests/fixtures/whisper/compact (tools/reference/compact_fixture.py; random weights).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
+#include <utility>
 
 #include "audio/wav.h"
 #include "core/error.h"
+#include "models/whisper/convert.h"
 #include "models/whisper/model.h"
 #include "models/whisper/transcriber.h"
 #include "test_support.h"
@@ -119,6 +122,77 @@ TEST_F(CompactVocabulary, NumBeamsFromGenerationConfig) {
                     [&](nlohmann::json& g) { g["num_beams"] = nlohmann::json::parse(bad); });
         const std::string error = load_error(dir);
         EXPECT_NE(error.find("num_beams"), std::string::npos) << bad << ": " << error;
+    }
+}
+
+// `parlance convert --openai-ids` (the whisper.cpp anchor of bench/serve_bench.sh): the compact
+// model written at OpenAI's multilingual ids computes the same logits at the moved ids, and
+// exactly 0 at the ids it does not have (which whisper.cpp must suppress: unused_text_ids).
+TEST_F(CompactVocabulary, ConvertedAtOpenAisIdsItComputesTheSameLogits) {
+    testing::TempDir tmp;
+    const auto bin = tmp / "openai-ids.bin";
+    WhisperCppConvertOptions o;
+    o.dtype = GGML_TYPE_F32;
+    o.openai_ids = true;
+    const auto r = convert_to_whispercpp(testing::fixtures_dir() / "whisper" / "compact" / "model", bin, o);
+    const SpecialTokens& ours = model_->tokens;
+    EXPECT_EQ(r.unused_text_ids, (std::pair<int, int>{ours.eot, 50257}));
+
+    auto cpp = WhisperModel::load(bin, *backend_);
+    ASSERT_EQ(cpp->config.vocab_size, kOpenAiVocabMultilingual);
+    const SpecialTokens& t = cpp->tokens;
+    EXPECT_EQ(t.eot, 50257);
+    EXPECT_EQ(t.sot, 50258);
+    EXPECT_EQ(t.language_token("en"), 50259);
+    EXPECT_EQ(t.transcribe, 50359);
+    EXPECT_EQ(t.notimestamps, 50363);
+    EXPECT_EQ(t.timestamp_begin, 50364);
+    // Where each of the compact model's ids went.
+    auto moved = [&](int id) {
+        if (id < ours.eot) return id;
+        if (id >= ours.timestamp_begin) return t.timestamp_begin + (id - ours.timestamp_begin);
+        for (auto [a, b] : {std::pair{ours.eot, t.eot}, {ours.sot, t.sot}, {ours.translate, t.translate},
+                            {ours.transcribe, t.transcribe}, {ours.startoflm, t.startoflm},
+                            {ours.startofprev, t.startofprev}, {ours.nospeech, t.nospeech},
+                            {ours.notimestamps, t.notimestamps}, {ours.languages.at("en"), t.language_token("en")}})
+            if (a == id) return b;
+        ADD_FAILURE() << "token " << id << " has no place";
+        return 0;
+    };
+
+    WhisperRunner runner(cpp->config, *cpp->weights, *backend_, 1);
+    CrossKv a(model_->config, *backend_), b(cpp->config, *backend_);
+    int frames = 0;
+    std::vector<std::vector<float>> mel_a{model_->mel->compute(pcm_, &frames)}, mel_b{cpp->mel->compute(pcm_, &frames)};
+    CrossKv* ca[] = {&a};
+    CrossKv* cb[] = {&b};
+    runner_->encode(mel_a, ca);
+    runner.encode(mel_b, cb);
+    std::vector<int> prompt = {ours.sot, ours.languages.at("en"), ours.transcribe, ours.notimestamps};
+    int n_past = 0;
+    for (int next : {300, 1200, 45}) {
+        std::vector<int> mapped;
+        for (int id : prompt) mapped.push_back(moved(id));
+        const DecodeItem ia{0, &a, prompt, n_past}, ib{0, &b, mapped, n_past};
+        const std::vector<float> la = runner_->decode(std::span<const DecodeItem>(&ia, 1))[0];
+        const std::vector<float> lb = runner.decode(std::span<const DecodeItem>(&ib, 1))[0];
+        std::vector<bool> used(lb.size(), false);
+        for (int id = 0; id < model_->config.vocab_size; ++id) {
+            ASSERT_NEAR(lb[moved(id)], la[id], 1e-4f * (1.0f + std::abs(la[id]))) << "token " << id;
+            used[moved(id)] = true;
+        }
+        for (int id = r.unused_text_ids.first; id < r.unused_text_ids.second; ++id) ASSERT_EQ(lb[id], 0.0f) << id;
+        for (size_t id = 0; id < lb.size(); ++id)
+            if (!used[id]) ASSERT_EQ(lb[id], 0.0f) << id;
+        n_past += static_cast<int>(prompt.size());
+        prompt = {next};
+    }
+    // A model in OpenAI's layout already is refused.
+    try {
+        convert_to_whispercpp(testing::fixtures_dir() / "whisper" / "tiny-multi" / "model", tmp / "x.bin", o);
+        ADD_FAILURE() << "converted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("OpenAI's layout already"), std::string::npos) << e.what();
     }
 }
 
