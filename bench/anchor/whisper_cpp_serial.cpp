@@ -5,7 +5,7 @@
 // milliseconds and decoded tokens, and the first request's text.
 //
 //   whisper_cpp_serial --model base.bin --threads 2 --file jfk.wav --requests 8 [--beam-size 5]
-//                      [--suppress-ids FIRST:END] [--gpu 1]
+//                      [--suppress-ids FIRST:END] [--gpu 1] [--flash-attn 0|1]
 //
 // --suppress-ids: token ids [FIRST, END) get -inf logits at every step (whisper.cpp's logits
 // filter callback): the ids a compact-vocabulary model written at OpenAI's ids does not have
@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
     std::string model, file;
     int threads = 1, requests = 4, beams = 1;
     bool gpu = false;
+    int flash_attn = -1;  // -1: whisper.cpp's default
     IdRange suppressed;
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string k = argv[i], v = argv[i + 1];
@@ -57,6 +58,7 @@ int main(int argc, char** argv) {
         else if (k == "--requests") requests = std::stoi(v);
         else if (k == "--beam-size") beams = std::stoi(v);
         else if (k == "--gpu") gpu = v == "1";
+        else if (k == "--flash-attn") flash_attn = std::stoi(v);
         else if (k == "--suppress-ids" && v.find(':') != std::string::npos) {
             suppressed.first = std::stoi(v.substr(0, v.find(':')));
             suppressed.end = std::stoi(v.substr(v.find(':') + 1));
@@ -67,7 +69,7 @@ int main(int argc, char** argv) {
         }
     }
     if (model.empty() || file.empty()) {
-        std::fprintf(stderr, "usage: whisper_cpp_serial --model M.bin --file 16k-mono.wav [--threads N] [--requests N] [--beam-size N] [--suppress-ids A:B] [--gpu 1]\n");
+        std::fprintf(stderr, "usage: whisper_cpp_serial --model M.bin --file 16k-mono.wav [--threads N] [--requests N] [--beam-size N] [--suppress-ids A:B] [--gpu 1] [--flash-attn 0|1]\n");
         return 2;
     }
     const parlance::WavAudio wav = parlance::read_wav_file(file);  // throws on anything but 16-bit PCM
@@ -78,6 +80,7 @@ int main(int argc, char** argv) {
     const std::vector<float>& pcm = wav.samples;
     whisper_context_params cp = whisper_context_default_params();
     cp.use_gpu = gpu;
+    if (flash_attn >= 0) cp.flash_attn = flash_attn == 1;
     whisper_context* ctx = whisper_init_from_file_with_params(model.c_str(), cp);
     if (!ctx) return 1;
     whisper_full_params p =
@@ -110,10 +113,10 @@ int main(int argc, char** argv) {
         toks += (r ? "," : "") + std::to_string(n);
     }
     const double wall = now_ms() - t_all;
-    std::printf("{\"tool\":\"whisper.cpp\",\"mode\":\"serial\",\"threads\":%d,\"requests\":%d,"
+    std::printf("{\"tool\":\"whisper.cpp\",\"mode\":\"serial\",\"flash_attn\":%d,\"threads\":%d,\"requests\":%d,"
                 "\"beams\":%d,\"audio_seconds\":%.3f,\"wall_ms\":%.1f,\"request_ms\":%s,\"tokens\":%s],"
                 "\"text\":%s}\n",
-                threads, requests, beams, pcm.size() / 16000.0, wall, bench::json_array(ms).c_str(), toks.c_str(),
+                cp.flash_attn ? 1 : 0, threads, requests, beams, pcm.size() / 16000.0, wall, bench::json_array(ms).c_str(), toks.c_str(),
                 json_string(text).c_str());
     whisper_free(ctx);
     return 0;
