@@ -124,11 +124,19 @@ std::vector<float> LogMel::compute_log10(std::span<const float> pcm16k, int* n_f
     };
 
     const Fft fft(kWhisperNfft);
+    // A frame wholly inside the zero padding has a zero spectrum: every band is log10 of the
+    // floor. Written directly (the same value the FFT path gives), which spares most of the work
+    // for short audio padded to a 30-second window, e.g. a live session's re-decodes.
+    const float silent = static_cast<float>(std::log10(1e-10));
     auto run = [&](int begin, int end) {
         std::vector<std::complex<double>> in(kWhisperNfft), spec(kWhisperNfft), scratch;
         std::vector<double> power(kWhisperFreqBins);
         for (int f = begin; f < end; ++f) {
             const int64_t start = static_cast<int64_t>(f) * kWhisperHop - kWhisperNfft / 2;
+            if (start >= avail && start + kWhisperNfft <= len) {
+                for (int m = 0; m < n_mels_; ++m) out[static_cast<size_t>(m) * frames + f] = silent;
+                continue;
+            }
             const bool interior = start >= 0 && start + kWhisperNfft <= avail;
             for (int t = 0; t < kWhisperNfft; ++t) {
                 const double x = interior ? static_cast<double>(pcm16k[static_cast<size_t>(start + t)])

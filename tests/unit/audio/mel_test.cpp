@@ -195,6 +195,25 @@ TEST(LogMel, ThreadsGiveIdenticalResults) {
     EXPECT_EQ(mel.compute(x, &f1, one), mel.compute(x, &f4, four));
 }
 
+// Frames wholly inside the zero padding skip the FFT (their spectrum is zero): the result is bit
+// for bit the one of the same audio with the zeros written out (every frame through the FFT).
+TEST(LogMel, PaddingIsTheSameAsExplicitZeros) {
+    const LogMel mel(80);
+    std::mt19937 rng(3);
+    std::normal_distribution<float> noise(0.0f, 0.2f);
+    for (size_t n : {size_t(1), size_t(1000), size_t(16000 * 3 + 77), size_t(479800)}) {
+        std::vector<float> x(n);
+        for (auto& v : x) v = noise(rng);
+        std::vector<float> zeros = x;
+        zeros.resize(480000, 0.0f);
+        LogMelOptions padded;
+        padded.pad_or_trim_to = 480000;
+        int f1 = 0, f2 = 0;
+        EXPECT_EQ(mel.compute(x, &f1, padded), mel.compute(zeros, &f2, padded)) << n << " samples";
+        EXPECT_EQ(f1, f2);
+    }
+}
+
 // Re-derives frame 0 (which needs reflect padding) and frame 7 with a naive DFT and the dense
 // filter bank, in double, from the definition.
 TEST(LogMel, FramesMatchANaiveDerivation) {
