@@ -6,7 +6,9 @@
 // load-time refusals that name the tensor or field.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include "core/backend.h"
@@ -234,6 +236,51 @@ TEST(Qwen3Engine, SixtyFourSequencesThroughThirtyTwoLayers) {
         EXPECT_EQ(one.run_to_completion().at(0).tokens, results[i].tokens) << i;
     }
     EXPECT_EQ(all.stats().kv.used_blocks, 0);
+}
+
+// KV memory follows the tokens in use (issue 14): a cache capped at what 8 full-context slots
+// would take holds 64 short requests at once, all decoding in the same steps with no preemption,
+// where a slot per request would need 8 times that memory. Each still equals its solo run.
+TEST(Qwen3Engine, SixtyFourShortRequestsFitTheMemoryOfEightFullContexts) {
+    TempDir d;
+    auto l = load(testing::write_qwen3("tiny", d.path()));
+    LanguageModel& m = *l->model;
+    GenerationEngineOptions o;
+    o.kv_cache_bytes = size_t(8) * m.max_context() * m.kv_spec().bytes_per_token();
+    o.token_budget = 2048;  // every prompt in the first step
+    std::vector<GenerationRequest> reqs;
+    for (int i = 0; i < 64; ++i) {
+        GenerationRequest r;
+        for (int k = 0; k < 6 + i % 11; ++k) r.prompt.push_back(2000 + 53 * i + k);
+        r.sampling.max_tokens = 12;
+        r.sampling.stop_ids = {};  // every request runs its 12 tokens
+        reqs.push_back(r);
+    }
+    GenerationEngine all(m, l->backend, o);
+    for (const auto& r : reqs) all.submit(r);
+    std::vector<GenerationResult> results;
+    int peak_blocks = 0, steps = 0;
+    while (all.has_work()) {
+        for (auto& r : all.step()) results.push_back(std::move(r));
+        peak_blocks = std::max(peak_blocks, all.stats().kv.used_blocks);
+        ++steps;
+    }
+    ASSERT_EQ(results.size(), 64u);
+    const GenerationStats st = all.stats();
+    EXPECT_EQ(st.preemptions, 0u);
+    EXPECT_EQ(steps, 12) << "all 64 decode together: one step per token";
+    const int full_context_blocks = (m.max_context() + 15) / 16;
+    EXPECT_EQ(st.kv.total_blocks, 8 * full_context_blocks);
+    EXPECT_LE(peak_blocks, 64 * 2) << "each request holds the blocks of its 6..16 + 12 tokens";
+    std::printf("[ memory   ] 64 requests, peak %d of %d blocks (%.1f MiB of %.1f MiB); 64 full-context slots: %.1f MiB\n",
+                peak_blocks, st.kv.total_blocks, peak_blocks * 16.0 * m.kv_spec().bytes_per_token() / 1048576.0,
+                st.kv_bytes / 1048576.0, 64.0 * m.max_context() * m.kv_spec().bytes_per_token() / 1048576.0);
+    std::sort(results.begin(), results.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    for (int i : {0, 31, 63}) {
+        GenerationEngine one(m, l->backend, {});
+        one.submit(reqs[i]);
+        EXPECT_EQ(one.run_to_completion().at(0).tokens, results[i].tokens) << i;
+    }
 }
 
 TEST(Qwen3Engine, SamplingIsReproducibleFromItsSeed) {
