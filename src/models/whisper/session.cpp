@@ -60,9 +60,26 @@ WindowAlignment align_window(const WhisperModel& model, WhisperRunner& runner, c
 Session::Session(const WhisperModel& model, Backend& backend, std::vector<float> pcm,
                  const TranscribeOptions& o, std::vector<int> slots)
     : model_(model),
-      pcm_(std::move(pcm)),
+      owned_(std::move(pcm)),
+      pcm_(owned_),
       o_(with_model_defaults(o, model.tokens)),
-      slots_(std::move(slots)) {
+      slots_(std::move(slots)),
+      mel_threads_(std::max(1, backend.threads())) {
+    init(backend);
+}
+
+Session::Session(const WhisperModel& model, Backend& backend, std::span<const float> pcm,
+                 const TranscribeOptions& o, std::vector<int> slots)
+    : model_(model),
+      pcm_(pcm),
+      o_(with_model_defaults(o, model.tokens)),
+      slots_(std::move(slots)),
+      mel_threads_(std::max(1, backend.threads())) {
+    init(backend);
+}
+
+void Session::init(Backend& backend) {
+    const WhisperModel& model = model_;
     const SpecialTokens& t = model.tokens;
     if (o_.task != "transcribe" && o_.task != "translate")
         throw Error(ErrorKind::InvalidArgument, "task must be transcribe or translate, not '" + o_.task + "'");
@@ -100,7 +117,7 @@ double Session::seconds_done() const {
 std::vector<float> Session::window_mel() const {
     const int64_t frames = std::min<int64_t>(model_.config.n_mel_frames(), total_frames_ - seek_);
     std::span<const float> chunk(pcm_.data() + seek_ * 160, static_cast<size_t>(frames * 160));
-    return whisper::window_mel(model_, chunk);
+    return whisper::window_mel(model_, chunk, mel_threads_);
 }
 
 void Session::encoded() {

@@ -30,6 +30,13 @@ public:
     // the field).
     Session(const WhisperModel& model, Backend& backend, std::vector<float> pcm16k,
             const TranscribeOptions& options, std::vector<int> slots);
+    // The same, reading `pcm16k` in place: it must outlive the session (a caller's audio, which a
+    // copy would hold twice: 460 MB per copy for two hours).
+    Session(const WhisperModel& model, Backend& backend, std::span<const float> pcm16k,
+            const TranscribeOptions& options, std::vector<int> slots);
+
+    Session(const Session&) = delete;  // pcm_ may point into owned_
+    Session& operator=(const Session&) = delete;
 
     enum class Phase { NeedEncode, Decoding, NeedAlign, Done };
     Phase phase() const { return phase_; }
@@ -57,6 +64,7 @@ public:
     double seconds_done() const;
 
 private:
+    void init(Backend& backend);  // validates the options and the audio
     void start_attempt();
     void finish_attempt();
     std::vector<int> window_tokens(const SearchResult& best) const;
@@ -64,9 +72,11 @@ private:
     void advance_window(int64_t frames);
 
     const WhisperModel& model_;
-    std::vector<float> pcm_;
+    std::vector<float> owned_;    // the audio, when the session owns it
+    std::span<const float> pcm_;  // the audio (owned_ or the caller's)
     TranscribeOptions o_;  // with_model_defaults: beam_size and condition_on_previous_text are set
     std::vector<int> slots_;
+    int mel_threads_;  // the backend's CPU threads: the log-mel runs while the encoder waits for it
     std::unique_ptr<CrossKv> cross_;
     Transcript result_;
     Phase phase_ = Phase::NeedEncode;

@@ -44,9 +44,10 @@ float compression_ratio(const std::string& text) {
     return static_cast<float>(text.size()) / static_cast<float>(bound);
 }
 
-std::vector<float> window_mel(const WhisperModel& model, std::span<const float> pcm16k) {
+std::vector<float> window_mel(const WhisperModel& model, std::span<const float> pcm16k, int threads) {
     int frames = 0;
     LogMelOptions o;
+    o.threads = threads;
     o.pad_or_trim_to = model.config.n_audio_samples();
     std::vector<float> mel = model.mel->compute(pcm16k, &frames, o);
     if (frames != model.config.n_mel_frames())
@@ -97,7 +98,7 @@ Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::spa
     const TranscribeOptions o = with_model_defaults(options, model.tokens);
     std::vector<int> slots(slots_for_beams(*o.beam_size, runner.n_slots()));
     std::iota(slots.begin(), slots.end(), 0);
-    Session session(model, runner.backend(), std::vector<float>(pcm.begin(), pcm.end()), o, slots);
+    Session session(model, runner.backend(), pcm, o, slots);
     WhisperStepModel steps(runner);
     for (int s : slots) steps.bind(s, session.cross());
     using Clock = std::chrono::steady_clock;

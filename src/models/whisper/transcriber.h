@@ -43,8 +43,9 @@ private:
     std::map<int, const CrossKv*> cross_;
 };
 
-// Log-mel of a 30 s window (zero-padded/trimmed), [n_mels, 3000].
-std::vector<float> window_mel(const WhisperModel& model, std::span<const float> pcm16k);
+// Log-mel of a window (zero-padded/trimmed to the model's), [n_mels, n_mel_frames], its frames
+// computed by `threads` threads (the same values whatever the count).
+std::vector<float> window_mel(const WhisperModel& model, std::span<const float> pcm16k, int threads = 1);
 
 // Language probabilities after <|startoftranscript|> (softmax over language tokens only).
 std::map<std::string, float> language_probabilities(std::span<const float> sot_logits,

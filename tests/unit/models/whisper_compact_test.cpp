@@ -182,8 +182,11 @@ TEST_F(CompactVocabulary, ConvertedAtOpenAisIdsItComputesTheSameLogits) {
             used[moved(id)] = true;
         }
         for (int id = r.unused_text_ids.first; id < r.unused_text_ids.second; ++id) ASSERT_EQ(lb[id], 0.0f) << id;
-        for (size_t id = 0; id < lb.size(); ++id)
-            if (!used[id]) ASSERT_EQ(lb[id], 0.0f) << id;
+        for (size_t id = 0; id < lb.size(); ++id) {
+            if (!used[id]) {
+                ASSERT_EQ(lb[id], 0.0f) << id;
+            }
+        }
         n_past += static_cast<int>(prompt.size());
         prompt = {next};
     }
