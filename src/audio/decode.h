@@ -23,6 +23,10 @@ struct DecodeOptions {
     // Called as the output grows (about every second of audio) with the samples decoded so far;
     // may throw to stop decoding (a cancelled request, a memory budget).
     std::function<void(size_t samples)> on_progress;
+    // Called as the demuxer's reads pass each 4 MiB of the input, with the offset reached: a
+    // caller that maps a file may drop the pages before it (a demuxer that seeks back reads
+    // them again), so the bytes and the decoded audio are not both resident at the peak.
+    std::function<void(size_t offset)> on_read;
 };
 
 // Decodes a complete audio file held in memory: wav, flac, mp3/mpga, mp4/m4a (AAC), ogg (vorbis,

@@ -56,7 +56,11 @@ struct MemoryReader {
     const uint8_t* data = nullptr;
     int64_t size = 0;
     int64_t pos = 0;
+    const std::function<void(size_t)>* on_read = nullptr;
+    int64_t reported = 0;  // the last offset given to on_read
 };
+
+constexpr int64_t kReadReportBytes = int64_t(4) << 20;
 
 int read_packet(void* opaque, uint8_t* buf, int buf_size) {
     auto* r = static_cast<MemoryReader*>(opaque);
@@ -65,6 +69,10 @@ int read_packet(void* opaque, uint8_t* buf, int buf_size) {
     const int n = static_cast<int>(std::min<int64_t>(left, buf_size));
     std::memcpy(buf, r->data + r->pos, static_cast<size_t>(n));
     r->pos += n;
+    if (r->on_read && *r->on_read && r->pos >= r->reported + kReadReportBytes) {
+        r->reported = r->pos;
+        (*r->on_read)(static_cast<size_t>(r->pos));
+    }
     return n;
 }
 
@@ -252,7 +260,7 @@ std::vector<float> decode_audio(std::span<const uint8_t> bytes, const DecodeOpti
     if (!(opts.max_seconds > 0.0)) throw Error(ErrorKind::InvalidArgument, "max_seconds must be > 0");
     if (bytes.empty()) throw Error(ErrorKind::InvalidAudio, "audio input is empty");
 
-    MemoryReader reader{bytes.data(), static_cast<int64_t>(bytes.size()), 0};
+    MemoryReader reader{bytes.data(), static_cast<int64_t>(bytes.size()), 0, &opts.on_read, 0};
     auto* io_buffer = static_cast<uint8_t*>(av_malloc(kIoBufferBytes));
     if (!io_buffer) throw Error(ErrorKind::Internal, "out of memory (I/O buffer)");
     std::unique_ptr<AVIOContext, IoDeleter> io(

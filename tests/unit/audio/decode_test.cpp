@@ -155,6 +155,27 @@ TEST(Decode, TruncatedWavReturnsWhatDecoded) {
     for (size_t i = 0; i < pcm.size(); ++i) ASSERT_EQ(pcm[i], full[i]) << i;
 }
 
+// on_read reports the input offset the demuxer has reached, every 4 MiB, increasing, within the
+// input (the CLI drops a mapped file's pages behind it); the audio is the same with or without it.
+TEST(Decode, OnReadFollowsTheInput) {
+    const uint32_t data_bytes = 16000 * 2 * 400;  // 400 s of 16 kHz silence: 12.8 MB
+    std::vector<uint8_t> bytes = wav_header(1, 16000, 16, data_bytes);
+    bytes.resize(bytes.size() + data_bytes, 0);
+    std::vector<size_t> offsets;
+    DecodeOptions o;
+    o.on_read = [&](size_t offset) { offsets.push_back(offset); };
+    const auto pcm = decode_audio(bytes, o);
+    EXPECT_EQ(pcm.size(), size_t(16000) * 400);
+    ASSERT_GE(offsets.size(), 2u);
+    for (size_t i = 0; i < offsets.size(); ++i) {
+        EXPECT_LE(offsets[i], bytes.size());
+        if (i > 0) {
+            EXPECT_GE(offsets[i], offsets[i - 1] + (size_t(4) << 20));
+        }
+    }
+    EXPECT_EQ(decode_audio(bytes), pcm);
+}
+
 TEST(Decode, EmptyInput) {
     EXPECT_EQ(kind_of([] { decode_audio({}); }), ErrorKind::InvalidAudio);
 }
