@@ -74,7 +74,8 @@ if [ "$ACTION" = prepare ]; then
   # tarball, a third of the .debs' size (the device copy of the tree is capped at 64 MiB).
   rm -rf "$CARRY/debs" "$CARRY/sysroot-tmp"; mkdir -p "$CARRY/debs" "$CARRY/sysroot-tmp"
   (cd "$CARRY/debs" && apt-get download nlohmann-json3-dev libcli11-dev libpcre2-dev libpcre2-8-0 \
-    libutf8proc-dev libutf8proc2 zlib1g-dev zlib1g pkgconf pkgconf-bin libpkgconf3 libonnx-dev libonnx1 libonnxifi)
+    libutf8proc-dev libutf8proc2 zlib1g-dev zlib1g pkgconf pkgconf-bin libpkgconf3 libonnx-dev libonnx1 libonnxifi \
+    libsleef-dev libsleef3)
   for f in "$CARRY"/debs/*.deb; do dpkg -x "$f" "$CARRY/sysroot-tmp"; done
   (cd "$CARRY/sysroot-tmp" && rm -rf usr/share/doc usr/share/man usr/share/lintian usr/bin/pcre2* \
     usr/lib/$ARCH_LIB/libpcre2-8.a usr/lib/$ARCH_LIB/libpcre2-16* usr/lib/$ARCH_LIB/libpcre2-32* \

@@ -23,7 +23,7 @@ APT_PACKAGES=(
   build-essential cmake pkg-config git ca-certificates
   libboost1.81-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
   libavformat-dev libavcodec-dev libavutil-dev libswresample-dev ffmpeg
-  libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libopenblas-openmp-dev libonnx-dev libprotobuf-dev
+  libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libopenblas-openmp-dev libonnx-dev libprotobuf-dev libsleef-dev
   libssl-dev openssl clang libclang-rt-14-dev libomp-dev espeak-ng pocketsphinx-testdata tmux
   chromium  # the web page's end-to-end test (tests/browser)
 )

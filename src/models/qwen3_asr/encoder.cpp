@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/gelu.h"
 #include "core/graph_ops.h"
 #include "core/weight_product.h"
 
@@ -155,7 +156,7 @@ std::vector<float> AudioEncoder::encode(const Features& f, std::vector<float>* h
     for (int i = 0; i < 3; ++i) {
         x = conv2d(ctx, conv_w_[i], x, /*stride=*/2, /*padding=*/1);  // [time, freq, ch, chunks]
         x = ggml_add(ctx, x, ggml_reshape_4d(ctx, conv_b_[i], 1, 1, c_.downsample_hidden, 1));
-        x = ggml_gelu_erf(ctx, x);
+        x = gelu_erf(ctx, x, conv_w_[i]);
     }
     // [13, freq, ch, chunks] -> per (time, chunk) the vector ch * freq + f, as transformers flattens.
     x = ggml_cont(ctx, ggml_permute(ctx, x, 2, 0, 1, 3));  // [freq, ch, 13, chunks]
@@ -179,12 +180,12 @@ std::vector<float> AudioEncoder::encode(const Features& f, std::vector<float>* h
         o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), d, P);
         x = ggml_add(ctx, x, linear(ctx, o, l.o_w, l.o_b));
         h = layer_norm(ctx, x, l.ln2_w, l.ln2_b, c_.layer_norm_eps);
-        h = ggml_gelu_erf(ctx, linear(ctx, h, l.fc1_w, l.fc1_b));
+        h = gelu_erf(ctx, linear(ctx, h, l.fc1_w, l.fc1_b), l.fc1_w);
         x = ggml_add(ctx, x, linear(ctx, h, l.fc2_w, l.fc2_b));
     }
     x = ggml_get_rows(ctx, x, rows_out);  // [d, tokens]
     ggml_tensor* enc = layer_norm(ctx, x, ln_post_w_, ln_post_b_, c_.layer_norm_eps);
-    ggml_tensor* emb = linear(ctx, ggml_gelu_erf(ctx, linear(ctx, enc, proj1_w_, proj1_b_)), proj2_w_, proj2_b_);
+    ggml_tensor* emb = linear(ctx, gelu_erf(ctx, linear(ctx, enc, proj1_w_, proj1_b_), proj1_w_), proj2_w_, proj2_b_);
     ggml_set_output(enc);
     ggml_set_output(emb);
     ggml_build_forward_expand(g, enc);

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/gelu.h"
 #include "core/graph_ops.h"
 #include "core/step_batch.h"
 #include "core/weight_product.h"
@@ -97,11 +98,11 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
     ggml_set_input(mel);
 
     ggml_tensor* x = conv1d(ctx, w_.conv1_w, mel, 1, 1);  // [d, frames*B]
-    x = ggml_gelu_erf(ctx, ggml_add(ctx, x, w_.conv1_b));
+    x = gelu_erf(ctx, ggml_add(ctx, x, w_.conv1_b), w_.conv1_w);
     x = ggml_cont(ctx, ggml_transpose(ctx, ggml_reshape_3d(ctx, x, d, frames, B)));  // [frames, d, B]?
     // transpose swaps the first two dims: [d, frames, B] -> [frames, d, B]
     x = conv1d(ctx, w_.conv2_w, x, 2, 1);  // [d, T*B]
-    x = ggml_gelu_erf(ctx, ggml_add(ctx, x, w_.conv2_b));
+    x = gelu_erf(ctx, ggml_add(ctx, x, w_.conv2_b), w_.conv2_w);
     // The first T positions: all of them, or a window shorter than the model's (--audio-window).
     ggml_tensor* pos = ggml_view_2d(ctx, w_.enc_pos, d, T, w_.enc_pos->nb[1], 0);
     x = ggml_add(ctx, ggml_reshape_3d(ctx, x, d, T, B), pos);  // [d, T, B]
@@ -126,7 +127,7 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
         x = ggml_add(ctx, x, linear(ctx, o, l.attn.o_w, l.attn.o_b));
 
         h = layer_norm(ctx, x, l.mlp_ln_w, l.mlp_ln_b, c.layer_norm_eps);
-        h = ggml_gelu_erf(ctx, linear(ctx, h, l.fc1_w, l.fc1_b));
+        h = gelu_erf(ctx, linear(ctx, h, l.fc1_w, l.fc1_b), l.fc1_w);
         x = ggml_add(ctx, x, linear(ctx, h, l.fc2_w, l.fc2_b));
     }
     x = layer_norm(ctx, x, w_.enc_ln_w, w_.enc_ln_b, c.layer_norm_eps);  // [d, T, B]
@@ -317,7 +318,7 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
         x = ggml_add(ctx, x, linear(ctx, att, l.cross.o_w, l.cross.o_b));
 
         h = layer_norm(ctx, x, l.mlp_ln_w, l.mlp_ln_b, c.layer_norm_eps);
-        h = ggml_gelu_erf(ctx, linear(ctx, h, l.fc1_w, l.fc1_b));
+        h = gelu_erf(ctx, linear(ctx, h, l.fc1_w, l.fc1_b), l.fc1_w);
         x = ggml_add(ctx, x, linear(ctx, h, l.fc2_w, l.fc2_b));
     }
     x = ggml_get_rows(ctx, x, in.outputs);  // [d, n_out]
