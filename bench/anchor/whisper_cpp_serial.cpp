@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_util.h"
 #include "audio/wav.h"
+#include "bench/bench_util.h"
 #include "whisper.h"
 
 using bench::now_ms;
@@ -52,24 +52,32 @@ int main(int argc, char** argv) {
     IdRange suppressed;
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string k = argv[i], v = argv[i + 1];
-        if (k == "--model") model = v;
-        else if (k == "--file") file = v;
-        else if (k == "--threads") threads = std::stoi(v);
-        else if (k == "--requests") requests = std::stoi(v);
-        else if (k == "--beam-size") beams = std::stoi(v);
-        else if (k == "--gpu") gpu = v == "1";
-        else if (k == "--flash-attn") flash_attn = std::stoi(v);
+        if (k == "--model")
+            model = v;
+        else if (k == "--file")
+            file = v;
+        else if (k == "--threads")
+            threads = std::stoi(v);
+        else if (k == "--requests")
+            requests = std::stoi(v);
+        else if (k == "--beam-size")
+            beams = std::stoi(v);
+        else if (k == "--gpu")
+            gpu = v == "1";
+        else if (k == "--flash-attn")
+            flash_attn = std::stoi(v);
         else if (k == "--suppress-ids" && v.find(':') != std::string::npos) {
             suppressed.first = std::stoi(v.substr(0, v.find(':')));
             suppressed.end = std::stoi(v.substr(v.find(':') + 1));
-        }
-        else {
+        } else {
             std::fprintf(stderr, "whisper_cpp_serial: unknown option %s\n", k.c_str());
             return 2;
         }
     }
     if (model.empty() || file.empty()) {
-        std::fprintf(stderr, "usage: whisper_cpp_serial --model M.bin --file 16k-mono.wav [--threads N] [--requests N] [--beam-size N] [--suppress-ids A:B] [--gpu 1] [--flash-attn 0|1]\n");
+        std::fprintf(stderr,
+                     "usage: whisper_cpp_serial --model M.bin --file 16k-mono.wav [--threads N] [--requests N] "
+                     "[--beam-size N] [--suppress-ids A:B] [--gpu 1] [--flash-attn 0|1]\n");
         return 2;
     }
     const parlance::WavAudio wav = parlance::read_wav_file(file);  // throws on anything but 16-bit PCM
@@ -113,11 +121,12 @@ int main(int argc, char** argv) {
         toks += (r ? "," : "") + std::to_string(n);
     }
     const double wall = now_ms() - t_all;
-    std::printf("{\"tool\":\"whisper.cpp\",\"mode\":\"serial\",\"flash_attn\":%d,\"threads\":%d,\"requests\":%d,"
-                "\"beams\":%d,\"audio_seconds\":%.3f,\"wall_ms\":%.1f,\"request_ms\":%s,\"tokens\":%s],"
-                "\"text\":%s}\n",
-                cp.flash_attn ? 1 : 0, threads, requests, beams, pcm.size() / 16000.0, wall, bench::json_array(ms).c_str(), toks.c_str(),
-                json_string(text).c_str());
+    std::printf(
+        "{\"tool\":\"whisper.cpp\",\"mode\":\"serial\",\"flash_attn\":%d,\"threads\":%d,\"requests\":%d,"
+        "\"beams\":%d,\"audio_seconds\":%.3f,\"wall_ms\":%.1f,\"request_ms\":%s,\"tokens\":%s],"
+        "\"text\":%s}\n",
+        cp.flash_attn ? 1 : 0, threads, requests, beams, pcm.size() / 16000.0, wall, bench::json_array(ms).c_str(),
+        toks.c_str(), json_string(text).c_str());
     whisper_free(ctx);
     return 0;
 }

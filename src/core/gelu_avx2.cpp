@@ -14,7 +14,8 @@ namespace {
 inline __m256 gelu8(__m256 x) {
     const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
     const __m256 e = Sleef_erff8_u10avx2(_mm256_mul_ps(x, _mm256_set1_ps(kGeluSqrtHalf)));
-    return _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, e));  // 0.5 * x * (1 + erf(x / sqrt 2)), as ggml orders it
+    return _mm256_mul_ps(_mm256_mul_ps(half, x),
+                         _mm256_add_ps(one, e));  // 0.5 * x * (1 + erf(x / sqrt 2)), as ggml orders it
 }
 
 }  // namespace

@@ -14,7 +14,8 @@ namespace {
 inline __m512 gelu16(__m512 x) {
     const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
     const __m512 e = Sleef_erff16_u10avx512f(_mm512_mul_ps(x, _mm512_set1_ps(kGeluSqrtHalf)));
-    return _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, e));  // 0.5 * x * (1 + erf(x / sqrt 2)), as ggml orders it
+    return _mm512_mul_ps(_mm512_mul_ps(half, x),
+                         _mm512_add_ps(one, e));  // 0.5 * x * (1 + erf(x / sqrt 2)), as ggml orders it
 }
 
 }  // namespace

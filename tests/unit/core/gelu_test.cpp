@@ -18,7 +18,9 @@
 namespace parlance {
 namespace {
 
-double exact_gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double exact_gelu(double x) {
+    return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+}
 
 TEST(Gelu, CloseToTheExactValue) {
     std::printf("[ kernel   ] %s\n", gelu_erf_kernel());
