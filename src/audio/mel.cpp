@@ -127,7 +127,8 @@ std::vector<float> LogMel::compute_log10(std::span<const float> pcm16k, int* n_f
     // A frame wholly inside the zero padding has a zero spectrum: every band is log10 of the
     // floor. Written directly (the same value the FFT path gives), which spares most of the work
     // for short audio padded to a 30-second window, e.g. a live session's re-decodes.
-    const float silent = static_cast<float>(std::log10(1e-10));
+    constexpr double kPowerFloor = 1e-10;  // log10 of a band is taken of max(power, this)
+    const float silent = static_cast<float>(std::log10(kPowerFloor));
     auto run = [&](int begin, int end) {
         std::vector<std::complex<double>> in(kWhisperNfft), spec(kWhisperNfft), scratch;
         std::vector<double> power(kWhisperFreqBins);
@@ -156,7 +157,7 @@ std::vector<float> LogMel::compute_log10(std::span<const float> pcm16k, int* n_f
                 const double* p = power.data() + band.first_bin;
                 double acc = 0.0;
                 for (int i = 0; i < band.count; ++i) acc += w[i] * p[i];
-                out[static_cast<size_t>(m) * frames + f] = static_cast<float>(std::log10(std::max(acc, 1e-10)));
+                out[static_cast<size_t>(m) * frames + f] = static_cast<float>(std::log10(std::max(acc, kPowerFloor)));
             }
         }
     };

@@ -4,31 +4,27 @@
 #include <immintrin.h>
 #include <sleef.h>
 
-#include <algorithm>
-
+#include "core/gelu_lanes.h"
 #include "core/gelu_simd.h"
 
 namespace parlance {
 namespace {
 
-inline __m256 gelu8(__m256 x) {
-    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
-    const __m256 e = Sleef_erff8_u10avx2(_mm256_mul_ps(x, _mm256_set1_ps(kGeluSqrtHalf)));
-    return _mm256_mul_ps(_mm256_mul_ps(half, x),
-                         _mm256_add_ps(one, e));  // 0.5 * x * (1 + erf(x / sqrt 2)), as ggml orders it
-}
+struct Lanes8 {
+    static constexpr int64_t W = 8;
+    static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
+    static void store(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+    // 0.5 * x * (1 + erf(x / sqrt 2)), in ggml's order of operations.
+    static __m256 gelu(__m256 x) {
+        const __m256 e = Sleef_erff8_u10avx2(_mm256_mul_ps(x, _mm256_set1_ps(kGeluSqrtHalf)));
+        return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+    }
+};
 
 }  // namespace
 
 void gelu_erf_avx2(const float* in, float* out, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, gelu8(_mm256_loadu_ps(in + i)));
-    if (i < n) {  // the tail through the same lanes, padded with zeros
-        alignas(64) float buf[8] = {};
-        std::copy(in + i, in + n, buf);
-        _mm256_storeu_ps(buf, gelu8(_mm256_loadu_ps(buf)));
-        std::copy(buf, buf + (n - i), out + i);
-    }
+    gelu_lanes<Lanes8>(in, out, n);
 }
 
 }  // namespace parlance
