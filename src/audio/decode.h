@@ -45,6 +45,34 @@ struct DecodeOptions {
 // Thread-safe (no shared state besides FFmpeg's log level, set once to quiet).
 std::vector<float> decode_audio(std::span<const uint8_t> bytes, const DecodeOptions& opts = {});
 
+// decode_audio one piece at a time, for readers that go through the audio front to back and
+// should not hold all of it decoded (a two-hour file is 460 MB of 16 kHz float). Opening checks
+// what decode_audio checks before decoding (format, stream, declared duration; on_start is
+// called); decode() then appends the next samples, with decode_audio's clamping, limits and
+// errors (TooLarge past max_seconds, InvalidAudio when the whole file yields no sample).
+// Concatenating every decode() output equals decode_audio(bytes, opts). `bytes` must outlive the
+// decoder. Not thread-safe; one per file.
+class AudioStreamDecoder {
+public:
+    AudioStreamDecoder(std::span<const uint8_t> bytes, const DecodeOptions& opts = {});
+    ~AudioStreamDecoder();
+    AudioStreamDecoder(const AudioStreamDecoder&) = delete;
+    AudioStreamDecoder& operator=(const AudioStreamDecoder&) = delete;
+
+    // The duration the container declares in seconds, -1 when none that can be trusted.
+    double declared_seconds() const;
+    // What the whole output is expected to hold (the declared duration, else the limit), for a
+    // caller that reserves its buffer once.
+    size_t expected_samples() const;
+    // Appends at least min_samples more samples to *out, fewer only when the audio ends; returns
+    // false once it has ended (no sample will follow; the last ones may be in this call's output).
+    bool decode(size_t min_samples, std::vector<float>* out);
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
 // Headerless sample encodings accepted by decode_pcm.
 enum class PcmEncoding {
     S16LE,  // signed 16-bit little-endian, 2 bytes per sample

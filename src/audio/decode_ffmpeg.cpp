@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -176,18 +178,13 @@ bool same_layout(const AVChannelLayout& a, const AVChannelLayout& b) {
 }
 
 // Decoded frames -> mono float at the output rate, enforcing the duration limit as frames arrive.
+// The output goes to the vector set by set_output (the caller's piece of the audio).
 class FrameSink {
 public:
-    // expected_samples: what the output will hold (from the declared duration or the limit); the
-    // buffer is reserved once at that size. Untouched capacity costs address space, not memory.
-    FrameSink(const DecodeOptions& opts, size_t expected_samples) : opts_(opts) {
-        try {
-            pcm_.reserve(expected_samples);
-        } catch (const std::bad_alloc&) {
-            // No room for the address range: grow as we go.
-        }
-    }
+    explicit FrameSink(const DecodeOptions& opts) : opts_(opts) {}
     ~FrameSink() { av_channel_layout_uninit(&layout_); }
+
+    void set_output(std::vector<float>* out) { out_ = out; }
 
     void add(const AVFrame* frame) {
         const int channels = frame->ch_layout.nb_channels;
@@ -216,35 +213,43 @@ public:
             }
         }
         auto** in = const_cast<const uint8_t**>(frame->extended_data);
-        convert_append(swr_.get(), in, frame->nb_samples, &pcm_);
-        if (opts_.on_progress && pcm_.size() >= reported_ + static_cast<size_t>(opts_.sample_rate)) {
-            reported_ = pcm_.size();
-            opts_.on_progress(pcm_.size());
-        }
+        append(in, frame->nb_samples);
     }
 
     void finish() {
-        if (swr_) convert_append(swr_.get(), nullptr, 0, &pcm_);
+        if (swr_) append(nullptr, 0);
         swr_.reset();
     }
 
-    std::vector<float>& pcm() { return pcm_; }
+    // Samples output so far.
+    size_t total() const { return total_; }
 
 private:
+    void append(const uint8_t** in, int samples) {
+        const size_t before = out_->size();
+        convert_append(swr_.get(), in, samples, out_);
+        total_ += out_->size() - before;
+        if (opts_.on_progress && total_ >= reported_ + static_cast<size_t>(opts_.sample_rate)) {
+            reported_ = total_;
+            opts_.on_progress(total_);
+        }
+    }
+
     const DecodeOptions& opts_;
+    std::vector<float>* out_ = nullptr;
     SwrPtr swr_;
     AVSampleFormat fmt_ = AV_SAMPLE_FMT_NONE;
     int rate_ = 0;
     AVChannelLayout layout_ = {};
     double seconds_ = 0.0;
+    size_t total_ = 0;
     size_t reported_ = 0;
-    std::vector<float> pcm_;
 };
 
 // The duration the container declares for the stream in seconds, or -1 when it declares none or
 // only one FFmpeg estimated from the bit rate (wrong for VBR files; such files are bounded while
 // they decode instead).
-double declared_seconds(const AVFormatContext& fmt, const AVStream& stream) {
+double container_seconds(const AVFormatContext& fmt, const AVStream& stream) {
     if (fmt.duration_estimation_method == AVFMT_DURATION_FROM_BITRATE) return -1.0;
     if (stream.duration != AV_NOPTS_VALUE && stream.duration > 0 && stream.time_base.den > 0)
         return static_cast<double>(stream.duration) * av_q2d(stream.time_base);
@@ -254,25 +259,52 @@ double declared_seconds(const AVFormatContext& fmt, const AVStream& stream) {
 
 }  // namespace
 
-std::vector<float> decode_audio(std::span<const uint8_t> bytes, const DecodeOptions& opts) {
+struct AudioStreamDecoder::Impl {
+    DecodeOptions opts;  // MemoryReader and FrameSink point into it: Impl stays where it was made
+    MemoryReader reader;
+    std::unique_ptr<AVIOContext, IoDeleter> io;
+    std::unique_ptr<AVFormatContext, FormatDeleter> fmt;
+    std::unique_ptr<AVCodecContext, CodecDeleter> dec;
+    std::unique_ptr<AVPacket, PacketDeleter> packet;
+    std::unique_ptr<AVFrame, FrameDeleter> frame;
+    std::unique_ptr<FrameSink> sink;
+    int stream_index = -1;
+    double declared = -1.0;
+    size_t expected = 0;
+    bool ended = false;
+
+    // Hands the decoder's pending frames to the sink.
+    void drain() {
+        for (;;) {
+            const int r = avcodec_receive_frame(dec.get(), frame.get());
+            if (r < 0) return;  // EAGAIN: needs input; EOF: done; errors: skip this packet's output
+            sink->add(frame.get());
+            av_frame_unref(frame.get());
+        }
+    }
+};
+
+AudioStreamDecoder::AudioStreamDecoder(std::span<const uint8_t> bytes, const DecodeOptions& opts)
+    : impl_(std::make_unique<Impl>()) {
     silence_ffmpeg_logs();
     check_rate(opts.sample_rate, "output sample rate", ErrorKind::InvalidArgument);
     if (!(opts.max_seconds > 0.0)) throw Error(ErrorKind::InvalidArgument, "max_seconds must be > 0");
     if (bytes.empty()) throw Error(ErrorKind::InvalidAudio, "audio input is empty");
+    Impl& s = *impl_;
+    s.opts = opts;
 
-    MemoryReader reader{bytes.data(), static_cast<int64_t>(bytes.size()), 0, &opts.on_read, 0};
+    s.reader = MemoryReader{bytes.data(), static_cast<int64_t>(bytes.size()), 0, &s.opts.on_read, 0};
     auto* io_buffer = static_cast<uint8_t*>(av_malloc(kIoBufferBytes));
     if (!io_buffer) throw Error(ErrorKind::Internal, "out of memory (I/O buffer)");
-    std::unique_ptr<AVIOContext, IoDeleter> io(
-        avio_alloc_context(io_buffer, kIoBufferBytes, 0, &reader, &read_packet, nullptr, &seek));
-    if (!io) {
+    s.io.reset(avio_alloc_context(io_buffer, kIoBufferBytes, 0, &s.reader, &read_packet, nullptr, &seek));
+    if (!s.io) {
         av_free(io_buffer);
         throw Error(ErrorKind::Internal, "out of memory (I/O context)");
     }
 
     AVFormatContext* fmt_raw = avformat_alloc_context();
     if (!fmt_raw) throw Error(ErrorKind::Internal, "out of memory (format context)");
-    fmt_raw->pb = io.get();
+    fmt_raw->pb = s.io.get();
     fmt_raw->flags |= AVFMT_FLAG_CUSTOM_IO;
     fmt_raw->probesize = kProbeBytes;
     fmt_raw->max_analyze_duration = kAnalyzeMicros;
@@ -286,17 +318,17 @@ std::vector<float> decode_audio(std::span<const uint8_t> bytes, const DecodeOpti
     if (rc < 0) {  // avformat_open_input frees the context on failure
         throw Error(ErrorKind::InvalidAudio, "unrecognised or unsupported audio format (" + av_error_text(rc) + ")");
     }
-    std::unique_ptr<AVFormatContext, FormatDeleter> fmt(fmt_raw);
+    s.fmt.reset(fmt_raw);
 
-    rc = avformat_find_stream_info(fmt.get(), nullptr);
+    rc = avformat_find_stream_info(s.fmt.get(), nullptr);
     if (rc < 0) throw Error(ErrorKind::InvalidAudio, "cannot read audio stream info (" + av_error_text(rc) + ")");
     const AVCodec* codec = nullptr;
-    const int stream_index = av_find_best_stream(fmt.get(), AVMEDIA_TYPE_AUDIO, -1, -1, &codec, 0);
-    if (stream_index == AVERROR_DECODER_NOT_FOUND) {
+    s.stream_index = av_find_best_stream(s.fmt.get(), AVMEDIA_TYPE_AUDIO, -1, -1, &codec, 0);
+    if (s.stream_index == AVERROR_DECODER_NOT_FOUND) {
         throw Error(ErrorKind::InvalidAudio, "no decoder for the audio codec in this file");
     }
-    if (stream_index < 0 || !codec) throw Error(ErrorKind::InvalidAudio, "file has no audio stream");
-    const AVCodecParameters* par = fmt->streams[stream_index]->codecpar;
+    if (s.stream_index < 0 || !codec) throw Error(ErrorKind::InvalidAudio, "file has no audio stream");
+    const AVCodecParameters* par = s.fmt->streams[s.stream_index]->codecpar;
     const int channels = par->ch_layout.nb_channels;
     if (channels < 1 || channels > kMaxChannels) {
         throw Error(ErrorKind::InvalidAudio, "audio stream has " + std::to_string(channels) + " channels (allowed 1.." +
@@ -306,57 +338,90 @@ std::vector<float> decode_audio(std::span<const uint8_t> bytes, const DecodeOpti
     // A declared duration over the limit is refused here, before a single packet is decoded (a
     // 3 MB FLAC of hours of silence used to be decoded up to the limit first). Half a second of
     // tolerance for containers that round their duration up.
-    const double declared = declared_seconds(*fmt, *fmt->streams[stream_index]);
-    if (declared > opts.max_seconds + 0.5) {
-        throw Error(ErrorKind::TooLarge, "the file declares " + std::to_string(static_cast<long long>(declared)) +
+    s.declared = container_seconds(*s.fmt, *s.fmt->streams[s.stream_index]);
+    if (s.declared > opts.max_seconds + 0.5) {
+        throw Error(ErrorKind::TooLarge, "the file declares " + std::to_string(static_cast<long long>(s.declared)) +
                                              " s of audio, longer than the limit of " +
                                              std::to_string(static_cast<long long>(opts.max_seconds)) + " s");
     }
-    if (opts.on_start) opts.on_start(declared);
+    if (opts.on_start) opts.on_start(s.declared);
     const double limit_samples = opts.max_seconds * opts.sample_rate;
-    const double expected =
-        declared > 0 ? std::min(limit_samples, declared * 1.02 * opts.sample_rate + opts.sample_rate) : limit_samples;
-    // The limit plus the resampler's last output, so the buffer never moves while within the limit.
-    const size_t reserve = static_cast<size_t>(std::min(expected, 4.0e9)) + 4096;
+    const double expected = s.declared > 0
+                                ? std::min(limit_samples, s.declared * 1.02 * opts.sample_rate + opts.sample_rate)
+                                : limit_samples;
+    // The limit plus the resampler's last output, so a buffer of this size never moves.
+    s.expected = static_cast<size_t>(std::min(expected, 4.0e9)) + 4096;
 
-    std::unique_ptr<AVCodecContext, CodecDeleter> dec(avcodec_alloc_context3(codec));
-    if (!dec) throw Error(ErrorKind::Internal, "out of memory (codec context)");
-    rc = avcodec_parameters_to_context(dec.get(), par);
+    s.dec.reset(avcodec_alloc_context3(codec));
+    if (!s.dec) throw Error(ErrorKind::Internal, "out of memory (codec context)");
+    rc = avcodec_parameters_to_context(s.dec.get(), par);
     if (rc < 0) throw Error(ErrorKind::InvalidAudio, "bad codec parameters (" + av_error_text(rc) + ")");
-    dec->thread_count = 1;
-    rc = avcodec_open2(dec.get(), codec, nullptr);
+    s.dec->thread_count = 1;
+    rc = avcodec_open2(s.dec.get(), codec, nullptr);
     if (rc < 0) throw Error(ErrorKind::InvalidAudio, "cannot open the audio decoder (" + av_error_text(rc) + ")");
 
-    std::unique_ptr<AVPacket, PacketDeleter> packet(av_packet_alloc());
-    std::unique_ptr<AVFrame, FrameDeleter> frame(av_frame_alloc());
-    if (!packet || !frame) throw Error(ErrorKind::Internal, "out of memory (packet/frame)");
-    FrameSink sink(opts, reserve);
-    auto drain = [&] {
-        for (;;) {
-            const int r = avcodec_receive_frame(dec.get(), frame.get());
-            if (r < 0) return;  // EAGAIN: needs input; EOF: done; errors: skip this packet's output
-            sink.add(frame.get());
-            av_frame_unref(frame.get());
+    s.packet.reset(av_packet_alloc());
+    s.frame.reset(av_frame_alloc());
+    if (!s.packet || !s.frame) throw Error(ErrorKind::Internal, "out of memory (packet/frame)");
+    s.sink = std::make_unique<FrameSink>(s.opts);
+}
+
+AudioStreamDecoder::~AudioStreamDecoder() = default;
+
+double AudioStreamDecoder::declared_seconds() const {
+    return impl_->declared;
+}
+
+size_t AudioStreamDecoder::expected_samples() const {
+    return impl_->expected;
+}
+
+bool AudioStreamDecoder::decode(size_t min_samples, std::vector<float>* out) {
+    Impl& s = *impl_;
+    if (s.ended) return false;
+    const size_t start = out->size();
+    s.sink->set_output(out);
+    while (out->size() - start < min_samples) {
+        // Read errors (truncation, corruption) end the stream: we keep what decoded so far.
+        if (av_read_frame(s.fmt.get(), s.packet.get()) < 0) {
+            if (avcodec_send_packet(s.dec.get(), nullptr) >= 0) s.drain();
+            s.sink->finish();
+            s.ended = true;
+            break;
         }
-    };
-    // Read errors (truncation, corruption) end the stream: we keep what decoded so far.
-    while (av_read_frame(fmt.get(), packet.get()) >= 0) {
-        if (packet->stream_index == stream_index) {
-            if (avcodec_send_packet(dec.get(), packet.get()) >= 0) drain();
+        if (s.packet->stream_index == s.stream_index) {
+            if (avcodec_send_packet(s.dec.get(), s.packet.get()) >= 0) s.drain();
         }
-        av_packet_unref(packet.get());
-    }
-    if (avcodec_send_packet(dec.get(), nullptr) >= 0) drain();
-    sink.finish();
-    std::vector<float>& pcm = sink.pcm();
-    if (pcm.empty()) throw Error(ErrorKind::InvalidAudio, "no audio samples could be decoded");
-    if (static_cast<double>(pcm.size()) > opts.max_seconds * opts.sample_rate + 1.0) {
-        throw Error(ErrorKind::TooLarge, "the audio is longer than the limit of " +
-                                             std::to_string(static_cast<long long>(opts.max_seconds)) + " s");
+        av_packet_unref(s.packet.get());
     }
     // Float sources (float WAV, some decoders) can carry NaN/Inf or overshoot: keep the contract.
-    for (float& v : pcm) v = std::isfinite(v) ? std::clamp(v, -1.0f, 1.0f) : 0.0f;
-    return std::move(pcm);
+    for (size_t i = start; i < out->size(); ++i) {
+        float& v = (*out)[i];
+        v = std::isfinite(v) ? std::clamp(v, -1.0f, 1.0f) : 0.0f;
+    }
+    if (s.ended) {
+        if (s.sink->total() == 0) throw Error(ErrorKind::InvalidAudio, "no audio samples could be decoded");
+        if (static_cast<double>(s.sink->total()) > s.opts.max_seconds * s.opts.sample_rate + 1.0) {
+            throw Error(ErrorKind::TooLarge, "the audio is longer than the limit of " +
+                                                 std::to_string(static_cast<long long>(s.opts.max_seconds)) + " s");
+        }
+    }
+    return !s.ended;
+}
+
+std::vector<float> decode_audio(std::span<const uint8_t> bytes, const DecodeOptions& opts) {
+    AudioStreamDecoder decoder(bytes, opts);
+    // Reserved once and filled in place: the peak is the decoded PCM itself. Untouched capacity
+    // costs address space, not memory.
+    std::vector<float> pcm;
+    try {
+        pcm.reserve(decoder.expected_samples());
+    } catch (const std::bad_alloc&) {
+        // No room for the address range: grow as we go.
+    }
+    while (decoder.decode(std::numeric_limits<size_t>::max(), &pcm)) {
+    }
+    return pcm;
 }
 
 struct Resampler::Impl {

@@ -87,6 +87,43 @@ std::vector<float> decode_audio(std::span<const uint8_t> bytes, const DecodeOpti
     return out;
 }
 
+// Without FFmpeg the file is decoded whole when opened and handed out in pieces.
+struct AudioStreamDecoder::Impl {
+    std::vector<float> pcm;
+    size_t next = 0;
+    double seconds = 0.0;
+    size_t total = 0;
+};
+
+AudioStreamDecoder::AudioStreamDecoder(std::span<const uint8_t> bytes, const DecodeOptions& opts)
+    : impl_(std::make_unique<Impl>()) {
+    impl_->pcm = decode_audio(bytes, opts);
+    impl_->total = impl_->pcm.size();
+    impl_->seconds = static_cast<double>(impl_->total) / opts.sample_rate;
+}
+
+AudioStreamDecoder::~AudioStreamDecoder() = default;
+
+double AudioStreamDecoder::declared_seconds() const {
+    return impl_->seconds;
+}
+
+size_t AudioStreamDecoder::expected_samples() const {
+    return impl_->total;
+}
+
+bool AudioStreamDecoder::decode(size_t min_samples, std::vector<float>* out) {
+    Impl& s = *impl_;
+    const size_t n = std::min(min_samples, s.pcm.size() - s.next);
+    out->insert(out->end(), s.pcm.begin() + static_cast<std::ptrdiff_t>(s.next),
+                s.pcm.begin() + static_cast<std::ptrdiff_t>(s.next + n));
+    s.next += n;
+    if (s.next < s.pcm.size()) return true;
+    std::vector<float>().swap(s.pcm);
+    s.next = 0;
+    return false;
+}
+
 struct Resampler::Impl {};
 
 Resampler::Resampler(int from_rate, int to_rate) {

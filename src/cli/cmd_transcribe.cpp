@@ -91,17 +91,25 @@ void run(TranscribeArgs& a) {
         if (!out) throw Error(ErrorKind::Io, "cannot write " + a.output);
     }
     for (const std::string& file : a.files) {
-        const std::vector<float> pcm = read_audio_file(file, 16000, a.max_seconds);
+        // Decoded as the model reads it: a window or a piece ahead, never the whole file.
+        AudioFile audio(file, 16000, a.max_seconds);
         TranscribeOptions o = a.options;
         if (tty) {
             o.progress = [&](double done, double total) {
+                if (total < done) total = done;  // a file that declares no duration, or less than it has
                 int width = 30, filled = total > 0 ? static_cast<int>(width * done / total) : width;
                 std::fprintf(stderr, "\r%s [%.*s%*s] %5.1f / %.1f s", file.c_str(), filled,
                              "##############################", width - filled, "", done, total);
                 std::fflush(stderr);
             };
         }
-        Transcript t = model->transcribe(pcm, o);
+        Transcript t;
+        try {
+            t = model->transcribe(audio.audio(), o);
+        } catch (const Error& e) {
+            if (e.kind() != ErrorKind::InvalidAudio && e.kind() != ErrorKind::TooLarge) throw;
+            throw Error(e.kind(), file + ": " + e.what());  // met while decoding
+        }
         if (tty) std::fprintf(stderr, "\n");
         if (a.timings) print_timings(file, t.timings);
         if (a.files.size() > 1 && format == ResponseFormat::Text) std::fprintf(out, "== %s\n", file.c_str());

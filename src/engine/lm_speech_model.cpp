@@ -39,48 +39,53 @@ std::string check_options(const AudioLanguageModel& m, const TranscribeOptions& 
     return o.language.empty() ? std::string() : m.language_code(o.language);
 }
 
-// A request's audio cut into pieces, each embedded only when it is let into the engine: memory
-// follows the pieces in flight (kPiecesInFlight), not the audio's length. `pcm` must outlive the
-// last next().
+// A request's audio cut into pieces, each cut and embedded only when it is let into the engine:
+// memory follows the pieces in flight (kPiecesInFlight), not the audio's length, and a source that
+// decodes as it goes is read a piece ahead at most. `audio` must outlive the last next().
 class Pieces {
 public:
-    Pieces(AudioLanguageModel& m, std::span<const float> pcm, const TranscribeOptions& o, std::string forced)
-        : m_(m), pcm_(pcm), o_(o), forced_(std::move(forced)) {
-        if (pcm.empty()) throw Error(ErrorKind::InvalidAudio, "the audio is empty");
-        cuts_ = quiet_cut_points(pcm, m.max_piece_seconds());
+    Pieces(AudioLanguageModel& m, PcmSource& audio, const TranscribeOptions& o, std::string forced)
+        : m_(m), audio_(audio), o_(o), forced_(std::move(forced)) {
+        if (audio_.fill(1) == 0) throw Error(ErrorKind::InvalidAudio, "the audio is empty");
     }
-    size_t count() const { return cuts_.size() - 1; }
-    size_t made() const { return made_; }
-    bool all_made() const { return made_ == count(); }
+    size_t made() const { return cuts_.size() - 1; }
+    // Whether the piece made last ends the audio.
+    bool all_made() const { return all_made_; }
     double start(size_t i) const { return static_cast<double>(cuts_[i]) / 16000.0; }
     double end(size_t i) const { return static_cast<double>(cuts_[i + 1]) / 16000.0; }
 
-    // The next piece, embedded and prompted, ready to submit.
+    // The next piece, cut (quiet_piece_length), embedded and prompted, ready to submit.
     GenerationRequest next(AudioLanguageModel::EmbedTimes* times = nullptr) {
-        const size_t i = made_;
+        const size_t at = cuts_.back();
+        const auto max_len = static_cast<size_t>(m_.max_piece_seconds() * 16000);
+        const size_t have = audio_.fill(at + max_len + 1);
+        const std::span<const float> piece =
+            audio_.view(at, at + quiet_piece_length(audio_.view(at, have), m_.max_piece_seconds()));
         int n = 0;
-        std::vector<float> emb = m_.embed_audio(pcm_.subspan(cuts_[i], cuts_[i + 1] - cuts_[i]), &n, times);
-        int at = 0;
+        std::vector<float> emb = m_.embed_audio(piece, &n, times);
+        cuts_.push_back(at + piece.size());
+        audio_.release(cuts_.back());
+        all_made_ = audio_.ended() && cuts_.back() == audio_.decoded();
+        int at_token = 0;
         GenerationRequest r;
-        r.prompt = m_.prompt(n, o_.initial_prompt, forced_, &at);
+        r.prompt = m_.prompt(n, o_.initial_prompt, forced_, &at_token);
         r.cache_key = embedding_cache_key(emb);
-        r.spans.push_back({at, n, std::move(emb)});
+        r.spans.push_back({at_token, n, std::move(emb)});
         r.sampling.max_tokens = o_.max_new_tokens;
         r.sampling.min_tokens = std::min(o_.min_new_tokens, o_.max_new_tokens);
         r.sampling.temperature = o_.temperatures.empty() ? 0.0f : o_.temperatures.front();
         r.sampling.seed = o_.seed;
         r.sampling.stop_ids = m_.decoder().stop_ids();
-        ++made_;
         return r;
     }
 
 private:
     AudioLanguageModel& m_;
-    std::span<const float> pcm_;
+    PcmSource& audio_;
     TranscribeOptions o_;
     std::string forced_;
-    std::vector<size_t> cuts_;
-    size_t made_ = 0;
+    std::vector<size_t> cuts_ = {0};
+    bool all_made_ = false;
 };
 
 Segment segment_of(const AudioLanguageModel& m, double start, double end, const GenerationResult& r,
@@ -194,7 +199,8 @@ private:
         TranscriptionRequest request;
         std::string forced;
         std::promise<Transcript> promise;
-        std::optional<Pieces> pieces;  // reset when the job is abandoned after an error
+        std::optional<PcmSource> audio;  // over request.pcm
+        std::optional<Pieces> pieces;    // reset when the job is abandoned after an error
         std::vector<std::optional<GenerationResult>> results;
         size_t emitted = 0;  // pieces whose segments went out (in order)
         int in_flight = 0;   // pieces in the engine
@@ -228,8 +234,8 @@ private:
         if (options_.request_timeout_seconds > 0)
             j.deadline = j.submitted + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(options_.request_timeout_seconds));
-        j.pieces.emplace(model_, j.request.pcm, o, j.forced);
-        j.results.resize(j.pieces->count());
+        j.audio.emplace(std::span<const float>(j.request.pcm));
+        j.pieces.emplace(model_, *j.audio, o, j.forced);
         j.transcript.duration = static_cast<double>(j.request.pcm.size()) / 16000.0;
         j.transcript.task = o.task;
         feed(j, embed_budget);
@@ -255,6 +261,7 @@ private:
             --embed_budget;
             const size_t i = j.pieces->made();
             GenerationRequest r = j.pieces->next();
+            j.results.emplace_back();
             if (i == 0) r.expected.assign(j.request.expected.begin(), j.request.expected.end());
             r.priority = j.request.priority;
             r.cancelled = j.request.cancelled;
@@ -262,7 +269,10 @@ private:
             owner_[engine_.submit(std::move(r))] = {&j, i};
             ++j.in_flight;
         }
-        if (j.pieces->all_made()) std::vector<float>().swap(j.request.pcm);  // the audio is in the embeddings now
+        if (j.pieces->all_made()) {  // the audio is in the embeddings now
+            j.audio.reset();
+            std::vector<float>().swap(j.request.pcm);
+        }
     }
 
     // After a failure to embed or submit: the job's pieces in the engine come out again.
@@ -297,7 +307,7 @@ private:
             }
             ++j.emitted;
         }
-        return j.in_flight == 0 && (j.error || j.emitted == j.pieces->count());
+        return j.in_flight == 0 && (j.error || (j.pieces->all_made() && j.emitted == j.pieces->made()));
     }
 
     void loop() {
@@ -413,23 +423,23 @@ private:
 LmSpeechModel::LmSpeechModel(std::unique_ptr<AudioLanguageModel> model, Backend& backend)
     : model_(std::move(model)), backend_(backend) {}
 
-Transcript LmSpeechModel::transcribe(std::span<const float> pcm16k, const TranscribeOptions& options) {
+Transcript LmSpeechModel::transcribe(PcmSource& audio16k, const TranscribeOptions& options) {
     const std::string forced = check_options(*model_, options);
-    Pieces pieces(*model_, pcm16k, options, forced);
+    Pieces pieces(*model_, audio16k, options, forced);
     GenerationEngine engine(model_->decoder(), backend_, generation_options(0));
     AudioLanguageModel::EmbedTimes embed_times;
     std::map<SeqId, size_t> index;
     size_t emitted = 0;
+    std::vector<std::optional<GenerationResult>> results;
     auto feed = [&] {  // while fewer than kPiecesInFlight are ahead of the transcript
         while (!pieces.all_made() && pieces.made() - emitted < static_cast<size_t>(kPiecesInFlight)) {
             const size_t i = pieces.made();
             index[engine.submit(pieces.next(&embed_times))] = i;
+            results.emplace_back();
         }
     };
-    std::vector<std::optional<GenerationResult>> results(pieces.count());
     Transcript t;
     t.task = options.task;
-    t.duration = static_cast<double>(pcm16k.size()) / 16000.0;
     std::string language;
     feed();
     while (engine.has_work()) {
@@ -459,10 +469,11 @@ Transcript LmSpeechModel::transcribe(std::span<const float> pcm16k, const Transc
             if (speech) append(t, std::move(s));
             results[emitted].reset();
             ++emitted;
-            if (options.progress) options.progress(pieces.end(emitted - 1), t.duration);
+            if (options.progress) options.progress(pieces.end(emitted - 1), audio16k.seconds_hint());
         }
         feed();
     }
+    t.duration = static_cast<double>(audio16k.decoded()) / 16000.0;  // every piece read: the length
     t.timings.features = embed_times.features;
     t.timings.encode = embed_times.encode;
     t.language = forced.empty() ? language : forced;

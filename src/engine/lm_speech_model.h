@@ -37,7 +37,8 @@ public:
     std::string description() const override { return model_->description(); }
     double load_seconds() const override { return model_->load_seconds(); }
     int default_beam_size() const override { return 1; }
-    Transcript transcribe(std::span<const float> pcm16k, const TranscribeOptions& options) override;
+    using SpeechModel::transcribe;
+    Transcript transcribe(PcmSource& audio16k, const TranscribeOptions& options) override;
     std::unique_ptr<SpeechEngine> start_engine(const EngineOptions& options, Logger& logger) override;
 
     AudioLanguageModel& model() { return *model_; }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "audio/pcm_source.h"
 #include "core/kv_cache_manager.h"
 #include "core/log.h"
 #include "core/priority.h"
@@ -112,9 +113,16 @@ public:
     // The beam size of requests that do not set one (the checkpoint's generation config).
     virtual int default_beam_size() const = 0;
 
-    // Transcribes 16 kHz mono audio of any length on the calling thread. Throws
-    // Error(InvalidArgument) naming the option the model cannot honour.
-    virtual Transcript transcribe(std::span<const float> pcm16k, const TranscribeOptions& options) = 0;
+    // Transcribes 16 kHz mono audio of any length on the calling thread, reading it front to
+    // back as the model needs it (a file decoded as it goes: memory follows the window, not the
+    // file). Throws Error(InvalidArgument) naming the option the model cannot honour, and what
+    // reading the audio throws.
+    virtual Transcript transcribe(PcmSource& audio16k, const TranscribeOptions& options) = 0;
+    // The same for audio in memory.
+    Transcript transcribe(std::span<const float> pcm16k, const TranscribeOptions& options) {
+        PcmSource audio(pcm16k);
+        return transcribe(audio, options);
+    }
 
     // An engine for this model's requests, running until shutdown; the model must outlive it.
     virtual std::unique_ptr<SpeechEngine> start_engine(const EngineOptions& options, Logger& logger) = 0;

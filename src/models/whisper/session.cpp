@@ -57,21 +57,33 @@ WindowAlignment align_window(const WhisperModel& model, WhisperRunner& runner, c
 
 }  // namespace
 
-Session::Session(const WhisperModel& model, Backend& backend, std::vector<float> pcm,
-                 const TranscribeOptions& o, std::vector<int> slots)
+Session::Session(const WhisperModel& model, Backend& backend, std::vector<float> pcm, const TranscribeOptions& o,
+                 std::vector<int> slots)
     : model_(model),
       owned_(std::move(pcm)),
-      pcm_(owned_),
+      own_source_(std::make_unique<PcmSource>(std::span<const float>(owned_))),
+      audio_(own_source_.get()),
       o_(with_model_defaults(o, model.tokens)),
       slots_(std::move(slots)),
       mel_threads_(std::max(1, backend.threads())) {
     init(backend);
 }
 
-Session::Session(const WhisperModel& model, Backend& backend, std::span<const float> pcm,
-                 const TranscribeOptions& o, std::vector<int> slots)
+Session::Session(const WhisperModel& model, Backend& backend, std::span<const float> pcm, const TranscribeOptions& o,
+                 std::vector<int> slots)
     : model_(model),
-      pcm_(pcm),
+      own_source_(std::make_unique<PcmSource>(pcm)),
+      audio_(own_source_.get()),
+      o_(with_model_defaults(o, model.tokens)),
+      slots_(std::move(slots)),
+      mel_threads_(std::max(1, backend.threads())) {
+    init(backend);
+}
+
+Session::Session(const WhisperModel& model, Backend& backend, PcmSource& audio, const TranscribeOptions& o,
+                 std::vector<int> slots)
+    : model_(model),
+      audio_(&audio),
       o_(with_model_defaults(o, model.tokens)),
       slots_(std::move(slots)),
       mel_threads_(std::max(1, backend.threads())) {
@@ -87,11 +99,11 @@ void Session::init(Backend& backend) {
         throw Error(ErrorKind::InvalidArgument, "this English-only model cannot translate");
     slots_for_beams(*o_.beam_size, static_cast<int>(slots_.size()));
     if (o_.temperatures.empty()) o_.temperatures = {0.0f};
-    if (pcm_.empty()) throw Error(ErrorKind::InvalidAudio, "the audio is empty");
+    const size_t head = audio_->fill(160);
+    if (head == 0) throw Error(ErrorKind::InvalidAudio, "the audio is empty");
+    if (head < 160) throw Error(ErrorKind::InvalidAudio, "the audio is shorter than 10 ms");
     result_.task = o_.task;
-    result_.duration = static_cast<double>(pcm_.size()) / 16000.0;
-    total_frames_ = static_cast<int64_t>(pcm_.size()) / 160;
-    if (total_frames_ == 0) throw Error(ErrorKind::InvalidAudio, "the audio is shorter than 10 ms");
+    result_.duration = audio_->seconds_hint();  // the length once the last window is read
     if (t.multilingual) {
         if (!o_.language.empty()) {
             language_token_ = t.language_token(o_.language);
@@ -111,18 +123,26 @@ void Session::init(Backend& backend) {
 }
 
 double Session::seconds_done() const {
-    return std::min<double>(seek_, total_frames_) * kSecondsPerFrame;
+    const int64_t frames = static_cast<int64_t>(audio_->decoded() / 160);
+    return static_cast<double>(audio_->ended() ? std::min(seek_, frames) : seek_) * kSecondsPerFrame;
+}
+
+int64_t Session::window_frames() const {
+    // Whole 10 ms frames only, as the audio's length in frames rounds down.
+    const int64_t window = model_.config.n_mel_frames();
+    const size_t have = audio_->fill(static_cast<size_t>(seek_ + window) * 160);
+    return std::min<int64_t>(window, static_cast<int64_t>(have / 160) - seek_);
 }
 
 std::vector<float> Session::window_mel() const {
-    const int64_t frames = std::min<int64_t>(model_.config.n_mel_frames(), total_frames_ - seek_);
-    std::span<const float> chunk(pcm_.data() + seek_ * 160, static_cast<size_t>(frames * 160));
+    const auto begin = static_cast<size_t>(seek_) * 160;
+    std::span<const float> chunk = audio_->view(begin, begin + static_cast<size_t>(window_frames()) * 160);
     return whisper::window_mel(model_, chunk, mel_threads_);
 }
 
 void Session::encoded() {
     const SpecialTokens& t = model_.tokens;
-    segment_frames_ = std::min<int64_t>(model_.config.n_mel_frames(), total_frames_ - seek_);
+    segment_frames_ = window_frames();
     // The prefix up to <|startoftranscript|> runs first: its last logits give the no-speech
     // probability and the language.
     prefix_.clear();
@@ -174,8 +194,8 @@ void Session::consume(std::span<std::vector<float>> logits, StepModel& steps) {
 
 void Session::start_attempt() {
     SearchOptions so;
-    so.max_new_tokens = std::min(o_.max_new_tokens,
-                                 model_.config.max_target_positions - static_cast<int>(prompt_.size()));
+    so.max_new_tokens =
+        std::min(o_.max_new_tokens, model_.config.max_target_positions - static_cast<int>(prompt_.size()));
     so.eos = model_.tokens.eot;
     so.temperature = o_.temperatures[attempt_];
     so.num_beams = so.temperature > 0.0f ? 1 : *o_.beam_size;
@@ -184,8 +204,8 @@ void Session::start_attempt() {
     so.processors = whisper_processors(model_, static_cast<int>(prompt_.size()), o_.timestamps, o_.min_new_tokens,
                                        o_.suppress_blank);
     if (o_.timestamps)
-        so.processors.push_back(std::make_shared<EndAtAudioEnd>(
-            model_.tokens, static_cast<int>(prompt_.size()), static_cast<int>(segment_frames_)));
+        so.processors.push_back(std::make_shared<EndAtAudioEnd>(model_.tokens, static_cast<int>(prompt_.size()),
+                                                                static_cast<int>(segment_frames_)));
     // The search needs at least one uncached prompt token to get its first logits; when the
     // prompt is the prefix itself (.en with timestamps), it re-runs the last one.
     const int cached = static_cast<int>(std::min(prefix_.size(), prompt_.size() - 1));
@@ -222,8 +242,8 @@ void Session::finish_attempt() {
 void Session::align(WhisperRunner& runner) {
     if (phase_ != Phase::NeedAlign) throw Error(ErrorKind::Internal, "align() outside NeedAlign");
     std::vector<int> tokens = window_tokens(pending_best_);
-    WindowAlignment a = align_window(model_, runner, *cross_, slots_[0], prompt_, tokens,
-                                     static_cast<int>(segment_frames_));
+    WindowAlignment a =
+        align_window(model_, runner, *cross_, slots_[0], prompt_, tokens, static_cast<int>(segment_frames_));
     finish_window(pending_best_, pending_temperature_, pending_ratio_, &a);
 }
 
@@ -244,8 +264,13 @@ std::vector<int> Session::window_tokens(const SearchResult& best) const {
 
 void Session::advance_window(int64_t frames) {
     seek_ += frames;
+    // Nothing before the next window is read again (a window starts at seek_, never before).
+    const auto next = static_cast<size_t>(seek_) * 160;
+    audio_->release(next);
+    const bool more = audio_->fill(next + 160) == next + 160;  // another whole frame
+    if (audio_->ended()) result_.duration = static_cast<double>(audio_->decoded()) / 16000.0;
     if (o_.progress) o_.progress(seconds_done(), result_.duration);
-    if (seek_ < total_frames_) {
+    if (more) {
         phase_ = Phase::NeedEncode;
         return;
     }
@@ -256,8 +281,7 @@ void Session::advance_window(int64_t frames) {
     result_.text = b == std::string::npos ? "" : result_.text.substr(b);
 }
 
-void Session::finish_window(const SearchResult& best, float temperature, float ratio,
-                            const WindowAlignment* align) {
+void Session::finish_window(const SearchResult& best, float temperature, float ratio, const WindowAlignment* align) {
     const SpecialTokens& t = model_.tokens;
     const double time_offset = seek_ * kSecondsPerFrame;
     std::vector<int> tokens = window_tokens(best);

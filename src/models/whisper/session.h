@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "audio/pcm_source.h"
 #include "decoding/search.h"
 #include "decoding/transcript.h"
 #include "models/whisper/model.h"
@@ -28,14 +29,18 @@ public:
     // `slots`: 2 cache slots per beam reserved for this session (the beam size as
     // with_model_defaults resolves it). Validates the options (Error(InvalidArgument) naming
     // the field).
-    Session(const WhisperModel& model, Backend& backend, std::vector<float> pcm16k,
-            const TranscribeOptions& options, std::vector<int> slots);
+    Session(const WhisperModel& model, Backend& backend, std::vector<float> pcm16k, const TranscribeOptions& options,
+            std::vector<int> slots);
     // The same, reading `pcm16k` in place: it must outlive the session (a caller's audio, which a
     // copy would hold twice: 460 MB per copy for two hours).
     Session(const WhisperModel& model, Backend& backend, std::span<const float> pcm16k,
             const TranscribeOptions& options, std::vector<int> slots);
+    // The same, reading windows from `audio` as they come (a file decoded as it goes), releasing
+    // what lies before each window: it must outlive the session.
+    Session(const WhisperModel& model, Backend& backend, PcmSource& audio, const TranscribeOptions& options,
+            std::vector<int> slots);
 
-    Session(const Session&) = delete;  // pcm_ may point into owned_
+    Session(const Session&) = delete;  // audio_ may read owned_
     Session& operator=(const Session&) = delete;
 
     enum class Phase { NeedEncode, Decoding, NeedAlign, Done };
@@ -70,18 +75,20 @@ private:
     std::vector<int> window_tokens(const SearchResult& best) const;
     void finish_window(const SearchResult& best, float temperature, float ratio, const WindowAlignment* align);
     void advance_window(int64_t frames);
+    // Frames of the window at seek_: the model's window, fewer at the end of the audio.
+    int64_t window_frames() const;
 
     const WhisperModel& model_;
-    std::vector<float> owned_;    // the audio, when the session owns it
-    std::span<const float> pcm_;  // the audio (owned_ or the caller's)
-    TranscribeOptions o_;  // with_model_defaults: beam_size and condition_on_previous_text are set
+    std::vector<float> owned_;               // the audio, when the session owns it
+    std::unique_ptr<PcmSource> own_source_;  // over owned_ or the caller's samples
+    PcmSource* audio_;                       // own_source_ or the caller's source
+    TranscribeOptions o_;                    // with_model_defaults: beam_size and condition_on_previous_text are set
     std::vector<int> slots_;
     int mel_threads_;  // the backend's CPU threads: the log-mel runs while the encoder waits for it
     std::unique_ptr<CrossKv> cross_;
     Transcript result_;
     Phase phase_ = Phase::NeedEncode;
 
-    int64_t total_frames_ = 0;
     int64_t seek_ = 0;
     int64_t segment_frames_ = 0;
     int language_token_ = -1;

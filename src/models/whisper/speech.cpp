@@ -41,12 +41,12 @@ int WhisperSpeechModel::default_beam_size() const {
     return model_->tokens.num_beams;
 }
 
-Transcript WhisperSpeechModel::transcribe(std::span<const float> pcm16k, const TranscribeOptions& options) {
+Transcript WhisperSpeechModel::transcribe(PcmSource& audio16k, const TranscribeOptions& options) {
     // Two cache slots per beam; unset, the model's default beam size (generation_config.json).
     const int slots = std::max(2, 2 * *with_model_defaults(options, model_->tokens).beam_size);
     if (!runner_ || runner_->n_slots() < slots)
         runner_ = std::make_unique<WhisperRunner>(model_->config, *model_->weights, backend_, slots);
-    return whisper::transcribe(*model_, *runner_, pcm16k, options);
+    return whisper::transcribe(*model_, *runner_, audio16k, options);
 }
 
 std::unique_ptr<SpeechEngine> WhisperSpeechModel::start_engine(const EngineOptions& options, Logger& logger) {

@@ -20,7 +20,8 @@ public:
     std::string description() const override;
     double load_seconds() const override { return model_->load_seconds; }
     int default_beam_size() const override;
-    Transcript transcribe(std::span<const float> pcm16k, const TranscribeOptions& options) override;
+    using SpeechModel::transcribe;
+    Transcript transcribe(PcmSource& audio16k, const TranscribeOptions& options) override;
     std::unique_ptr<SpeechEngine> start_engine(const EngineOptions& options, Logger& logger) override;
 
     const WhisperModel& model() const { return *model_; }

@@ -95,10 +95,16 @@ int slots_for_beams(int beams, int available) {
 
 Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::span<const float> pcm,
                       const TranscribeOptions& options) {
+    PcmSource audio(pcm);
+    return transcribe(model, runner, audio, options);
+}
+
+Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, PcmSource& audio,
+                      const TranscribeOptions& options) {
     const TranscribeOptions o = with_model_defaults(options, model.tokens);
     std::vector<int> slots(slots_for_beams(*o.beam_size, runner.n_slots()));
     std::iota(slots.begin(), slots.end(), 0);
-    Session session(model, runner.backend(), pcm, o, slots);
+    Session session(model, runner.backend(), audio, o, slots);
     WhisperStepModel steps(runner);
     for (int s : slots) steps.bind(s, session.cross());
     using Clock = std::chrono::steady_clock;

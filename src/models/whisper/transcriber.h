@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "audio/pcm_source.h"
 #include "decoding/search.h"
 #include "decoding/step_model.h"
 #include "decoding/transcribe_options.h"
@@ -48,16 +49,18 @@ private:
 std::vector<float> window_mel(const WhisperModel& model, std::span<const float> pcm16k, int threads = 1);
 
 // Language probabilities after <|startoftranscript|> (softmax over language tokens only).
-std::map<std::string, float> language_probabilities(std::span<const float> sot_logits,
-                                                    const SpecialTokens& tokens);
+std::map<std::string, float> language_probabilities(std::span<const float> sot_logits, const SpecialTokens& tokens);
 
 // The logits processors Whisper applies, in transformers' order: begin-suppress, suppress,
 // timestamp rules (when timestamps are on), plus min_new_tokens if > 0.
-ProcessorList whisper_processors(const WhisperModel& model, int prompt_length, bool timestamps,
-                                 int min_new_tokens, bool suppress_blank = true);
+ProcessorList whisper_processors(const WhisperModel& model, int prompt_length, bool timestamps, int min_new_tokens,
+                                 bool suppress_blank = true);
 
 // Transcribes 16 kHz mono audio of any length.
 Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::span<const float> pcm16k,
+                      const TranscribeOptions& options);
+// The same, reading the audio's windows as they come (PcmSource: a file decoded as it goes).
+Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, PcmSource& audio,
                       const TranscribeOptions& options);
 
 // len(text) / len(zlib(text)), as OpenAI's fallback rule measures repetitiveness.
