@@ -60,6 +60,10 @@ int KvCacheManager::open(SeqId seq, std::span<const int32_t> prompt, uint64_t ex
     const int bs = block_size_;
     const int max_blocks = prompt.empty() ? 0 : static_cast<int>((prompt.size() - 1) / bs);
     uint64_t parent = 0;
+    if (extra_key == kPrivateBlocks) {
+        seqs_.emplace(seq, std::move(s));
+        return 0;
+    }
     queries_ += prompt.size();
     for (int i = 0; i < max_blocks; ++i) {
         std::span<const int32_t> toks = prompt.subspan(static_cast<size_t>(i) * bs, bs);
@@ -141,6 +145,7 @@ bool KvCacheManager::append(SeqId seq, std::span<const int32_t> tokens, std::vec
 
 void KvCacheManager::computed(SeqId seq, int n_computed) {
     Seq& s = get(seq);
+    if (s.extra_key == kPrivateBlocks) return;
     const int bs = block_size_;
     n_computed = std::min<int>(n_computed, static_cast<int>(s.tokens.size()));
     const int full = n_computed / bs;
@@ -191,9 +196,13 @@ void KvCacheManager::truncate(SeqId seq, int n) {
     if (static_cast<int>(s.hashes.size()) > s.n_hashed_blocks) s.hashes.resize(s.n_hashed_blocks);
 }
 
-int KvCacheManager::length(SeqId seq) const { return static_cast<int>(get(seq).tokens.size()); }
+int KvCacheManager::length(SeqId seq) const {
+    return static_cast<int>(get(seq).tokens.size());
+}
 
-const std::vector<BlockId>& KvCacheManager::block_table(SeqId seq) const { return get(seq).table; }
+const std::vector<BlockId>& KvCacheManager::block_table(SeqId seq) const {
+    return get(seq).table;
+}
 
 int64_t KvCacheManager::cell(SeqId seq, int position) const {
     const Seq& s = get(seq);

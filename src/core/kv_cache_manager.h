@@ -29,12 +29,18 @@ struct BlockCopy {
 
 struct KvCacheStats {
     int total_blocks = 0;
-    int used_blocks = 0;        // referenced by at least one sequence
-    int cached_blocks = 0;      // unreferenced but holding a hashed prefix (reusable, evictable)
-    uint64_t prefix_queries = 0;   // prompt tokens looked up
-    uint64_t prefix_hits = 0;      // prompt tokens found cached
-    uint64_t evictions = 0;        // cached blocks reused for other tokens
+    int used_blocks = 0;          // referenced by at least one sequence
+    int cached_blocks = 0;        // unreferenced but holding a hashed prefix (reusable, evictable)
+    uint64_t prefix_queries = 0;  // prompt tokens looked up
+    uint64_t prefix_hits = 0;     // prompt tokens found cached
+    uint64_t evictions = 0;       // cached blocks reused for other tokens
 };
+
+// The extra_key of a sequence whose blocks are its own: no prefix of it is looked up or published
+// (prompts carrying embeddings, Whisper's audio-conditioned tokens), so its blocks go straight back
+// to the free pool when released, and the pool hands the most recently freed out first — memory
+// the process has already touched, instead of cached blocks nobody can ever find.
+inline constexpr uint64_t kPrivateBlocks = ~uint64_t{0};
 
 class KvCacheManager {
 public:
@@ -50,7 +56,8 @@ public:
     // Starts sequence `seq` (which must not exist) on `prompt`: attaches the cached blocks of the
     // longest prefix of whole blocks whose hash chain (with `extra_key`, e.g. what the tokens are
     // conditioned on) matches, and returns how many prompt tokens they hold. At least the last
-    // prompt token is always left to compute, so a step produces its logits.
+    // prompt token is always left to compute, so a step produces its logits. With
+    // kPrivateBlocks nothing is looked up (returns 0) and the sequence's blocks are never hashed.
     int open(SeqId seq, std::span<const int32_t> prompt, uint64_t extra_key = 0);
 
     // Reserves cells for `tokens` at positions [length, length + n) of the sequence and records
@@ -74,7 +81,7 @@ public:
     void truncate(SeqId seq, int n);
 
     bool has(SeqId seq) const { return seqs_.count(seq) != 0; }
-    int length(SeqId seq) const;                       // tokens reserved
+    int length(SeqId seq) const;  // tokens reserved
     const std::vector<BlockId>& block_table(SeqId seq) const;
     // Cell index (block * block_size + offset) of the sequence's token at `position`.
     int64_t cell(SeqId seq, int position) const;
@@ -90,18 +97,18 @@ private:
         bool hashed = false;
         uint64_t hash = 0;
         uint64_t parent_hash = 0;
-        std::vector<int32_t> tokens;        // ids of a hashed block (verified on a hit)
-        std::list<BlockId>::iterator lru;   // valid while cached (ref 0 and hashed)
+        std::vector<int32_t> tokens;       // ids of a hashed block (verified on a hit)
+        std::list<BlockId>::iterator lru;  // valid while cached (ref 0 and hashed)
     };
     struct Seq {
         std::vector<BlockId> table;
-        std::vector<int32_t> tokens;        // every reserved token's id
+        std::vector<int32_t> tokens;  // every reserved token's id
         uint64_t extra_key = 0;
-        int n_hashed_blocks = 0;            // leading blocks already registered
-        std::vector<uint64_t> hashes;       // chain hash of each full, computed block
+        int n_hashed_blocks = 0;       // leading blocks already registered
+        std::vector<uint64_t> hashes;  // chain hash of each full, computed block
     };
 
-    BlockId take_block();                   // throws Error(Internal) if none (callers check)
+    BlockId take_block();  // throws Error(Internal) if none (callers check)
     void release(BlockId b);
     uint64_t chain_hash(uint64_t parent, std::span<const int32_t> tokens, uint64_t extra) const;
     Seq& get(SeqId seq);
@@ -109,8 +116,8 @@ private:
 
     int block_size_;
     std::vector<Block> blocks_;
-    std::vector<BlockId> free_;             // never hashed, unreferenced
-    std::list<BlockId> lru_;                // hashed, unreferenced; front = least recently used
+    std::vector<BlockId> free_;  // never hashed, unreferenced
+    std::list<BlockId> lru_;     // hashed, unreferenced; front = least recently used
     std::unordered_map<uint64_t, BlockId> by_hash_;
     std::unordered_map<SeqId, Seq> seqs_;
     uint64_t queries_ = 0, hits_ = 0, evictions_ = 0;

@@ -1,9 +1,13 @@
 // Device memory of the paged KV cache (see kv_storage.h).
 #include "core/kv_storage.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <limits>
 #include <string>
+
+#include <ggml-alloc.h>
 
 #include "core/error.h"
 
@@ -25,17 +29,56 @@ KvStorage::KvStorage(const KvSpec& spec, int64_t n_cells, Backend& backend)
         ggml_format_name(k_.back(), "cache_k_l%d", l);
         ggml_format_name(v_.back(), "cache_v_l%d", l);
     }
+    try {
+        allocate(backend);
+    } catch (...) {
+        free_memory();
+        throw;
+    }
+}
+
+void KvStorage::allocate(Backend& backend) {
+    const KvSpec& spec = spec_;
+    const auto no_memory = [&] {
+        return Error(ErrorKind::Io, "could not allocate " + std::to_string(spec.bytes_per_token() * n_cells_ >> 20) +
+                                        " MiB for the KV cache");
+    };
+    ggml_backend_dev_t device = ggml_backend_get_device(backend.primary());
+    if (device && ggml_backend_dev_type(device) == GGML_BACKEND_DEVICE_TYPE_CPU) {
+        // Fresh anonymous pages: zero, and resident only once written, so the cache's memory
+        // follows the cells tokens have reached, not the cap (a 512 MiB cap that one short
+        // request uses costs that request's blocks).
+        const size_t align = ggml_backend_buft_get_alignment(backend.primary_buffer_type());
+        for (int l = 0; l < spec.n_layers; ++l)
+            mapped_bytes_ += GGML_PAD(ggml_nbytes(k_[l]), align) + GGML_PAD(ggml_nbytes(v_[l]), align);
+        void* p = mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) throw no_memory();
+        mapped_ = p;
+        buffer_ = ggml_backend_cpu_buffer_from_ptr(mapped_, mapped_bytes_);
+        if (!buffer_) throw no_memory();
+        ggml_tallocr places = ggml_tallocr_new(buffer_);
+        for (int l = 0; l < spec.n_layers; ++l)
+            for (ggml_tensor* t : {k_[l], v_[l]})
+                if (ggml_tallocr_alloc(&places, t) != GGML_STATUS_SUCCESS) throw no_memory();
+        return;
+    }
     buffer_ = ggml_backend_alloc_ctx_tensors(ctx_, backend.primary());
-    if (!buffer_)
-        throw Error(ErrorKind::Io, "could not allocate " + std::to_string(spec.bytes_per_token() * n_cells >> 20) +
-                                       " MiB for the KV cache");
+    if (!buffer_) throw no_memory();
     // Cleared: padding cells are gathered (with weight 0), so they must hold finite values.
     ggml_backend_buffer_clear(buffer_, 0);
 }
 
 KvStorage::~KvStorage() {
+    free_memory();
+}
+
+void KvStorage::free_memory() {
     if (buffer_) ggml_backend_buffer_free(buffer_);
+    if (mapped_) munmap(mapped_, mapped_bytes_);
     if (ctx_) ggml_free(ctx_);
+    buffer_ = nullptr;
+    mapped_ = nullptr;
+    ctx_ = nullptr;
 }
 
 size_t KvStorage::bytes() const {

@@ -19,8 +19,8 @@ namespace parlance {
 
 struct KvSpec {
     int n_layers = 0;
-    int kv_dim = 0;                    // n_kv_heads * head_dim (K and V alike)
-    ggml_type type = GGML_TYPE_F32;    // storage type of the cells
+    int kv_dim = 0;                  // n_kv_heads * head_dim (K and V alike)
+    ggml_type type = GGML_TYPE_F32;  // storage type of the cells
     // Bytes one token takes in every layer's K and V.
     size_t bytes_per_token() const;
 };
@@ -51,11 +51,16 @@ public:
     void copy_blocks(std::span<const BlockCopy> copies, int block_size, Backend& backend);
 
 private:
+    void allocate(Backend& backend);
+    void free_memory();
+
     KvSpec spec_;
     int64_t n_cells_;
     std::vector<ggml_tensor*> k_, v_;
     ggml_context* ctx_ = nullptr;
     ggml_backend_buffer_t buffer_ = nullptr;
+    void* mapped_ = nullptr;  // the cells' pages on a CPU backend (mmap), else null
+    size_t mapped_bytes_ = 0;
     std::vector<uint8_t> graph_buf_;
 };
 

@@ -71,8 +71,9 @@ SeqId GenerationEngine::submit(GenerationRequest r) {
     s->spans = std::move(r.spans);
     s->deadline = r.deadline;
     s->cancelled = r.cancelled;
-    // Embeddings make tokens mean something else: such prompts never share cached blocks.
-    s->cache_key = s->spans.empty() ? r.cache_key : (r.cache_key ^ (0x5bd1e995ULL * static_cast<uint64_t>(s->id)));
+    // Embeddings make tokens mean something else: such prompts never share cached blocks, and
+    // their blocks, which nothing could find, go back to the pool unhashed.
+    s->cache_key = s->spans.empty() ? r.cache_key : kPrivateBlocks;
     const SeqId id = s->id;
     scheduler_.add_request(std::move(s));
     extra_[id] = Extra{std::move(r.on_token),

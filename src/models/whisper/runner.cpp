@@ -64,7 +64,8 @@ WhisperRunner::WhisperRunner(const WhisperConfig& config, const WhisperWeights& 
       self_kv_(KvSpec{config.decoder_layers, config.d_model, GGML_TYPE_F32},
                static_cast<int64_t>(pages_.num_blocks()) * kBlockTokens, backend),
       graph_buf_(graph_context_size()) {
-    for (int s = 0; s < max_sequences; ++s) pages_.open(s, {});
+    // A slot's tokens are conditioned on its request's audio: its blocks are never shared.
+    for (int s = 0; s < max_sequences; ++s) pages_.open(s, {}, kPrivateBlocks);
 }
 
 int WhisperRunner::kv_block_tokens() {

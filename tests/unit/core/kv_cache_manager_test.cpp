@@ -2,6 +2,7 @@
 // eviction, and no leaked block after 10,000 random operations.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <numeric>
 #include <random>
@@ -141,6 +142,40 @@ TEST(KvCacheManager, EvictsCachedBlocksWhenFreeOnesRunOut) {
     EXPECT_EQ(kv.stats().cached_blocks, 0);
     kv.free(2);
     EXPECT_EQ(kv.open(3, iota_tokens(4)), 0);  // the evicted prefix is gone
+    kv.check_invariants();
+}
+
+// A private sequence (kPrivateBlocks: embeddings in its prompt, or Whisper's audio-conditioned
+// tokens) neither finds nor publishes blocks, and its blocks go back to the free pool: the next
+// sequence gets the same, already touched, blocks instead of fresh ones — over a long file the
+// cache's resident memory stays what one request needs.
+TEST(KvCacheManager, PrivateSequencesReuseTheBlocksTheyFree) {
+    KvCacheManager kv(16, 4);
+    std::vector<BlockCopy> copies;
+    EXPECT_EQ(kv.open(1, iota_tokens(10), kPrivateBlocks), 0);
+    ASSERT_TRUE(kv.append(1, iota_tokens(10), copies));
+    kv.computed(1, 10);
+    const std::vector<BlockId> first = kv.block_table(1);
+    kv.free(1);
+    EXPECT_EQ(kv.stats().cached_blocks, 0);
+    // The same tokens again: nothing found (0 tokens cached, no query counted), the same blocks.
+    EXPECT_EQ(kv.open(2, iota_tokens(10), kPrivateBlocks), 0);
+    ASSERT_TRUE(kv.append(2, iota_tokens(10), copies));
+    std::vector<BlockId> second = kv.block_table(2);
+    std::vector<BlockId> sorted_first = first;
+    std::sort(sorted_first.begin(), sorted_first.end());
+    std::sort(second.begin(), second.end());
+    EXPECT_EQ(second, sorted_first);
+    EXPECT_EQ(kv.stats().prefix_queries, 0u);
+    kv.free(2);
+    // A shared sequence with those tokens publishes its full blocks; a private one does not see them.
+    kv.open(3, iota_tokens(10));
+    ASSERT_TRUE(kv.append(3, iota_tokens(10), copies));
+    kv.computed(3, 10);
+    kv.free(3);
+    EXPECT_EQ(kv.stats().cached_blocks, 2);
+    EXPECT_EQ(kv.open(4, iota_tokens(10), kPrivateBlocks), 0);
+    EXPECT_EQ(kv.open(5, iota_tokens(10)), 8);
     kv.check_invariants();
 }
 
