@@ -15,7 +15,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${PARLANCE_CACHE:-$HOME/.cache/parlance}"
-PAIR="$(ls -d "$CACHE"/bench/qwen3-asr-0.6b-f16-* 2>/dev/null | head -1)"
+PAIR="$(ls -d "$CACHE"/bench/qwen3-asr-0.6b-f16-* 2>/dev/null | head -1 || true)"  # none yet: --pair must say
 CLIP="$CACHE/bench/qwen3-asr-clips/clip10.wav"
 N=4; THREADS=2; TOKENS=33; REPS=3
 while [ $# -gt 0 ]; do
