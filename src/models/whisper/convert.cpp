@@ -29,21 +29,32 @@ std::string shape_str(const std::vector<int64_t>& s) {
     return out + "]";
 }
 
+// The special tokens whose ids a whisper.cpp file implies from its vocabulary's size, by name;
+// check_layout compares a model's with them, openai_ids moves a compact vocabulary's onto them.
+struct NamedToken {
+    const char* name;
+    int SpecialTokens::*id;
+};
+constexpr NamedToken kLayoutTokens[] = {{"<|endoftext|>", &SpecialTokens::eot},
+                                        {"<|startoftranscript|>", &SpecialTokens::sot},
+                                        {"<|translate|>", &SpecialTokens::translate},
+                                        {"<|transcribe|>", &SpecialTokens::transcribe},
+                                        {"<|notimestamps|>", &SpecialTokens::notimestamps}};
+// Those whisper.cpp finds itself only in OpenAI's layout (a compact model may lack them).
+constexpr NamedToken kOpenAiOnlyTokens[] = {{"<|startoflm|>", &SpecialTokens::startoflm},
+                                            {"<|startofprev|>", &SpecialTokens::startofprev},
+                                            {"<|nospeech|>", &SpecialTokens::nospeech}};
+
 // whisper.cpp derives every special token from n_vocab; a checkpoint whose generation config
 // places them elsewhere would be decoded with the wrong prompt.
 void check_layout(const SpecialTokens& hf, const SpecialTokens& layout, const std::string& source) {
     auto same = [&](const char* what, int got, int want) {
         if (got != want)
-            throw Error(ErrorKind::Unsupported,
-                        source + ": " + what + " is token " + std::to_string(got) +
-                            ", but whisper.cpp files imply " + std::to_string(want) +
-                            " from the vocabulary size");
+            throw Error(ErrorKind::Unsupported, source + ": " + what + " is token " + std::to_string(got) +
+                                                    ", but whisper.cpp files imply " + std::to_string(want) +
+                                                    " from the vocabulary size");
     };
-    same("<|endoftext|>", hf.eot, layout.eot);
-    same("<|startoftranscript|>", hf.sot, layout.sot);
-    same("<|translate|>", hf.translate, layout.translate);
-    same("<|transcribe|>", hf.transcribe, layout.transcribe);
-    same("<|notimestamps|>", hf.notimestamps, layout.notimestamps);
+    for (const NamedToken& t : kLayoutTokens) same(t.name, hf.*t.id, layout.*t.id);
     same("<|0.00|>", hf.timestamp_begin, layout.timestamp_begin);
     for (const auto& [code, id] : hf.languages) {
         auto it = layout.languages.find(code);
@@ -56,8 +67,9 @@ void check_layout(const SpecialTokens& hf, const SpecialTokens& layout, const st
 std::vector<int> openai_ids(const SpecialTokens& ours, int vocab_size, const std::string& source) {
     const SpecialTokens layout = special_tokens_from_layout(kOpenAiVocabMultilingual);
     if (vocab_size >= kOpenAiVocabEn)
-        throw Error(ErrorKind::InvalidArgument, source + ": a vocabulary of " + std::to_string(vocab_size) +
-                                                    " tokens is OpenAI's layout already (--openai-ids is for compact ones)");
+        throw Error(ErrorKind::InvalidArgument,
+                    source + ": a vocabulary of " + std::to_string(vocab_size) +
+                        " tokens is OpenAI's layout already (--openai-ids is for compact ones)");
     if (ours.eot > layout.eot)
         throw Error(ErrorKind::Unsupported, source + ": " + std::to_string(ours.eot) +
                                                 " text tokens do not fit below OpenAI's <|endoftext|> (" +
@@ -66,18 +78,11 @@ std::vector<int> openai_ids(const SpecialTokens& ours, int vocab_size, const std
     for (int id = 0; id < ours.eot; ++id) to[id] = id;
     auto place = [&](const std::string& what, int id, int target) {
         if (id < 0) return;  // the model has no such token
-        if (target < 0)
-            throw Error(ErrorKind::Unsupported, source + ": " + what + " has no place in OpenAI's layout");
+        if (target < 0) throw Error(ErrorKind::Unsupported, source + ": " + what + " has no place in OpenAI's layout");
         to.at(id) = target;
     };
-    place("<|endoftext|>", ours.eot, layout.eot);
-    place("<|startoftranscript|>", ours.sot, layout.sot);
-    place("<|translate|>", ours.translate, layout.translate);
-    place("<|transcribe|>", ours.transcribe, layout.transcribe);
-    place("<|startoflm|>", ours.startoflm, layout.startoflm);
-    place("<|startofprev|>", ours.startofprev, layout.startofprev);
-    place("<|nospeech|>", ours.nospeech, layout.nospeech);
-    place("<|notimestamps|>", ours.notimestamps, layout.notimestamps);
+    for (const NamedToken& t : kLayoutTokens) place(t.name, ours.*t.id, layout.*t.id);
+    for (const NamedToken& t : kOpenAiOnlyTokens) place(t.name, ours.*t.id, layout.*t.id);
     for (const auto& [code, id] : ours.languages) {
         auto it = layout.languages.find(code);
         place("<|" + code + "|>", id, it == layout.languages.end() ? -1 : it->second);
@@ -90,8 +95,8 @@ std::vector<int> openai_ids(const SpecialTokens& ours, int vocab_size, const std
     for (int k = 0; k < timestamps; ++k) to[ours.timestamp_begin + k] = layout.timestamp_begin + k;
     for (int id = 0; id < vocab_size; ++id)
         if (to[id] < 0)
-            throw Error(ErrorKind::Unsupported, source + ": token " + std::to_string(id) +
-                                                    " is neither text, a special token nor a timestamp");
+            throw Error(ErrorKind::Unsupported,
+                        source + ": token " + std::to_string(id) + " is neither text, a special token nor a timestamp");
     return to;
 }
 
@@ -100,8 +105,8 @@ std::vector<int> openai_ids(const SpecialTokens& ours, int vocab_size, const std
 WhisperCppConvertResult convert_to_whispercpp(const fs::path& hf_dir, const fs::path& out,
                                               const WhisperCppConvertOptions& options) {
     if (options.dtype != GGML_TYPE_F32 && options.dtype != GGML_TYPE_F16)
-        throw Error(ErrorKind::InvalidArgument, std::string("whisper.cpp conversion: dtype ") +
-                                                    dtype_name(options.dtype) + " (use f32 or f16)");
+        throw Error(ErrorKind::InvalidArgument,
+                    std::string("whisper.cpp conversion: dtype ") + dtype_name(options.dtype) + " (use f32 or f16)");
     if (!fs::is_directory(hf_dir))
         throw Error(ErrorKind::InvalidArgument,
                     hf_dir.string() + ": not a directory (conversion reads an HF Whisper snapshot)");
@@ -110,15 +115,15 @@ WhisperCppConvertResult convert_to_whispercpp(const fs::path& hf_dir, const fs::
         throw Error(ErrorKind::InvalidArgument, hf_dir.string() + ": weights are not safetensors");
     const std::string cfg_name = (hf_dir / "config.json").string();
     if (files.architecture() != "whisper")
-        throw Error(ErrorKind::InvalidModel, cfg_name + ": model_type is '" + files.architecture() +
-                                                 "', expected \"whisper\"");
+        throw Error(ErrorKind::InvalidModel,
+                    cfg_name + ": model_type is '" + files.architecture() + "', expected \"whisper\"");
     const WhisperConfig c = WhisperConfig::from_hf(files.config, cfg_name);
     WhisperCppConvertResult result;
     if (c.encoder_ffn != 4 * c.d_model || c.decoder_ffn != 4 * c.d_model)
-        result.warnings.push_back(
-            cfg_name + ": encoder_ffn_dim/decoder_ffn_dim are not 4 * d_model (" +
-            std::to_string(4 * c.d_model) + "); whisper.cpp assumes 4x and will refuse the file "
-            "(parlance reads the width from the tensors)");
+        result.warnings.push_back(cfg_name + ": encoder_ffn_dim/decoder_ffn_dim are not 4 * d_model (" +
+                                  std::to_string(4 * c.d_model) +
+                                  "); whisper.cpp assumes 4x and will refuse the file "
+                                  "(parlance reads the width from the tensors)");
     const std::string gen_name = (hf_dir / "generation_config.json").string();
     SpecialTokens tokens = special_tokens_from_hf(files.generation_config, c.vocab_size, gen_name);
     if (files.tokenizer_json.empty())
@@ -127,7 +132,8 @@ WhisperCppConvertResult convert_to_whispercpp(const fs::path& hf_dir, const fs::
     const std::string tok_name = files.tokenizer_json.string();
     std::vector<int> row_of;  // with openai_ids: each token's id in the file
     if (options.openai_ids) {
-        name_special_tokens(tokens, [&](const std::string& text) { return tok.token_to_id(text); }, tok_name);
+        name_special_tokens(
+            tokens, [&](const std::string& text) { return tok.token_to_id(text); }, tok_name);
         row_of = openai_ids(tokens, c.vocab_size, gen_name);
         result.unused_text_ids = {tokens.eot, special_tokens_from_layout(kOpenAiVocabMultilingual).eot};
         result.warnings.push_back("ids " + std::to_string(result.unused_text_ids.first) + " to " +
@@ -166,8 +172,8 @@ WhisperCppConvertResult convert_to_whispercpp(const fs::path& hf_dir, const fs::
     for (int id = 0; id < tokens.eot; ++id) {
         std::string bytes = tok.token_bytes(id);
         if (bytes.empty() || tok.is_special(id) || !seen.insert(bytes).second)
-            throw Error(ErrorKind::InvalidModel, tok_name + ": text token " + std::to_string(id) +
-                                                     " is empty, special or a duplicate");
+            throw Error(ErrorKind::InvalidModel,
+                        tok_name + ": text token " + std::to_string(id) + " is empty, special or a duplicate");
         w.vocab.push_back(std::move(bytes));
     }
     if (!seen.count(" "))
@@ -191,17 +197,17 @@ WhisperCppConvertResult convert_to_whispercpp(const fs::path& hf_dir, const fs::
         used.insert(n.hf);
         if (info->shape != n.shape)
             throw Error(ErrorKind::InvalidModel, info->file + ": tensor " + n.hf + " has shape " +
-                                                     shape_str(info->shape) + ", expected " +
-                                                     shape_str(n.shape) + " from the config");
+                                                     shape_str(info->shape) + ", expected " + shape_str(n.shape) +
+                                                     " from the config");
         std::vector<float> values = decode_to_f32(info->data, info->type, info->elements());
         if (n.role == TensorRole::TokEmb) tok_emb = info;
         if (n.role == TensorRole::ProjOut) {
             // Only a tied output projection survives: whisper.cpp multiplies by the embedding.
             std::vector<float> emb = decode_to_f32(tok_emb->data, tok_emb->type, tok_emb->elements());
             if (emb != values)
-                throw Error(ErrorKind::Unsupported,
-                            info->file + ": proj_out.weight differs from the token embedding, which "
-                                         "whisper.cpp files cannot express");
+                throw Error(ErrorKind::Unsupported, info->file +
+                                                        ": proj_out.weight differs from the token embedding, which "
+                                                        "whisper.cpp files cannot express");
         }
         if (n.cpp.empty()) continue;
         std::vector<int64_t> shape = n.shape;
