@@ -21,7 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<uint8_t> file_bytes(const fs::path& p) {
+std::vector<uint8_t> pcm_test_file_bytes(const fs::path& p) {
     const std::string s = testing::read_file(p);
     return {s.begin(), s.end()};
 }
@@ -35,7 +35,7 @@ std::vector<uint8_t> encoded_jfk(const testing::TempDir& tmp, int copies, const 
                             " -i '" + jfk.string() + "' " + args + " '" + out.string() + "'";
     std::string log;
     EXPECT_EQ(testing::run_command(cmd, &log), 0) << cmd << "\n" << log;
-    return file_bytes(out);
+    return pcm_test_file_bytes(out);
 }
 
 // Reads `source` in windows of `window` samples, each starting `advance` after the one before and
