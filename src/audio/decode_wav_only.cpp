@@ -91,21 +91,21 @@ std::vector<float> decode_audio(std::span<const uint8_t> bytes, const DecodeOpti
 struct AudioStreamDecoder::Impl {
     std::vector<float> pcm;
     size_t next = 0;
-    double seconds = 0.0;
     size_t total = 0;
+    int rate = 0;
 };
 
 AudioStreamDecoder::AudioStreamDecoder(std::span<const uint8_t> bytes, const DecodeOptions& opts)
     : impl_(std::make_unique<Impl>()) {
     impl_->pcm = decode_audio(bytes, opts);
     impl_->total = impl_->pcm.size();
-    impl_->seconds = static_cast<double>(impl_->total) / opts.sample_rate;
+    impl_->rate = opts.sample_rate;
 }
 
 AudioStreamDecoder::~AudioStreamDecoder() = default;
 
 double AudioStreamDecoder::declared_seconds() const {
-    return impl_->seconds;
+    return static_cast<double>(impl_->total) / impl_->rate;
 }
 
 size_t AudioStreamDecoder::expected_samples() const {

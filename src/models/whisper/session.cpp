@@ -69,17 +69,6 @@ Session::Session(const WhisperModel& model, Backend& backend, std::vector<float>
     init(backend);
 }
 
-Session::Session(const WhisperModel& model, Backend& backend, std::span<const float> pcm, const TranscribeOptions& o,
-                 std::vector<int> slots)
-    : model_(model),
-      own_source_(std::make_unique<PcmSource>(pcm)),
-      audio_(own_source_.get()),
-      o_(with_model_defaults(o, model.tokens)),
-      slots_(std::move(slots)),
-      mel_threads_(std::max(1, backend.threads())) {
-    init(backend);
-}
-
 Session::Session(const WhisperModel& model, Backend& backend, PcmSource& audio, const TranscribeOptions& o,
                  std::vector<int> slots)
     : model_(model),

@@ -31,10 +31,6 @@ public:
     // the field).
     Session(const WhisperModel& model, Backend& backend, std::vector<float> pcm16k, const TranscribeOptions& options,
             std::vector<int> slots);
-    // The same, reading `pcm16k` in place: it must outlive the session (a caller's audio, which a
-    // copy would hold twice: 460 MB per copy for two hours).
-    Session(const WhisperModel& model, Backend& backend, std::span<const float> pcm16k,
-            const TranscribeOptions& options, std::vector<int> slots);
     // The same, reading windows from `audio` as they come (a file decoded as it goes), releasing
     // what lies before each window: it must outlive the session.
     Session(const WhisperModel& model, Backend& backend, PcmSource& audio, const TranscribeOptions& options,
