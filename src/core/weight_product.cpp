@@ -254,8 +254,8 @@ Tiles avx512_tiles() {  // 32 registers
 template <ggml_type W>
 Tiles avx2_tiles() {  // 16 registers
     return {4,
-            {4, 3, 2, 2},
-            {tile_avx2<W, 4, 1>, tile_avx2<W, 3, 2>, tile_avx2<W, 2, 3>, tile_avx2<W, 2, 4>},
+            {4, 4, 3, 3},
+            {tile_avx2<W, 4, 1>, tile_avx2<W, 4, 2>, tile_avx2<W, 3, 3>, tile_avx2<W, 3, 4>},
             {tile_avx2<W, 1, 1>, tile_avx2<W, 1, 2>, tile_avx2<W, 1, 3>, tile_avx2<W, 1, 4>}};
 }
 
