@@ -1,13 +1,31 @@
-// G.711 expansions and headerless PCM decoding; shared by the FFmpeg and the WAV-only builds.
+// G.711 expansions, headerless PCM decoding and decode_rest; shared by the FFmpeg and the
+// WAV-only builds.
+#include "audio/decode.h"
+
+#include <limits>
+#include <new>
 #include <string>
 
-#include "audio/decode.h"
 #include "audio/rate_check.h"
 #include "core/error.h"
 
 namespace parlance {
 
 using audio_detail::check_rate;
+
+std::vector<float> decode_rest(AudioStreamDecoder& decoder) {
+    // Reserved once and filled in place: the peak is the decoded PCM itself. Untouched capacity
+    // costs address space, not memory.
+    std::vector<float> pcm;
+    try {
+        pcm.reserve(decoder.expected_samples());
+    } catch (const std::bad_alloc&) {
+        // No room for the address range: grow as we go.
+    }
+    while (decoder.decode(std::numeric_limits<size_t>::max(), &pcm)) {
+    }
+    return pcm;
+}
 
 int16_t mulaw_to_linear(uint8_t code) {
     const int u = ~code & 0xFF;

@@ -73,6 +73,10 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+// Everything `decoder` has left, in one buffer reserved once (what the decoder expects) and filled
+// in place: decode_audio after the opening.
+std::vector<float> decode_rest(AudioStreamDecoder& decoder);
+
 // Headerless sample encodings accepted by decode_pcm.
 enum class PcmEncoding {
     S16LE,  // signed 16-bit little-endian, 2 bytes per sample

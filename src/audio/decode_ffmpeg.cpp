@@ -411,17 +411,7 @@ bool AudioStreamDecoder::decode(size_t min_samples, std::vector<float>* out) {
 
 std::vector<float> decode_audio(std::span<const uint8_t> bytes, const DecodeOptions& opts) {
     AudioStreamDecoder decoder(bytes, opts);
-    // Reserved once and filled in place: the peak is the decoded PCM itself. Untouched capacity
-    // costs address space, not memory.
-    std::vector<float> pcm;
-    try {
-        pcm.reserve(decoder.expected_samples());
-    } catch (const std::bad_alloc&) {
-        // No room for the address range: grow as we go.
-    }
-    while (decoder.decode(std::numeric_limits<size_t>::max(), &pcm)) {
-    }
-    return pcm;
+    return decode_rest(decoder);
 }
 
 struct Resampler::Impl {

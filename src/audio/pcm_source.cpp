@@ -16,7 +16,8 @@ constexpr size_t kDecodeChunk = 16000;
 
 PcmSource::PcmSource(std::span<const float> pcm) : memory_(pcm) {}
 
-PcmSource::PcmSource(std::unique_ptr<AudioStreamDecoder> decoder) : decoder_(std::move(decoder)), ended_(false) {}
+PcmSource::PcmSource(std::unique_ptr<AudioStreamDecoder> decoder, std::shared_ptr<const void> bytes_owner)
+    : bytes_owner_(std::move(bytes_owner)), decoder_(std::move(decoder)), ended_(false) {}
 
 size_t PcmSource::fill(size_t end) {
     while (!ended_ && decoded() < end) {

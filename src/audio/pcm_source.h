@@ -17,8 +17,9 @@ class PcmSource {
 public:
     // The caller's samples, read in place: they must outlive the source.
     explicit PcmSource(std::span<const float> pcm);
-    // Samples decoded on demand by `decoder` (opened on bytes that outlive it).
-    explicit PcmSource(std::unique_ptr<AudioStreamDecoder> decoder);
+    // Samples decoded on demand by `decoder` (opened on bytes that outlive it; `bytes_owner`,
+    // when given, is what holds them: the source keeps it until the decoder is gone).
+    explicit PcmSource(std::unique_ptr<AudioStreamDecoder> decoder, std::shared_ptr<const void> bytes_owner = {});
 
     PcmSource(const PcmSource&) = delete;
     PcmSource& operator=(const PcmSource&) = delete;
@@ -45,6 +46,7 @@ public:
     size_t held() const { return buffer_.size(); }
 
 private:
+    std::shared_ptr<const void> bytes_owner_;  // declared first: destroyed after the decoder
     std::span<const float> memory_;
     std::unique_ptr<AudioStreamDecoder> decoder_;
     std::vector<float> buffer_;  // decoded samples [base_, base_ + buffer_.size())

@@ -199,7 +199,8 @@ private:
         TranscriptionRequest request;
         std::string forced;
         std::promise<Transcript> promise;
-        std::optional<PcmSource> audio;  // over request.pcm
+        std::optional<PcmSource> own_audio;  // over request.pcm, when request.audio is not set
+        PcmSource* audio = nullptr;          // what the pieces are cut from
         std::optional<Pieces> pieces;    // reset when the job is abandoned after an error
         std::vector<std::optional<GenerationResult>> results;
         size_t emitted = 0;  // pieces whose segments went out (in order)
@@ -234,9 +235,13 @@ private:
         if (options_.request_timeout_seconds > 0)
             j.deadline = j.submitted + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(options_.request_timeout_seconds));
-        j.audio.emplace(std::span<const float>(j.request.pcm));
+        if (j.request.audio) {
+            j.audio = j.request.audio.get();
+        } else {
+            j.own_audio.emplace(std::span<const float>(j.request.pcm));
+            j.audio = &*j.own_audio;
+        }
         j.pieces.emplace(model_, *j.audio, o, j.forced);
-        j.transcript.duration = static_cast<double>(j.request.pcm.size()) / 16000.0;
         j.transcript.task = o.task;
         feed(j, embed_budget);
     }
@@ -269,8 +274,11 @@ private:
             owner_[engine_.submit(std::move(r))] = {&j, i};
             ++j.in_flight;
         }
-        if (j.pieces->all_made()) {  // the audio is in the embeddings now
-            j.audio.reset();
+        if (j.pieces->all_made() && j.audio) {  // the audio is in the embeddings now
+            j.transcript.duration = static_cast<double>(j.audio->decoded()) / 16000.0;
+            j.audio = nullptr;
+            j.own_audio.reset();
+            j.request.audio.reset();
             std::vector<float>().swap(j.request.pcm);
         }
     }

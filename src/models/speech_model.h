@@ -41,6 +41,10 @@ struct EngineOptions {
 
 struct TranscriptionRequest {
     std::vector<float> pcm;  // 16 kHz mono
+    // The audio as a source instead (pcm unused): a server's upload decoded on the engine's
+    // thread as the model reads it, so a long file holds about a window of samples, not all of
+    // them. Decoding errors fail the request where the reading meets them.
+    std::shared_ptr<PcmSource> audio;
     TranscribeOptions options;
     // Called on the engine thread as each segment is decided (SSE streaming). Must not block.
     std::function<void(const Segment&)> on_segment;

@@ -55,6 +55,9 @@ std::chrono::milliseconds millis(double seconds) {
 size_t pcm_bytes(double seconds) {
     return static_cast<size_t>(std::ceil(seconds * 16000.0)) * sizeof(float);
 }
+// What a request whose upload is decoded as the model reads it holds at most: a 30 s window or
+// piece, the decoder's second ahead, and slack (the held bound TranscribeFromFile tests is 32 s).
+constexpr double kStreamedAudioSeconds = 40.0;
 }  // namespace
 
 namespace {
@@ -600,48 +603,84 @@ private:
             AudioBudget::Lease lease;
             DecodeOptions d;
             d.max_seconds = limit;
-            // The lease covers what the file declares (else the limit's worst case) before a sample
-            // is decoded; audio beyond a declaration grows it, waiting a little for room.
+            // An upload whose container declares its length (one over the limit is refused on
+            // opening) is decoded on the engine's thread as the model reads it: the request holds
+            // about a window of samples, and its lease covers that. A file that declares nothing
+            // is decoded whole here first, so the limit refuses it before the model spends
+            // anything on it; so is one whose speech server_vad picks out first.
+            bool stream_audio = false;
             d.on_start = [&](double declared) {
+                stream_audio = declared > 0 && !form_.chunking;
                 const double expected = declared > 0 ? std::min(limit, declared * 1.02 + 1.0) : limit;
-                lease = server_.audio_budget.acquire(pcm_bytes(expected), cancelled_.get());
+                lease = server_.audio_budget.acquire(
+                    pcm_bytes(stream_audio ? std::min(expected, kStreamedAudioSeconds) : expected), cancelled_.get());
             };
-            d.on_progress = [&](size_t samples) {
-                if (cancelled_->load()) throw Error(ErrorKind::Cancelled, "the client went away");
+            // Called where the decoding runs: here for a whole file, on the engine's thread for a
+            // streamed one (whose lease never grows: the engine must not wait for memory).
+            d.on_progress = [&lease, &stream_audio, cancelled = cancelled_, this](size_t samples) {
+                if (cancelled->load()) throw Error(ErrorKind::Cancelled, "the client went away");
                 const size_t need = samples * sizeof(float);
-                if (need <= lease.bytes()) return;
+                if (stream_audio || need <= lease.bytes()) return;
+                const double limit = server_.options.max_audio_seconds;
                 const size_t want = std::min(pcm_bytes(limit), std::max(need + (size_t(16) << 20), lease.bytes() * 2));
-                if (!lease.resize(want, cancelled_.get(), std::chrono::seconds(10)))
+                if (!lease.resize(want, cancelled.get(), std::chrono::seconds(10)))
                     throw Error(ErrorKind::Overloaded,
                                 "the audio is longer than its file declares and the server's audio memory is "
                                 "full; retry shortly");
             };
             std::vector<float> pcm;
+            std::shared_ptr<PcmSource> streamed;
             try {
-                pcm = decode_audio(
+                auto decoder = std::make_unique<AudioStreamDecoder>(
                     std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(form_.file.data()), form_.file.size()),
                     d);
+                if (stream_audio) {
+                    // The source keeps this connection, which holds the upload's bytes, while the
+                    // engine reads it.
+                    streamed = std::make_shared<PcmSource>(std::move(decoder), this->shared_from_this());
+                    if (streamed->fill(160) < 160)
+                        throw ApiError(400, "the audio is empty or shorter than 10 ms", "file", "invalid_audio");
+                } else {
+                    pcm = decode_rest(*decoder);
+                }
             } catch (const Error& e) {
                 if (e.kind() == ErrorKind::Cancelled || e.kind() == ErrorKind::Overloaded) throw;
                 throw ApiError::from(e, "file");
             }
-            lease.resize(pcm.size() * sizeof(float), nullptr, std::chrono::milliseconds(0));
-            if (pcm.size() < 160)
-                throw ApiError(400, "the audio is empty or shorter than 10 ms", "file", "invalid_audio");
-            audio_seconds = pcm.size() / 16000.0;
-            std::optional<SpeechOnly> speech;
-            if (form_.chunking) {
-                speech = keep_speech(pcm, *server_.vad, *form_.chunking);
-                pcm = std::move(speech->pcm);
-                lease.resize(pcm.size() * sizeof(float), nullptr, std::chrono::milliseconds(0));
-            }
             Transcript t;
-            if (speech && speech->pieces.empty()) {  // no speech: nothing to decode
-                t.task = translation ? "translate" : "transcribe";
-                t.duration = audio_seconds;
-                if (form_.stream) start_sse();
+            std::optional<SpeechOnly> speech;
+            if (streamed) {
+                TranscriptionRequest req;
+                req.audio = streamed;
+                try {
+                    t = transcribe(engine, std::move(req), translation);
+                } catch (const Error& e) {
+                    audio_seconds = static_cast<double>(streamed->decoded()) / 16000.0;
+                    // What reading the rest of the file met (a limit the declaration hid, bad data).
+                    if (e.kind() == ErrorKind::InvalidAudio || e.kind() == ErrorKind::TooLarge)
+                        throw ApiError::from(e, "file");
+                    throw;
+                }
+                audio_seconds = t.duration;
             } else {
-                t = transcribe(engine, std::move(pcm), translation);
+                lease.resize(pcm.size() * sizeof(float), nullptr, std::chrono::milliseconds(0));
+                if (pcm.size() < 160)
+                    throw ApiError(400, "the audio is empty or shorter than 10 ms", "file", "invalid_audio");
+                audio_seconds = pcm.size() / 16000.0;
+                if (form_.chunking) {
+                    speech = keep_speech(pcm, *server_.vad, *form_.chunking);
+                    pcm = std::move(speech->pcm);
+                    lease.resize(pcm.size() * sizeof(float), nullptr, std::chrono::milliseconds(0));
+                }
+                if (speech && speech->pieces.empty()) {  // no speech: nothing to decode
+                    t.task = translation ? "translate" : "transcribe";
+                    t.duration = audio_seconds;
+                    if (form_.stream) start_sse();
+                } else {
+                    TranscriptionRequest req;
+                    req.pcm = std::move(pcm);
+                    t = transcribe(engine, std::move(req), translation);
+                }
             }
             if (speech) {
                 map_to_original(t, *speech);
@@ -668,9 +707,7 @@ private:
     }
 
     // Decodes on the engine (SSE deltas as segments are decided when the form asked to stream).
-    Transcript transcribe(SpeechEngine* engine, std::vector<float> pcm, bool translation) {
-        TranscriptionRequest req;
-        req.pcm = std::move(pcm);
+    Transcript transcribe(SpeechEngine* engine, TranscriptionRequest req, bool translation) {
         req.options.language = form_.language;
         req.options.task = translation ? "translate" : "transcribe";
         req.options.initial_prompt = form_.prompt;

@@ -192,8 +192,10 @@ void WhisperEngine::loop() {
         for (auto& j : active_) {
             if (j->session || j->slots.empty()) continue;
             try {
-                j->session = std::make_unique<Session>(model_, backend_, std::move(j->request.pcm),
-                                                                j->request.options, j->slots);
+                j->session = j->request.audio ? std::make_unique<Session>(model_, backend_, *j->request.audio,
+                                                                          j->request.options, j->slots)
+                                              : std::make_unique<Session>(model_, backend_, std::move(j->request.pcm),
+                                                                          j->request.options, j->slots);
                 j->session->on_segment = j->request.on_segment;
                 for (int s : j->slots) steps_.bind(s, j->session->cross());
             } catch (...) {
@@ -249,15 +251,24 @@ void WhisperEngine::step_once() {
             pending.push_back(j.get());
     std::sort(pending.begin(), pending.end(), [](const Job* a, const Job* b) { return a->urgency() < b->urgency(); });
     if (pending.size() > static_cast<size_t>(options_.max_encode_batch)) pending.resize(options_.max_encode_batch);
-    if (!pending.empty()) {
-        std::vector<std::vector<float>> mels;
-        std::vector<CrossKv*> crosses;
-        for (Job* j : pending) {
+    std::vector<std::vector<float>> mels;
+    std::vector<CrossKv*> crosses;
+    std::vector<Job*> encoding;
+    for (Job* j : pending) {
+        try {  // reading the window may decode a file, whose errors are this request's alone
             mels.push_back(j->session->window_mel());
-            crosses.push_back(j->session->cross());
+        } catch (...) {
+            finish(*j, std::current_exception());
+            std::lock_guard<std::mutex> lock(mutex_);
+            stats_.failed++;
+            continue;
         }
+        crosses.push_back(j->session->cross());
+        encoding.push_back(j);
+    }
+    if (!encoding.empty()) {
         runner_.encode(mels, crosses);
-        for (Job* j : pending) j->session->encoded();
+        for (Job* j : encoding) j->session->encoded();
     }
     // Word-timestamp alignment passes (one sequence each, between steps).
     for (auto& j : active_) {

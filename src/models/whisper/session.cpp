@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "decoding/repetition.h"
@@ -279,12 +280,17 @@ void Session::finish_window(const SearchResult& best, float temperature, float r
         return model_.tokenizer->decode(v);
     };
     auto is_ts = [&](int tok) { return tok >= t.timestamp_begin; };
+    // Times are clamped to the audio's end once it is known (the window that holds it). Until
+    // then a window lies inside the audio, and result_.duration is only the container's
+    // declaration, absent (0) for streams such as ADTS AAC or an MP3 without a Xing header.
+    const double audio_end =
+        audio_->ended() ? static_cast<double>(audio_->decoded()) / 16000.0 : std::numeric_limits<double>::infinity();
     auto add_segment = [&](double start, double end, std::vector<int> seg_tokens, size_t first) {
         Segment s;
         s.id = static_cast<int>(result_.segments.size());
         s.seek = static_cast<int>(seek_);
-        s.start = std::min(start, result_.duration);  // the last timestamp may lie in the padding
-        s.end = std::min(end, result_.duration);
+        s.start = std::min(start, audio_end);  // the last timestamp may lie in the padding
+        s.end = std::min(end, audio_end);
         s.text = text_of(model_, seg_tokens);
         s.tokens = std::move(seg_tokens);
         s.temperature = temperature;
@@ -296,12 +302,12 @@ void Session::finish_window(const SearchResult& best, float temperature, float r
             s.words = timed_words(s.tokens, prompt_.size() + first, align->timestamps, time_offset, t.eot, decode,
                                   result_.language, probs.subspan(first, s.tokens.size()));
             for (Word& w : s.words) {
-                w.start = std::min(w.start, result_.duration);
-                w.end = std::min(w.end, result_.duration);
+                w.start = std::min(w.start, audio_end);
+                w.end = std::min(w.end, audio_end);
             }
         }
         // Text placed entirely in the zero padding after the audio is not speech.
-        if (s.text.empty() || (start >= result_.duration && result_.duration > 0)) return;
+        if (s.text.empty() || start >= audio_end) return;
         result_.segments.push_back(std::move(s));
         if (on_segment) on_segment(result_.segments.back());
     };

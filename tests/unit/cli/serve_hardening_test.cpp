@@ -351,3 +351,41 @@ TEST(ServeHardening, HostileUploadsStayUnderTheMemoryBound) {
 }
 
 }  // namespace
+
+namespace {
+
+// 4. An upload that declares its length is decoded as the model reads it: a 154 s file's request
+// holds at most the streamed lease (40 s of samples) of the audio memory budget at any time, not
+// its 9.9 MB of PCM, and its windows go on through the file (the fixture's model is random).
+TEST(ServeHardening, ALongUploadIsDecodedAsTheModelReadsIt) {
+    TempDir dir;
+    const std::vector<float> once = parlance::read_wav_file(bundled_model_dir() / "samples" / "long.wav").samples;
+    std::vector<float> pcm;
+    for (int i = 0; i < 3; ++i) pcm.insert(pcm.end(), once.begin(), once.end());
+    const std::string file = (dir / "long3.wav").string();
+    parlance::write_wav_file(file, pcm, 16000);
+    Server s("");
+    ASSERT_GT(s.port(), 0) << s.read_log();
+    auto request = std::async(std::launch::async, [&] {
+        return s.post("/v1/audio/transcriptions",
+                      "-F file=@" + file + " -F model=whisper -F response_format=verbose_json");
+    });
+    size_t most = 0;
+    while (request.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+        const json status = json::parse(Server::curl("-s " + s.url("/v1/status")), nullptr, false);
+        if (status.is_object() && status.contains("audio_memory"))
+            most = std::max(most, status["audio_memory"]["used_bytes"].get<size_t>());
+    }
+    const auto r = request.get();
+    ASSERT_EQ(r.first, 200) << r.second;
+    const json t = json::parse(r.second);
+    EXPECT_NEAR(t["duration"].get<double>(), pcm.size() / 16000.0, 0.01);
+    ASSERT_FALSE(t["segments"].empty());
+    EXPECT_GT(t["segments"].back()["end"].get<double>(), 100.0) << r.second;  // windows far into the file
+    EXPECT_GT(most, 0u) << "the request's lease was never seen";
+    EXPECT_LE(most, size_t(40 * 16000 * 4)) << "the request held more than a window's audio";
+    const json status = json::parse(Server::curl("-s " + s.url("/v1/status")));
+    EXPECT_EQ(status["audio_memory"]["used_bytes"], 0) << "the lease was not returned";
+}
+
+}  // namespace

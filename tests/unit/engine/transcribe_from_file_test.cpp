@@ -61,6 +61,33 @@ TEST(TranscribeFromFile, WhisperWindowsReadAsTheFileDecodesGiveTheSameTranscript
     EXPECT_LE(held, 32.0);  // a window, plus what the decoder hands out at a time
 }
 
+// The same over an ADTS AAC stream of long.wav, which declares no duration: the first window's
+// segment times are the audio's own (they were clamped to the unknown length, 0, once).
+TEST(TranscribeFromFile, AFileThatDeclaresNoDurationKeepsItsSegmentTimes) {
+    if (run_command("ffmpeg -version") != 0) GTEST_SKIP() << "ffmpeg CLI not installed";
+    TempDir dir;
+    const std::filesystem::path aac = dir.path() / "long.aac";
+    const std::string cmd = "ffmpeg -hide_banner -loglevel error -y -i '" +
+                            (bundled_model_dir() / "samples" / "long.wav").string() + "' -c:a aac -f adts '" +
+                            aac.string() + "'";
+    std::string log;
+    ASSERT_EQ(run_command(cmd, &log), 0) << cmd << "\n" << log;
+    const std::string bytes = read_file(aac);
+    ASSERT_LT(AudioStreamDecoder(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()))
+                  .declared_seconds(),
+              0.0);
+    Backend backend(BackendOptions{"cpu", 2, true, false});
+    auto model = open_speech_model(bundled_model_dir(), backend, {});
+    PcmSource source(std::make_unique<AudioStreamDecoder>(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())));
+    const Transcript t = model->transcribe(source, {});
+    ASSERT_GE(t.segments.size(), 3u);
+    EXPECT_GT(t.segments.front().end, 0.5);
+    for (size_t i = 1; i < t.segments.size(); ++i) EXPECT_GT(t.segments[i].start, t.segments[i - 1].start) << i;
+    EXPECT_GT(t.duration, 50.0);
+    transcribe_both_ways(*model, {bytes.begin(), bytes.end()}, {});
+}
+
 // Qwen3-ASR (tiny, random weights) over 66 s: pieces of at most 30 s, cut in the quiet before each limit.
 TEST(TranscribeFromFile, Qwen3AsrPiecesCutAsTheFileDecodesGiveTheSameTranscript) {
     TempDir dir;
