@@ -628,6 +628,14 @@ private:
                                 "the audio is longer than its file declares and the server's audio memory is "
                                 "full; retry shortly");
             };
+            // The request's body moves into a buffer a streamed source shares: the engine's reads
+            // never depend on this connection (nor tear it down on the engine's thread).
+            const size_t offset =
+                form_.file.empty() ? 0 : static_cast<size_t>(form_.file.data() - request_.body().data());
+            const size_t size = form_.file.size();
+            auto upload = std::make_shared<const std::string>(std::move(request_.body()));
+            parts_.clear();  // views into the body
+            form_.file = std::string_view(*upload).substr(offset, size);
             std::vector<float> pcm;
             std::shared_ptr<PcmSource> streamed;
             try {
@@ -635,9 +643,7 @@ private:
                     std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(form_.file.data()), form_.file.size()),
                     d);
                 if (stream_audio) {
-                    // The source keeps this connection, which holds the upload's bytes, while the
-                    // engine reads it.
-                    streamed = std::make_shared<PcmSource>(std::move(decoder), this->shared_from_this());
+                    streamed = std::make_shared<PcmSource>(std::move(decoder), upload);
                     if (streamed->fill(160) < 160)
                         throw ApiError(400, "the audio is empty or shorter than 10 ms", "file", "invalid_audio");
                 } else {
