@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <exception>
 #include <mutex>
 #include <thread>
 
@@ -69,7 +70,9 @@ void run(StreamArgs& a, GlobalOptions& globals) {
     vo.threads = 1;
     Backend vad_backend(vo);
     silero_vad::SileroVad vad(resolve_vad_model(a.vad_model), vad_backend);
-    const std::vector<float> pcm = read_audio_file(a.file, 16000, 4 * 3600);
+    // Decoded as it is sent: a long file holds a few chunks, not its whole PCM.
+    AudioFile file(a.file, 16000, 4 * 3600);
+    PcmSource& audio = file.audio();
 
     asio::io_context io;
     auto strand = asio::make_strand(io);
@@ -149,16 +152,32 @@ void run(StreamArgs& a, GlobalOptions& globals) {
         session->start();
         session->on_message(update.dump());
     });
-    // 100 ms appends; one second of silence after the file closes its last item.
-    std::vector<float> audio = pcm;
-    audio.resize(audio.size() + 16000, 0.0f);
-    constexpr size_t kChunk = 1600;
-    for (size_t i = 0; i < audio.size(); i += kChunk) {
-        const size_t n = std::min(kChunk, audio.size() - i);
+    // 100 ms appends; one second of silence after the file closes its last item. Samples
+    // [i, i + kChunk) of the file followed by that silence; false past its end. A decoding error
+    // stops the stream and is thrown once the session's threads are down.
+    constexpr size_t kChunk = 1600, kTail = 16000;
+    std::vector<float> chunk;
+    std::exception_ptr failed;
+    const auto next_chunk = [&](size_t i) {
+        try {
+            const size_t have = audio.fill(i + kChunk);
+            if (audio.ended() && i >= audio.decoded() + kTail) return false;
+            const size_t n = have > i ? have - i : 0;
+            chunk.assign(audio.ended() ? std::min(kChunk, audio.decoded() + kTail - i) : kChunk, 0.0f);
+            if (n > 0) std::copy_n(audio.view(i, i + n).begin(), n, chunk.begin());
+            audio.release(i + n);
+            return true;
+        } catch (...) {
+            failed = std::current_exception();
+            return false;
+        }
+    };
+    for (size_t i = 0; next_chunk(i); i += kChunk) {
+        const size_t n = chunk.size();
         std::vector<uint8_t> bytes(2 * n);
         for (size_t j = 0; j < n; ++j) {
             const auto v =
-                static_cast<int16_t>(std::lround(std::clamp(audio[i + j], -1.0f, 32767.0f / 32768.0f) * 32768.0f));
+                static_cast<int16_t>(std::lround(std::clamp(chunk[j], -1.0f, 32767.0f / 32768.0f) * 32768.0f));
             bytes[2 * j] = static_cast<uint8_t>(v & 0xFF);
             bytes[2 * j + 1] = static_cast<uint8_t>((v >> 8) & 0xFF);
         }
@@ -196,8 +215,9 @@ void run(StreamArgs& a, GlobalOptions& globals) {
     io_thread.join();
     workers.join();
     engine->shutdown(false);
+    if (failed) std::rethrow_exception(failed);
     std::printf("\n%d items, %.1f s of audio in %.1f s (%s); end of speech -> completed p50 %.3f s, p95 %.3f s",
-                finished_items, static_cast<double>(pcm.size()) / 16000.0, wall,
+                finished_items, static_cast<double>(audio.decoded()) / 16000.0, wall,
                 a.realtime ? "paced at real time" : (a.lockstep ? "in lockstep" : "as fast as possible"),
                 percentile(eos_latency, 0.5), percentile(eos_latency, 0.95));
     if ((a.realtime || a.lockstep) && !first_delta_lag.empty())
