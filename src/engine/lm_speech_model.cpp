@@ -199,8 +199,7 @@ private:
         TranscriptionRequest request;
         std::string forced;
         std::promise<Transcript> promise;
-        std::optional<PcmSource> own_audio;  // over request.pcm, when request.audio is not set
-        PcmSource* audio = nullptr;          // what the pieces are cut from
+        std::shared_ptr<PcmSource> audio;  // what the pieces are cut from: request.audio, or over request.pcm
         std::optional<Pieces> pieces;    // reset when the job is abandoned after an error
         std::vector<std::optional<GenerationResult>> results;
         size_t emitted = 0;  // pieces whose segments went out (in order)
@@ -235,12 +234,8 @@ private:
         if (options_.request_timeout_seconds > 0)
             j.deadline = j.submitted + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(options_.request_timeout_seconds));
-        if (j.request.audio) {
-            j.audio = j.request.audio.get();
-        } else {
-            j.own_audio.emplace(std::span<const float>(j.request.pcm));
-            j.audio = &*j.own_audio;
-        }
+        j.audio =
+            j.request.audio ? j.request.audio : std::make_shared<PcmSource>(std::span<const float>(j.request.pcm));
         j.pieces.emplace(model_, *j.audio, o, j.forced);
         j.transcript.task = o.task;
         feed(j, embed_budget);
@@ -276,8 +271,7 @@ private:
         }
         if (j.pieces->all_made() && j.audio) {  // the audio is in the embeddings now
             j.transcript.duration = static_cast<double>(j.audio->decoded()) / 16000.0;
-            j.audio = nullptr;
-            j.own_audio.reset();
+            j.audio.reset();
             j.request.audio.reset();
             std::vector<float>().swap(j.request.pcm);
         }
