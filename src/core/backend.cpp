@@ -46,6 +46,17 @@ size_t graph_context_size(size_t max_nodes) {
     return ggml_tensor_overhead() * max_nodes + ggml_graph_overhead_custom(max_nodes, false);
 }
 
+GraphContext::GraphContext(std::vector<uint8_t>& buffer, size_t estimated_nodes) {
+    const size_t capacity = graph_capacity(estimated_nodes);  // throws before a context exists
+    ggml_init_params p{buffer.size(), buffer.data(), true};
+    ctx = ggml_init(p);
+    graph = ggml_new_graph_custom(ctx, capacity, false);
+}
+
+GraphContext::~GraphContext() {
+    ggml_free(ctx);
+}
+
 bool in_cpu_memory(const ggml_tensor* t) {
     const ggml_tensor* base = t->view_src ? t->view_src : t;
     if (base->buffer == nullptr) return false;

@@ -82,4 +82,15 @@ size_t graph_context_size(size_t max_nodes = kMaxGraphNodes);
 // clear refusal instead of ggml's abort).
 size_t graph_capacity(size_t estimated_nodes);
 
+// A no-alloc ggml context over a caller's metadata buffer (graph_context_size() bytes) with a
+// graph of the capacity `estimated_nodes` needs; freed when it goes out of scope.
+struct GraphContext {
+    GraphContext(std::vector<uint8_t>& buffer, size_t estimated_nodes);
+    ~GraphContext();
+    GraphContext(const GraphContext&) = delete;
+    GraphContext& operator=(const GraphContext&) = delete;
+    ggml_context* ctx = nullptr;
+    ggml_cgraph* graph = nullptr;
+};
+
 }  // namespace parlance

@@ -32,6 +32,34 @@ StepBatch build_step_batch(std::span<const StepSpan> spans, const KvCacheManager
     return b;
 }
 
+StepBatch StepBatch::slice(size_t begin, size_t end) const {
+    StepBatch b;
+    if (begin >= end || end > segments.size()) return b;
+    const int t0 = segments[begin].token, t1 = segments[end - 1].token + segments[end - 1].n_tokens;
+    const int r0 = segments[begin].read, r1 = segments[end - 1].read + segments[end - 1].n_read;
+    b.tokens.assign(tokens.begin() + t0, tokens.begin() + t1);
+    b.positions.assign(positions.begin() + t0, positions.begin() + t1);
+    b.write_cells.assign(write_cells.begin() + t0, write_cells.begin() + t1);
+    b.read_cells.assign(read_cells.begin() + r0, read_cells.begin() + r1);
+    for (int t = t0; t < t1; ++t) {
+        b.visible.push_back(visible[2 * t] - r0);
+        b.visible.push_back(visible[2 * t + 1]);
+    }
+    for (int32_t o : outputs)
+        if (o >= t0 && o < t1) b.outputs.push_back(o - t0);
+    // An embedding run lies inside one sequence's rows (the engine adds them per sequence), so a
+    // cut between segments never splits one.
+    for (const Embeddings& e : embeddings)
+        if (e.row >= t0 && e.row < t1) b.embeddings.push_back({e.row - t0, e.rows, e.data});
+    for (size_t i = begin; i < end; ++i) {
+        Segment g = segments[i];
+        g.token -= t0;
+        g.read -= r0;
+        b.segments.push_back(g);
+    }
+    return b;
+}
+
 size_t StepBatch::segment_mask_size() const {
     size_t n = 0;
     for (const Segment& g : segments) n += static_cast<size_t>(g.n_tokens) * static_cast<size_t>(g.n_read);

@@ -39,9 +39,12 @@ struct StepBatch {
     std::vector<Embeddings> embeddings;
 
     // Each span's place in the batch: its tokens [token, token + n_tokens) and its read segment
-    // read_cells[read, read + n_read). A GPU attends segment by segment (graph_ops.h).
+    // read_cells[read, read + n_read). A GPU attends segment by segment (graph_ops.h). `state` is
+    // the sequence's model state (Sequence::model_state, e.g. Whisper's encoded audio), opaque
+    // here and null for models that keep none.
     struct Segment {
         int token = 0, n_tokens = 0, read = 0, n_read = 0;
+        const void* state = nullptr;
     };
     std::vector<Segment> segments;
 
@@ -51,6 +54,9 @@ struct StepBatch {
     // visible, -inf hidden): sum of n_tokens * n_read floats.
     std::vector<float> segment_masks() const;
     size_t segment_mask_size() const;
+    // The batch of segments [begin, end) alone, rows and cells renumbered from 0: a step too
+    // large for one graph runs as several (each sequence's result depends on it alone).
+    StepBatch slice(size_t begin, size_t end) const;
 };
 
 // One sequence's tokens in a step: positions [start, start + tokens.size()) of `seq`, whose cells

@@ -71,9 +71,31 @@ SeqId GenerationEngine::submit(GenerationRequest r) {
     s->spans = std::move(r.spans);
     s->deadline = r.deadline;
     s->cancelled = r.cancelled;
-    // Embeddings make tokens mean something else: such prompts never share cached blocks, and
-    // their blocks, which nothing could find, go back to the pool unhashed.
-    s->cache_key = s->spans.empty() ? r.cache_key : kPrivateBlocks;
+    // Embeddings or a model state make tokens mean something else: such prompts never share
+    // cached blocks, and their blocks, which nothing could find, go back to the pool unhashed.
+    s->model_state = std::move(r.model_state);
+    s->cache_key = s->spans.empty() && !s->model_state ? r.cache_key : kPrivateBlocks;
+    if (r.search) {
+        // The search's slots 0..n-1 are KV sequences of their own; a greedy or sampled search
+        // holds one, beams two halves (survivors move to the other half at each reorder).
+        const SearchOptions& so = *r.search;
+        const bool beams = so.num_beams > 1 && so.temperature <= 0.0f;
+        auto g = std::make_shared<SearchGroup>();
+        std::vector<int> numbers;
+        for (int i = 0; i < (beams ? 2 * so.num_beams : 1); ++i) {
+            numbers.push_back(i);
+            g->slots.push_back(next_id_++);
+        }
+        g->search = make_search(std::vector<int>(r.prompt.begin(), r.prompt.end()), numbers, so);
+        const int64_t total = std::min<int64_t>(static_cast<int64_t>(r.prompt.size()) + std::max(0, so.max_new_tokens),
+                                                model_.max_context());
+        // A full context per beam plus the partial blocks a reorder copies on write (as Whisper's
+        // runner reserved).
+        g->worst_blocks = beams ? so.num_beams * (kv_.blocks_for(total) + 2) : kv_.blocks_for(total) + 1;
+        s->group = std::move(g);
+        s->sampling.max_tokens = so.max_new_tokens;
+        s->cache_key = kPrivateBlocks;
+    }
     const SeqId id = s->id;
     scheduler_.add_request(std::move(s));
     extra_[id] = Extra{std::move(r.on_token),
@@ -82,16 +104,31 @@ SeqId GenerationEngine::submit(GenerationRequest r) {
                        std::move(r.on_logprobs),
                        -1,
                        r.constraint ? r.constraint->clone() : nullptr,
-                       std::move(r.expected)};
+                       std::move(r.expected),
+                       std::move(r.processors),
+                       r.sum_logprob};
     return id;
 }
 
 StepBatch GenerationEngine::build_batch(const SchedulerOutput& out) const {
     std::vector<StepSpan> spans;
-    for (const ScheduledSeq& it : out.items)
+    std::vector<const void*> states;
+    for (const ScheduledSeq& it : out.items) {
+        if (const SearchGroup* g = it.seq->group.get()) {
+            // Every live hypothesis of the search: its slot's tokens, its logits.
+            for (const StepInput& in : g->inputs) {
+                spans.push_back({g->slots.at(static_cast<size_t>(in.slot)), in.n_past,
+                                 std::span<const int32_t>(in.tokens.data(), in.tokens.size()), true});
+                states.push_back(it.seq->model_state.get());
+            }
+            continue;
+        }
         spans.push_back(
             {it.seq->id, it.start, std::span<const int32_t>(it.seq->tokens.data() + it.start, it.n), it.sample});
+        states.push_back(it.seq->model_state.get());
+    }
     StepBatch b = build_step_batch(spans, kv_);
+    for (size_t i = 0; i < states.size(); ++i) b.segments[i].state = states[i];
     int row = 0;
     for (const ScheduledSeq& it : out.items) {
         for (const EmbeddingSpan& e : it.seq->spans) {
@@ -117,7 +154,13 @@ GenerationResult GenerationEngine::result_of(Sequence& s) {
         r.steps = it->second.steps;
         r.draft_tokens = it->second.draft_tokens;
         r.draft_accepted = it->second.draft_accepted;
+        r.sum_logprob = it->second.logprob;
         extra_.erase(it);
+    }
+    if (s.group) {
+        r.tokens.assign(s.group->result.tokens.begin(), s.group->result.tokens.end());
+        r.sum_logprob = s.group->result.sum_logprob;
+        r.score = s.group->result.score;
     }
     if (draft_) draft_->drop(s.id);
     return r;
@@ -148,7 +191,8 @@ void GenerationEngine::propose_drafts() {
     std::vector<Sequence*> seqs;
     std::vector<DraftModel::Ask> asks;
     for (Sequence* s : scheduler_.running_sequences()) {
-        if (static_cast<int>(s->tokens.size()) - s->num_computed != 1 || s->sampling.repetition_penalty != 1.0f)
+        if (s->group || static_cast<int>(s->tokens.size()) - s->num_computed != 1 ||
+            s->sampling.repetition_penalty != 1.0f)
             continue;
         auto e = extra_.find(s->id);
         if (e != extra_.end() && e->second.constraint) continue;
@@ -245,10 +289,17 @@ std::vector<GenerationResult> GenerationEngine::step() {
         batch.outputs.clear();
         int row = 0;
         for (const ScheduledSeq& it : out.items) {
-            if (it.seq->draft > 0)
+            if (it.seq->draft > 0) {
                 for (int i = 0; i < it.n; ++i) batch.outputs.push_back(row + i);
-            else if (it.sample)
+            } else if (it.seq->group) {
+                int end = row;
+                for (const StepInput& in : it.seq->group->inputs) {
+                    end += static_cast<int>(in.tokens.size());
+                    batch.outputs.push_back(end - 1);
+                }
+            } else if (it.sample) {
                 batch.outputs.push_back(row + it.n - 1);
+            }
             row += it.n;
         }
     }
@@ -265,6 +316,12 @@ std::vector<GenerationResult> GenerationEngine::step() {
         const bool want_logprobs = e && e->logprobs >= 0 && e->on_logprobs;
         if (want_logprobs) raw_row_.assign(row.begin(), row.end());  // sampling changes the row
         const std::span<const int32_t> tokens(s.tokens.data(), known);
+        if (e && !e->processors.empty()) apply_processors(e->processors, row, tokens, s.prompt_length);
+        const bool want_sum = e && e->sum_logprob;
+        if (want_sum) {
+            processed_row_.assign(row.begin(), row.end());
+            log_softmax(processed_row_);
+        }
         int32_t t;
         if (TokenConstraint* c = e ? e->constraint.get() : nullptr) {
             t = choose_constrained(row, s, tokens, *c);
@@ -272,6 +329,7 @@ std::vector<GenerationResult> GenerationEngine::step() {
             t = sample_next(row, s.sampling, tokens, s.prompt_length);
         }
         if (want_logprobs) e->on_logprobs(token_logprobs(raw_row_, t, e->logprobs));
+        if (want_sum) e->logprob += processed_row_[static_cast<size_t>(t)];
         return t;
     };
     std::vector<int32_t> sampled;
@@ -281,6 +339,10 @@ std::vector<GenerationResult> GenerationEngine::step() {
         Sequence& s = *it.seq;
         auto ex = extra_.find(s.id);
         Extra* e = ex != extra_.end() ? &ex->second : nullptr;
+        if (s.group) {
+            consume_group(s, k);
+            continue;
+        }
         if (s.draft == 0) {
             if (!it.sample) continue;
             emitted[j].push_back(choose(s, e, s.tokens.size()));
@@ -330,6 +392,50 @@ std::vector<GenerationResult> GenerationEngine::step() {
     }
     for (auto& s : scheduler_.update_from_output(out, sampled)) done.push_back(result_of(*s));
     return done;
+}
+
+namespace {
+
+// A search's view of its KV sequences: a reorder of its beams forks blocks (copy on write of a
+// shared partial block when next written) instead of copying a prefix.
+class GroupSlots final : public StepModel {
+public:
+    GroupSlots(KvCacheManager& kv, const SearchGroup& g, int vocab) : kv_(kv), g_(g), vocab_(vocab) {}
+    int vocab_size() const override { return vocab_; }
+    std::vector<std::vector<float>> step(std::span<const StepInput>) override {
+        throw Error(ErrorKind::Internal, "a search on the engine runs in the engine's steps");
+    }
+    void copy_slot(int from, int to, int n) override {
+        if (from == to) return;  // the next step's n_past cuts it back
+        const SeqId a = g_.slots.at(static_cast<size_t>(from)), b = g_.slots.at(static_cast<size_t>(to));
+        kv_.free(b);
+        kv_.fork(a, b);
+        kv_.truncate(b, std::min(n, kv_.length(b)));
+    }
+
+private:
+    KvCacheManager& kv_;
+    const SearchGroup& g_;
+    int vocab_;
+};
+
+}  // namespace
+
+void GenerationEngine::consume_group(Sequence& s, size_t& k) {
+    SearchGroup& g = *s.group;
+    const size_t V = static_cast<size_t>(model_.vocab_size());
+    std::vector<std::vector<float>> rows(g.inputs.size());
+    for (auto& row : rows) {
+        row.assign(logits_.begin() + static_cast<std::ptrdiff_t>(k * V),
+                   logits_.begin() + static_cast<std::ptrdiff_t>((k + 1) * V));
+        ++k;
+    }
+    GroupSlots slots(kv_, g, model_.vocab_size());
+    g.search->consume(rows, slots);
+    g.inputs.clear();
+    if (!g.search->done()) return;
+    g.result = g.search->result();
+    s.state = g.result.finished ? SeqState::FinishedStop : SeqState::FinishedLength;
 }
 
 std::vector<GenerationResult> GenerationEngine::run_to_completion() {

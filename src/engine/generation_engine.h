@@ -19,6 +19,7 @@
 #include "core/kv_cache_manager.h"
 #include "core/kv_storage.h"
 #include "core/token_constraint.h"
+#include "decoding/logits.h"
 #include "engine/draft_model.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
@@ -85,6 +86,24 @@ struct GenerationRequest {
     // the first disagreement (prompt-lookup drafts, if enabled, take over); not used with a
     // repetition penalty or a constraint, as no draft is.
     std::vector<int32_t> expected;
+    // The model's per-sequence state (Sequence::model_state: Whisper's encoded audio window),
+    // handed to the model in each step's batch (StepBatch::Segment::state). A sequence with one
+    // never shares cached blocks: its tokens mean something only with that state.
+    std::shared_ptr<void> model_state;
+    // Rules applied to each logits row before the token is chosen, in order, with the sequence's
+    // tokens so far (Whisper's timestamp rules and suppressions: decoding/logits.h).
+    ProcessorList processors;
+    // Sum the chosen tokens' log-probabilities under the processed logits (after `processors`,
+    // before penalties and temperature) into GenerationResult::sum_logprob: Whisper's
+    // avg_logprob, as its greedy search computes it.
+    bool sum_logprob = false;
+    // Decode with a Search (decoding/search.h: greedy, sampled or beam decoding with its own
+    // logits processors, as Whisper decodes) instead of the engine's sampler. The engine makes it
+    // over KV sequences of its own (2 x num_beams for beams, else 1) and runs all of its live
+    // hypotheses in each step, forking blocks where the search reorders its beams. Its options
+    // give the length, the stop and the processors: `sampling`, `processors`, `on_token`,
+    // `logprobs`, `constraint` and `expected` do not apply.
+    std::optional<SearchOptions> search;
 };
 
 struct GenerationResult {
@@ -96,6 +115,8 @@ struct GenerationResult {
     int steps = 0;                 // steps that computed this sequence's tokens
     int draft_tokens = 0;          // speculative tokens it was given, and of them kept
     int draft_accepted = 0;
+    double sum_logprob = 0.0;  // GenerationRequest::sum_logprob, or a search's
+    double score = 0.0;        // a search's ranking score (beams: sum_logprob / length^penalty)
 };
 
 struct GenerationStats {
@@ -137,6 +158,9 @@ private:
         int cached = -1;
         std::unique_ptr<TokenConstraint> constraint;
         std::vector<int32_t> expected;
+        ProcessorList processors;
+        bool sum_logprob = false;
+        double logprob = 0.0;
         int steps = 0, draft_tokens = 0, draft_accepted = 0;
     };
     StepBatch build_batch(const SchedulerOutput& out) const;
@@ -144,6 +168,8 @@ private:
     int32_t choose_constrained(std::span<float> row, const Sequence& s, std::span<const int32_t> tokens,
                                TokenConstraint& c);
     GenerationResult result_of(Sequence& s);
+    // Hands a search group its rows of the step's logits (from row k on); finishes it when done.
+    void consume_group(Sequence& s, size_t& k);
 
     LanguageModel& model_;
     Backend& backend_;
@@ -158,6 +184,7 @@ private:
     std::vector<float> logits_;
     std::vector<float> raw_row_;          // a row before sampling changes it (log-probabilities)
     std::vector<float> constrained_row_;  // the same, to choose again under a constraint
+    std::vector<float> processed_row_;    // a row after its processors (sum_logprob)
 };
 
 }  // namespace parlance

@@ -36,8 +36,13 @@ void Scheduler::add_request(std::unique_ptr<Sequence> seq) {
                                              " tokens; the model's context is " + std::to_string(o_.max_context));
     int64_t total = prompt + std::max(0, seq->sampling.max_tokens);
     if (o_.max_context > 0) total = std::min<int64_t>(total, o_.max_context);
+    if (seq->group && seq->group->worst_blocks > kv_.num_blocks())
+        throw Error(ErrorKind::TooLarge,
+                    "the request's " + std::to_string(seq->group->slots.size()) + " decoding sequences need up to " +
+                        std::to_string(seq->group->worst_blocks) + " blocks of KV cache; the whole cache holds " +
+                        std::to_string(kv_.num_blocks()) + " (raise --kv-cache-mb)");
     const int need = kv_.blocks_for(total);
-    if (need > kv_.num_blocks())
+    if (!seq->group && need > kv_.num_blocks())
         throw Error(ErrorKind::TooLarge, "the request needs " + std::to_string(total) + " tokens of KV cache (" +
                                              std::to_string(need) + " blocks); the whole cache holds " +
                                              std::to_string(kv_.num_blocks()) + " blocks of " +
@@ -77,13 +82,63 @@ void Scheduler::sweep(SchedulerOutput& out) {
         if (is_finished(v)) {
             (*it)->state = v;
             withdraw_draft(**it);
-            kv_.free((*it)->id);
+            release(**it);
             out.finished.push_back(std::move(*it));
             it = running_.erase(it);
         } else {
             ++it;
         }
     }
+}
+
+void Scheduler::release(Sequence& s) {
+    if (!s.group) {
+        kv_.free(s.id);
+        return;
+    }
+    for (SeqId slot : s.group->slots) kv_.free(slot);
+}
+
+int Scheduler::group_reservations() const {
+    int total = 0;
+    for (const auto& s : running_) {
+        if (!s->group) continue;
+        // Beams share blocks: count each once.
+        std::vector<BlockId> held;
+        for (SeqId slot : s->group->slots)
+            if (kv_.has(slot)) held.insert(held.end(), kv_.block_table(slot).begin(), kv_.block_table(slot).end());
+        std::sort(held.begin(), held.end());
+        const int unique = static_cast<int>(std::unique(held.begin(), held.end()) - held.begin());
+        total += std::max(0, s->group->worst_blocks - unique);
+    }
+    return total;
+}
+
+bool Scheduler::schedule_group(Sequence& s, int& budget, SchedulerOutput& out) {
+    SearchGroup& g = *s.group;
+    std::vector<StepInput> inputs = g.search->inputs();
+    int n = 0;
+    for (const StepInput& in : inputs) n += static_cast<int>(in.tokens.size());
+    if (n == 0) return false;  // the search is done; the engine finishes it
+    // A group larger than the whole budget runs in a step of its own rather than never.
+    if (n > budget && budget < o_.token_budget) return false;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        const StepInput& in = inputs[i];
+        const SeqId slot = g.slots.at(static_cast<size_t>(in.slot));
+        if (kv_.length(slot) > in.n_past) kv_.truncate(slot, in.n_past);
+        const std::span<const int32_t> toks(in.tokens.data(), in.tokens.size());
+        while (!kv_.append(slot, toks, out.copies)) {
+            if (preempt_one(&s, out)) continue;
+            for (size_t j = 0; j < i; ++j)
+                kv_.truncate(g.slots.at(static_cast<size_t>(inputs[j].slot)), inputs[j].n_past);
+            return false;
+        }
+    }
+    g.inputs = std::move(inputs);
+    s.last_scheduled = step_;
+    out.items.push_back({&s, 0, n, true});
+    budget -= std::min(n, budget);
+    return true;
 }
 
 void Scheduler::withdraw_draft(Sequence& s) {
@@ -97,7 +152,9 @@ bool Scheduler::preempt_one(const Sequence* keep, SchedulerOutput& out) {
     auto victim = running_.end();
     for (auto it = running_.begin(); it != running_.end(); ++it) {
         Sequence& s = **it;
-        if (&s == keep || s.last_scheduled == step_) continue;
+        // A search group is admitted by its worst case and never sent back: its search has no
+        // way to start again.
+        if (&s == keep || s.last_scheduled == step_ || s.group) continue;
         if (keep && !(urgency(*keep) < urgency(s))) continue;
         if (victim == running_.end() || urgency(**victim) < urgency(s)) victim = it;
     }
@@ -116,19 +173,43 @@ bool Scheduler::preempt_one(const Sequence* keep, SchedulerOutput& out) {
 
 bool Scheduler::reserve(Sequence& s, int n, SchedulerOutput& out) {
     std::span<const int32_t> toks(s.tokens.data() + s.num_computed, static_cast<size_t>(n));
-    while (!kv_.append(s.id, toks, out.copies)) {
+    // Growth leaves running search groups the blocks their worst case may still take (a partial
+    // block's copy on write counted).
+    auto leaves_reservations = [&] {
+        const int reserved = group_reservations();
+        if (reserved == 0) return true;
+        const int len = kv_.length(s.id);
+        return kv_.blocks_for(len + n) - kv_.blocks_for(len) + 1 <= kv_.available_blocks() - reserved;
+    };
+    while (!(leaves_reservations() && kv_.append(s.id, toks, out.copies))) {
         if (!preempt_one(&s, out)) return false;
     }
     return true;
 }
 
 bool Scheduler::admit(Sequence& s, int& budget, SchedulerOutput& out) {
+    if (s.group) {
+        // Its worst case beside what running groups may still take: it can always grow.
+        auto fits = [&] { return s.group->worst_blocks <= kv_.available_blocks() - group_reservations(); };
+        bool ok = fits();
+        while (!ok && preempt_one(&s, out)) ok = fits();
+        if (!ok) return false;
+        for (SeqId slot : s.group->slots) kv_.open(slot, {}, kPrivateBlocks);
+        auto pos = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& w) { return w.get() == &s; });
+        std::unique_ptr<Sequence> owned = std::move(*pos);
+        waiting_.erase(pos);
+        owned->state = SeqState::Running;
+        Sequence& running = *owned;
+        running_.push_back(std::move(owned));
+        schedule_group(running, budget, out);  // else in the next step
+        return true;
+    }
     const int cached = kv_.open(s.id, s.tokens, s.cache_key);
     s.num_computed = cached;
     // Admit only when the whole remaining prompt fits (else it would preempt itself later).
     const int need = kv_.blocks_for(static_cast<int64_t>(s.tokens.size())) - kv_.blocks_for(cached);
-    bool fits = need <= kv_.available_blocks();
-    while (!fits && preempt_one(&s, out)) fits = need <= kv_.available_blocks();
+    bool fits = need <= kv_.available_blocks() - group_reservations();
+    while (!fits && preempt_one(&s, out)) fits = need <= kv_.available_blocks() - group_reservations();
     const int n = std::min(static_cast<int>(s.tokens.size()) - cached, budget);
     std::span<const int32_t> toks(s.tokens.data() + cached, static_cast<size_t>(n));
     if (!fits || !kv_.append(s.id, toks, out.copies)) {
@@ -167,12 +248,16 @@ SchedulerOutput Scheduler::schedule() {
     std::vector<Sequence*> decodes, chunks;
     for (auto& s : running_) {
         const int remaining = static_cast<int>(s->tokens.size()) - s->num_computed;
-        (remaining == 1 + s->draft ? decodes : chunks).push_back(s.get());
+        (s->group || remaining == 1 + s->draft ? decodes : chunks).push_back(s.get());
     }
     std::stable_sort(decodes.begin(), decodes.end(), [&](auto a, auto b) { return key(a) < key(b); });
     for (Sequence* s : decodes) {
         if (budget == 0) break;
         if (s->state != SeqState::Running) continue;  // preempted by an earlier one this step
+        if (s->group) {
+            schedule_group(*s, budget, out);
+            continue;
+        }
         const int n = std::min(1 + s->draft, budget);
         if (!reserve(*s, n, out)) continue;
         s->last_scheduled = step_;
@@ -211,6 +296,7 @@ std::vector<std::unique_ptr<Sequence>> Scheduler::update_from_output(const Sched
     size_t k = 0;
     for (const ScheduledSeq& it : out.items) {
         Sequence& s = *it.seq;
+        if (s.group) continue;  // its search chose (the engine); its state says whether it is done
         s.num_computed += it.n;
         kv_.computed(s.id, s.num_computed);
         if (!it.sample) continue;
@@ -229,7 +315,7 @@ std::vector<std::unique_ptr<Sequence>> Scheduler::update_from_output(const Sched
     std::vector<std::unique_ptr<Sequence>> done;
     for (auto it = running_.begin(); it != running_.end();) {
         if (is_finished((*it)->state)) {
-            kv_.free((*it)->id);
+            release(**it);
             done.push_back(std::move(*it));
             it = running_.erase(it);
         } else {

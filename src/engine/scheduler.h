@@ -74,6 +74,12 @@ public:
 
 private:
     void sweep(SchedulerOutput& out);
+    // Returns every KV sequence a sequence holds (a search group's slots) to the cache.
+    void release(Sequence& s);
+    // Blocks running search groups may still take up to their worst case.
+    int group_reservations() const;
+    // Schedules every live slot of a search group, or nothing (budget, blocks).
+    bool schedule_group(Sequence& s, int& budget, SchedulerOutput& out);
     bool reserve(Sequence& s, int n, SchedulerOutput& out);
     bool admit(Sequence& s, int& budget, SchedulerOutput& out);
     bool preempt_one(const Sequence* keep, SchedulerOutput& out);

@@ -15,6 +15,7 @@
 
 #include "core/kv_cache_manager.h"
 #include "core/priority.h"
+#include "decoding/search.h"
 
 namespace parlance {
 
@@ -59,6 +60,19 @@ struct EmbeddingSpan {
 // FNV-1a over the vectors' bytes, so the same audio shares cached blocks and other audio does not.
 uint64_t embedding_cache_key(std::span<const float> data);
 
+// A request decoded by a Search (decoding/search.h: Whisper's greedy, sampled and beam
+// decoding) over several KV sequences instead of by the engine's sampler: each step the search
+// names the tokens each of its slots computes, then chooses from their logits; its slot reorders
+// fork KV blocks (copy on write). The scheduler treats the group as one unit: every live slot in
+// the same step, admission by its worst case (`worst_blocks`), never preempted.
+struct SearchGroup {
+    std::unique_ptr<Search> search;
+    std::vector<SeqId> slots;       // the KV sequence of the search's slot i
+    std::vector<StepInput> inputs;  // this step's, in batch order (set by the scheduler)
+    int worst_blocks = 0;           // KV blocks its slots may hold at once, at most
+    SearchResult result;            // once the search is done
+};
+
 struct Sequence {
     SeqId id = 0;
     Priority priority = Priority::Interactive;
@@ -75,6 +89,7 @@ struct Sequence {
     std::optional<std::chrono::steady_clock::time_point> deadline;
     std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
     std::shared_ptr<void> model_state;  // opaque to the engine
+    std::shared_ptr<SearchGroup> group;  // decoded by a Search over several KV sequences
 
     int generated() const { return static_cast<int>(tokens.size()) - prompt_length; }
 };

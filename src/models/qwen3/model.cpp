@@ -121,15 +121,10 @@ void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& 
     for (int32_t t : b.tokens)
         if (t < 0 || t >= c_.vocab_size) throw Error(ErrorKind::Internal, "qwen3: token id out of range");
 
-    ggml_init_params p{graph_buf_.size(), graph_buf_.data(), true};
-    ggml_context* ctx = ggml_init(p);
+    GraphContext gc(graph_buf_, static_cast<size_t>(c_.num_layers) * (80 + paged_attention_nodes(b, kv)) + 512);
+    ggml_context* ctx = gc.ctx;
+    ggml_cgraph* graph = gc.graph;
     const BatchInvariantProducts invariant;  // allocated with batch_invariant below
-    struct Free {
-        ggml_context* c;
-        ~Free() { ggml_free(c); }
-    } guard{ctx};
-    ggml_cgraph* graph = ggml_new_graph_custom(
-        ctx, graph_capacity(static_cast<size_t>(c_.num_layers) * (80 + paged_attention_nodes(b, kv)) + 512), false);
     const StepTensors in = StepTensors::create(ctx, b, kv);
 
     ggml_tensor* x = ggml_get_rows(ctx, embed_, in.tokens);  // [d, n]

@@ -139,13 +139,9 @@ std::vector<float> AudioEncoder::encode(const Features& f, std::vector<float>* h
     }
     const int64_t d = c_.d_model, H = c_.heads, hd = c_.head_dim(), P = static_cast<int64_t>(win) * n_windows;
 
-    ggml_init_params ip{graph_buf_.size(), graph_buf_.data(), true};
-    ggml_context* ctx = ggml_init(ip);
-    struct Free {
-        ggml_context* c;
-        ~Free() { ggml_free(c); }
-    } guard{ctx};
-    ggml_cgraph* g = ggml_new_graph_custom(ctx, graph_capacity(static_cast<size_t>(c_.layers) * 48 + 128), false);
+    GraphContext gc(graph_buf_, static_cast<size_t>(c_.layers) * 48 + 128);
+    ggml_context* ctx = gc.ctx;
+    ggml_cgraph* g = gc.graph;
     ggml_tensor* mel = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, f.frames, bins);
     ggml_tensor* pos = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, d, per_chunk);
     ggml_tensor* rows_in = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);

@@ -16,24 +16,10 @@
 #include "core/kv_cache_manager.h"
 #include "core/kv_storage.h"
 #include "models/whisper/config.h"
+#include "models/whisper/decoder.h"
 #include "models/whisper/weights.h"
 
 namespace parlance::whisper {
-
-// Cross-attention keys and values of one encoded audio window, on the device.
-// k[l]: ne [d, n_audio_ctx]; vt[l]: ne [n_audio_ctx, d] (stored transposed for the product).
-class CrossKv {
-public:
-    CrossKv(const WhisperConfig& config, Backend& backend);
-    ~CrossKv();
-    CrossKv(const CrossKv&) = delete;
-    CrossKv& operator=(const CrossKv&) = delete;
-    std::vector<ggml_tensor*> k, vt;
-
-private:
-    ggml_context* ctx_ = nullptr;
-    ggml_backend_buffer_t buffer_ = nullptr;
-};
 
 // One sequence's share of a decoder step.
 struct DecodeItem {
@@ -69,9 +55,8 @@ public:
     void encode(std::span<const std::vector<float>> mels, std::span<CrossKv* const> crosses,
                 std::vector<std::vector<float>>* encoder_out = nullptr);
 
-    // One decoder step for all items: appends their tokens to their caches and returns the
-    // logits of each item's last token, [items][vocab]. A step past one graph's node capacity
-    // (kMaxGraphNodes) is computed as several graphs, with the same results.
+    // One decoder step for all items (decoder.h's decoder_step): appends their tokens to their
+    // caches and returns the logits of each item's last token, [items][vocab].
     std::vector<std::vector<float>> decode(std::span<const DecodeItem> items);
 
     // Makes slot `to` hold the first n tokens of slot `from` (beam search reordering): `to`
@@ -100,8 +85,6 @@ private:
         bool all_logits = false;  // logits of every position instead of the last
     };
     std::vector<std::vector<float>> run_decoder(std::span<const DecodeItem> items, const Capture* capture);
-    // Graph nodes of a decoder step over `sequences` items in `runs` runs of one encoded window.
-    size_t decoder_nodes(size_t runs, size_t sequences) const;
 
     const WhisperConfig& config_;
     const WhisperWeights& w_;

@@ -50,5 +50,42 @@ TEST(StepBatch, EachSpanIsOneSegmentAndOneMaskBlock) {
     EXPECT_TRUE(std::isinf(last[3]) && last[3] < 0);
 }
 
+TEST(StepBatch, ASliceIsTheBatchOfItsSpansAlone) {
+    KvCacheManager kv(64, 16);
+    std::vector<BlockCopy> copies;
+    const std::vector<int32_t> a = iota_tokens(70), b = iota_tokens(3, 100), c = iota_tokens(20, 200);
+    kv.open(1, a);
+    ASSERT_TRUE(kv.append(1, a, copies));
+    kv.open(2, b);
+    ASSERT_TRUE(kv.append(2, b, copies));
+    kv.open(3, c);
+    ASSERT_TRUE(kv.append(3, c, copies));
+    const std::vector<int32_t> chunk(a.begin() + 65, a.end()), one(b.begin() + 2, b.end()), pre(c.begin(), c.end());
+    const std::vector<StepSpan> spans = {{1, 65, chunk, true}, {2, 2, one, false}, {3, 0, pre, true}};
+    StepBatch whole = build_step_batch(spans, kv);
+    const float rows[2 * 4] = {};
+    whole.embeddings.push_back({6, 2, rows});  // two rows of sequence 3's
+    int tag = 0;
+    whole.segments[2].state = &tag;
+
+    const StepBatch part = whole.slice(1, 3);
+    StepBatch want = build_step_batch(std::span<const StepSpan>(spans).subspan(1), kv);
+    EXPECT_EQ(part.tokens, want.tokens);
+    EXPECT_EQ(part.positions, want.positions);
+    EXPECT_EQ(part.write_cells, want.write_cells);
+    EXPECT_EQ(part.read_cells, want.read_cells);
+    EXPECT_EQ(part.visible, want.visible);
+    EXPECT_EQ(part.outputs, want.outputs);
+    EXPECT_EQ(part.segment_masks(), want.segment_masks());
+    ASSERT_EQ(part.segments.size(), 2u);
+    EXPECT_EQ(part.segments[1].token, want.segments[1].token);
+    EXPECT_EQ(part.segments[1].read, want.segments[1].read);
+    EXPECT_EQ(part.segments[1].state, &tag);
+    ASSERT_EQ(part.embeddings.size(), 1u);
+    EXPECT_EQ(part.embeddings[0].row, 1);
+    EXPECT_EQ(part.embeddings[0].data, rows);
+    EXPECT_TRUE(whole.slice(0, 1).embeddings.empty());
+}
+
 }  // namespace
 }  // namespace parlance

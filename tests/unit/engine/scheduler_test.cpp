@@ -1,13 +1,15 @@
 // The scheduler with a fake model (the "model" answers every sampling sequence with token 7):
 // chunked prefill under the budget, decodes before prompt chunks, priority classes, fairness
 // inside a class, aborts of queued and running requests, deadlines, admission under memory
-// pressure, requests that can never fit, prefix sharing and preemption.
+// pressure, requests that can never fit, prefix sharing and preemption, and search groups (beams
+// scheduled as one unit, admitted by their worst case, never preempted).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 
 #include "core/error.h"
+#include "decoding/search.h"
 #include "engine/scheduler.h"
 
 namespace parlance {
@@ -187,6 +189,109 @@ TEST(Scheduler, SharedPromptPrefixIsComputedOnce) {
     out = sch.schedule();
     EXPECT_EQ(tokens_of(out, 2), 8) << "32 of 40 prompt tokens come from the prefix cache";
     EXPECT_EQ(kv.stats().prefix_hits, 32u);
+}
+
+// A search's slots as KV sequences (what the engine gives a search group): a reorder forks.
+class ForkingSlots final : public StepModel {
+public:
+    ForkingSlots(KvCacheManager& kv, const SearchGroup& g) : kv_(kv), g_(g) {}
+    int vocab_size() const override { return 16; }
+    std::vector<std::vector<float>> step(std::span<const StepInput>) override { return {}; }
+    void copy_slot(int from, int to, int n) override {
+        if (from == to) return;
+        kv_.free(g_.slots[to]);
+        kv_.fork(g_.slots[from], g_.slots[to]);
+        kv_.truncate(g_.slots[to], std::min(n, kv_.length(g_.slots[to])));
+    }
+
+private:
+    KvCacheManager& kv_;
+    const SearchGroup& g_;
+};
+
+TEST(Scheduler, ASearchGroupRunsWholeEveryStepAndKeepsItsWorstCaseFromOthers) {
+    KvCacheManager kv(12, 4);  // 48 tokens
+    Scheduler sch(kv, {8, 64, 0});
+    // Two beams over a 4-token prompt, 8 new tokens: a full context (3 blocks) plus 2 per beam.
+    auto group = make_seq(1, 4, 8, Priority::Interactive);
+    auto g = std::make_shared<SearchGroup>();
+    g->slots = {101, 102, 103, 104};
+    SearchOptions so;
+    so.max_new_tokens = 8;
+    so.eos = 15;
+    so.num_beams = 2;
+    g->search = make_search({0, 1, 2, 3}, {0, 1, 2, 3}, so);
+    g->worst_blocks = 2 * (3 + 2);
+    group->group = g;
+    sch.add_request(std::move(group));
+    // A more urgent plain sequence that would grow to 6 blocks: the group's reservation leaves
+    // it 2, so it waits for the group instead of taking what the beams will need.
+    sch.add_request(make_seq(2, 4, 20, Priority::Live, 50));
+
+    SchedulerOutput out = sch.schedule();
+    int group_steps = 0, step = 0;
+    bool group_done = false;
+    std::vector<SeqId> finished;
+    for (; step < 200 && sch.has_work(); ++step) {
+        std::vector<int32_t> sampled;
+        for (const auto& it : out.items) {
+            if (!it.seq->group) {
+                if (it.sample) sampled.push_back(7);
+                continue;
+            }
+            // Every live beam is in the step, each with its tokens reserved.
+            SearchGroup& sg = *it.seq->group;
+            ASSERT_FALSE(sg.inputs.empty());
+            int n = 0;
+            for (const StepInput& in : sg.inputs) {
+                n += static_cast<int>(in.tokens.size());
+                EXPECT_EQ(kv.length(sg.slots[in.slot]), in.n_past + static_cast<int>(in.tokens.size()));
+            }
+            EXPECT_EQ(it.n, n);
+            std::vector<std::vector<float>> rows(sg.inputs.size(), std::vector<float>(16));
+            for (size_t r = 0; r < rows.size(); ++r)
+                for (int t = 0; t < 16; ++t) rows[r][t] = static_cast<float>((t * 7 + step + 3 * r) % 16) * 0.1f;
+            for (auto& row : rows) row[15] = kNegInf;  // never the end: 8 tokens
+            ForkingSlots slots(kv, sg);
+            sg.search->consume(rows, slots);
+            ++group_steps;
+            if (sg.search->done()) {
+                it.seq->state = SeqState::FinishedLength;
+                group_done = true;
+            }
+        }
+        for (auto& s : out.finished) finished.push_back(s->id);
+        for (auto& s : sch.update_from_output(out, sampled)) finished.push_back(s->id);
+        if (!group_done) {
+            EXPECT_LE(kv.stats().used_blocks, 12);
+        }
+        out = sch.schedule();
+        // Until it is done, the group is in every step (never preempted, never starved).
+        if (!group_done) {
+            const bool in_step = std::any_of(out.items.begin(), out.items.end(),
+                                             [](const auto& it) { return it.seq->group != nullptr; });
+            EXPECT_TRUE(in_step) << "step " << step;
+        }
+    }
+    EXPECT_EQ(group_steps, 8);  // the prompt with the first token, then one token per step
+    ASSERT_EQ(finished.size(), 2u);
+    EXPECT_EQ(finished[0], 1) << "the group finishes first: the live sequence could not grow into its reservation";
+    EXPECT_EQ(kv.stats().used_blocks, 0);
+
+    // A group whose worst case exceeds the whole cache is refused, naming the blocks.
+    auto big = make_seq(3, 4, 8);
+    auto bg = std::make_shared<SearchGroup>();
+    bg->slots = {201, 202, 203, 204};
+    bg->worst_blocks = 13;
+    bg->search = make_search({0, 1, 2, 3}, {0, 1, 2, 3}, so);
+    big->group = bg;
+    try {
+        sch.add_request(std::move(big));
+        FAIL() << "13 blocks cannot fit 12";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::TooLarge);
+        EXPECT_NE(std::string(e.what()).find("13 blocks"), std::string::npos) << e.what();
+    }
 }
 
 }  // namespace
