@@ -35,17 +35,19 @@ void run(VadArgs& a) {
     bo.threads = a.threads;
     Backend backend(bo);
     silero_vad::SileroVad vad(resolve_vad_model(a.vad_model), backend);
-    const std::vector<float> pcm = read_audio_file(a.file, a.sample_rate, a.max_seconds);
-    const std::vector<float> probs = vad.probabilities(pcm, a.sample_rate);
+    // Decoded as the model reads it: a two-hour file holds a few minutes of samples at a time.
+    AudioFile file(a.file, a.sample_rate, a.max_seconds);
+    const std::vector<float> probs = vad.probabilities(file.audio(), a.sample_rate);
+    const size_t total = file.audio().decoded();
     const double window_s = static_cast<double>(silero_vad::SileroVad::window_samples(a.sample_rate)) / a.sample_rate;
     if (a.frames) {
         // A JSON array of probabilities, one per window (window_s apart), whatever --format says.
         std::printf("%s\n", nlohmann::json(probs).dump().c_str());
         return;
     }
-    const auto segs = silero_vad::speech_segments(probs, a.sample_rate, pcm.size(), a.segments);
+    const auto segs = silero_vad::speech_segments(probs, a.sample_rate, total, a.segments);
     if (a.format == "json") {
-        nlohmann::json j{{"duration", static_cast<double>(pcm.size()) / a.sample_rate},
+        nlohmann::json j{{"duration", static_cast<double>(total) / a.sample_rate},
                          {"sample_rate", a.sample_rate},
                          {"window_seconds", window_s},
                          {"threshold", a.segments.threshold},

@@ -159,13 +159,9 @@ std::vector<float> SileroVad::encode(const Rate& r, std::span<const float> input
                       frames.begin() + (static_cast<size_t>(w) * kFrames + f) * r.filter);
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    ggml_init_params ip{graph_buf_.size(), graph_buf_.data(), true};
-    ggml_context* ctx = ggml_init(ip);
-    struct Free {
-        ggml_context* c;
-        ~Free() { ggml_free(c); }
-    } guard{ctx};
-    ggml_cgraph* g = ggml_new_graph_custom(ctx, graph_capacity(64), false);
+    GraphContext gc(graph_buf_, 64);
+    ggml_context* ctx = gc.ctx;
+    ggml_cgraph* g = gc.graph;
     ggml_tensor* in = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, r.filter, static_cast<int64_t>(kFrames) * n);
     ggml_set_input(in);
     ggml_tensor* spec = f32_product(ctx, r.basis, in);  // [2 * bins, frames]
@@ -212,26 +208,41 @@ float SileroVad::step(const Rate& r, const float* gates_in, std::vector<float>& 
 }
 
 std::vector<float> SileroVad::probabilities(std::span<const float> pcm, int sample_rate) {
+    PcmSource audio(pcm);
+    return probabilities(audio, sample_rate);
+}
+
+std::vector<float> SileroVad::probabilities(PcmSource& audio, int sample_rate) {
     const Rate& r = rate(sample_rate);
-    const size_t windows = (pcm.size() + r.window - 1) / r.window;
     const int len = r.context + r.window;
     std::vector<float> probs;
-    probs.reserve(windows);
     std::vector<float> h(kHidden, 0.0f), c(kHidden, 0.0f);
-    for (size_t first = 0; first < windows; first += kWindowsPerGraph) {
-        const int n = static_cast<int>(std::min<size_t>(kWindowsPerGraph, windows - first));
+    // Groups of kWindowsPerGraph windows, whatever the audio's length: each group's graph is the
+    // whole-recording path's, so every probability is the same.
+    for (size_t first = 0;; first += kWindowsPerGraph) {
+        const size_t begin = first * r.window;
+        const size_t have = audio.fill(begin + static_cast<size_t>(kWindowsPerGraph) * r.window);
+        if (have <= begin) break;
+        const int n = static_cast<int>(std::min<size_t>(kWindowsPerGraph, (have - begin + r.window - 1) / r.window));
         // Each input: the `context` samples before the window (zeros before the start), then the
         // window (zeros past the end).
+        const size_t lo = begin >= static_cast<size_t>(r.context) ? begin - r.context : 0;
+        const std::span<const float> pcm = audio.view(lo, have);
         std::vector<float> inputs(static_cast<size_t>(len) * n, 0.0f);
         for (int w = 0; w < n; ++w) {
-            const int64_t start = static_cast<int64_t>(first + w) * r.window - r.context;
+            const int64_t start = static_cast<int64_t>(begin) + static_cast<int64_t>(w) * r.window - r.context;
             for (int j = 0; j < len; ++j) {
                 const int64_t s = start + j;
-                if (s >= 0 && s < static_cast<int64_t>(pcm.size())) inputs[static_cast<size_t>(w) * len + j] = pcm[s];
+                if (s >= static_cast<int64_t>(lo) && s < static_cast<int64_t>(have))
+                    inputs[static_cast<size_t>(w) * len + j] = pcm[static_cast<size_t>(s) - lo];
             }
         }
         const std::vector<float> gates = encode(r, inputs, n);
         for (int w = 0; w < n; ++w) probs.push_back(step(r, gates.data() + static_cast<size_t>(w) * kGates, h, c));
+        // The next group reads only its own windows and the context before them.
+        const size_t next = begin + static_cast<size_t>(n) * r.window;
+        audio.release(next >= static_cast<size_t>(r.context) ? next - r.context : 0);
+        if (have < begin + static_cast<size_t>(kWindowsPerGraph) * r.window) break;
     }
     return probs;
 }

@@ -23,6 +23,7 @@
 #include <span>
 #include <vector>
 
+#include "audio/pcm_source.h"
 #include "core/backend.h"
 
 namespace parlance::silero_vad {
@@ -56,6 +57,9 @@ public:
     // One probability per window of a whole recording (a last partial window padded with zeros),
     // from a fresh state.
     std::vector<float> probabilities(std::span<const float> pcm, int sample_rate);
+    // The same for audio at `sample_rate` read as it is decoded (a long file): a few thousand
+    // windows are held at a time and released behind; the same probabilities bit for bit.
+    std::vector<float> probabilities(PcmSource& audio, int sample_rate);
 
     // A live stream: windows pushed one at a time, state and context carried between them.
     class Stream {

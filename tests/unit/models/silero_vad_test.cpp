@@ -7,6 +7,8 @@
 
 #include <cmath>
 
+#include "audio/decode.h"
+#include "audio/pcm_source.h"
 #include "audio/wav.h"
 #include "core/backend.h"
 #include "core/error.h"
@@ -83,6 +85,28 @@ TEST(SileroVad, AStreamGivesTheWholeFileProbabilities) {
         EXPECT_THROW(s.push(std::vector<float>(w - 1)), Error);
     }
     EXPECT_THROW(SileroVad::window_samples(44100), Error);
+}
+
+TEST(SileroVad, AFileDecodedAsItIsReadGivesTheSameProbabilitiesInBoundedMemory) {
+    // 5.5 minutes of jfk.wav back to back (past two groups of 4096 windows: 131 s each), as WAV
+    // bytes decoded as the VAD reads them.
+    Backend backend(BackendOptions{});
+    SileroVad vad(vad_file(), backend);
+    const std::vector<float> jfk = read_wav_file(fixtures_dir() / "audio" / "jfk.wav").samples;
+    std::vector<float> pcm;
+    while (pcm.size() < size_t(330) * 16000) pcm.insert(pcm.end(), jfk.begin(), jfk.end());
+    pcm.resize(pcm.size() - 1234);  // a last partial window
+    const std::vector<uint8_t> bytes = encode_wav(pcm, 16000);
+    const std::vector<float> samples = decode_audio(bytes);
+    const std::vector<float> whole = vad.probabilities(samples, 16000);
+
+    PcmSource source(std::make_unique<AudioStreamDecoder>(bytes));
+    const std::vector<float> streamed = vad.probabilities(source, 16000);
+    EXPECT_EQ(streamed, whole);  // the same groups of windows in the same graphs: bit for bit
+    EXPECT_EQ(source.decoded(), samples.size());
+    // What the source still holds at the end: less than one group and its decoding step.
+    EXPECT_LT(source.held(), size_t(140) * 16000);
+    EXPECT_LT(source.held(), samples.size() / 2);
 }
 
 TEST(SileroVad, RefusesFilesThatAreNotSileroV5) {
