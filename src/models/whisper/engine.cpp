@@ -15,6 +15,7 @@ using Clock = std::chrono::steady_clock;
 
 struct WhisperEngine::Job {
     TranscriptionRequest request;
+    std::shared_ptr<PcmSource> audio;  // the request's source, or one over its samples
     std::promise<Transcript> promise;
     std::unique_ptr<Session> session;
     std::vector<int> slots;
@@ -32,7 +33,7 @@ int kv_blocks_for(const EngineOptions& o, const WhisperConfig& c) {
     const int block_tokens = WhisperRunner::kv_block_tokens();
     const int per_hypothesis = (c.max_target_positions + block_tokens - 1) / block_tokens + 2;
     if (o.kv_cache_bytes == 0) return slots / 2 * per_hypothesis;
-    const size_t block_bytes = KvSpec{c.decoder_layers, c.d_model, GGML_TYPE_F32}.bytes_per_token() * block_tokens;
+    const size_t block_bytes = decoder_kv_spec(c).bytes_per_token() * block_tokens;
     const size_t blocks = o.kv_cache_bytes / block_bytes;
     if (blocks < static_cast<size_t>(per_hypothesis))
         throw Error(ErrorKind::InvalidArgument,
@@ -192,10 +193,9 @@ void WhisperEngine::loop() {
         for (auto& j : active_) {
             if (j->session || j->slots.empty()) continue;
             try {
-                j->session = j->request.audio ? std::make_unique<Session>(model_, backend_, *j->request.audio,
-                                                                          j->request.options, j->slots)
-                                              : std::make_unique<Session>(model_, backend_, std::move(j->request.pcm),
-                                                                          j->request.options, j->slots);
+                j->audio = j->request.audio ? j->request.audio
+                                            : std::make_shared<PcmSource>(std::span<const float>(j->request.pcm));
+                j->session = std::make_unique<Session>(model_, backend_, *j->audio, j->request.options, j->slots);
                 j->session->on_segment = j->request.on_segment;
                 for (int s : j->slots) steps_.bind(s, j->session->cross());
             } catch (...) {

@@ -58,18 +58,6 @@ WindowAlignment align_window(const WhisperModel& model, WhisperRunner& runner, c
 
 }  // namespace
 
-Session::Session(const WhisperModel& model, Backend& backend, std::vector<float> pcm, const TranscribeOptions& o,
-                 std::vector<int> slots)
-    : model_(model),
-      owned_(std::move(pcm)),
-      own_source_(std::make_unique<PcmSource>(std::span<const float>(owned_))),
-      audio_(own_source_.get()),
-      o_(with_model_defaults(o, model.tokens)),
-      slots_(std::move(slots)),
-      mel_threads_(std::max(1, backend.threads())) {
-    init(backend);
-}
-
 Session::Session(const WhisperModel& model, Backend& backend, PcmSource& audio, const TranscribeOptions& o,
                  std::vector<int> slots)
     : model_(model),
@@ -77,11 +65,6 @@ Session::Session(const WhisperModel& model, Backend& backend, PcmSource& audio, 
       o_(with_model_defaults(o, model.tokens)),
       slots_(std::move(slots)),
       mel_threads_(std::max(1, backend.threads())) {
-    init(backend);
-}
-
-void Session::init(Backend& backend) {
-    const WhisperModel& model = model_;
     const SpecialTokens& t = model.tokens;
     if (o_.task != "transcribe" && o_.task != "translate")
         throw Error(ErrorKind::InvalidArgument, "task must be transcribe or translate, not '" + o_.task + "'");

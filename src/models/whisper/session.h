@@ -26,17 +26,14 @@ struct WindowAlignment {
 
 class Session {
 public:
-    // `slots`: 2 cache slots per beam reserved for this session (the beam size as
-    // with_model_defaults resolves it). Validates the options (Error(InvalidArgument) naming
-    // the field).
-    Session(const WhisperModel& model, Backend& backend, std::vector<float> pcm16k, const TranscribeOptions& options,
-            std::vector<int> slots);
-    // The same, reading windows from `audio` as they come (a file decoded as it goes), releasing
-    // what lies before each window: it must outlive the session.
+    // Reads windows from `audio` as they come (samples in memory, or a file decoded as it goes),
+    // releasing what lies before each window: it must outlive the session. `slots`: 2 cache
+    // slots per beam reserved for this session (the beam size as with_model_defaults resolves
+    // it). Validates the options (Error(InvalidArgument) naming the field) and the audio's start.
     Session(const WhisperModel& model, Backend& backend, PcmSource& audio, const TranscribeOptions& options,
             std::vector<int> slots);
 
-    Session(const Session&) = delete;  // audio_ may read owned_
+    Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
 
     enum class Phase { NeedEncode, Decoding, NeedAlign, Done };
@@ -65,7 +62,6 @@ public:
     double seconds_done() const;
 
 private:
-    void init(Backend& backend);  // validates the options and the audio
     void start_attempt();
     void finish_attempt();
     std::vector<int> window_tokens(const SearchResult& best) const;
@@ -75,9 +71,7 @@ private:
     int64_t window_frames() const;
 
     const WhisperModel& model_;
-    std::vector<float> owned_;               // the audio, when the session owns it
-    std::unique_ptr<PcmSource> own_source_;  // over owned_ or the caller's samples
-    PcmSource* audio_;                       // own_source_ or the caller's source
+    PcmSource* audio_;
     TranscribeOptions o_;                    // with_model_defaults: beam_size and condition_on_previous_text are set
     std::vector<int> slots_;
     int mel_threads_;  // the backend's CPU threads: the log-mel runs while the encoder waits for it
