@@ -8,11 +8,17 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
 
 namespace parlance::server {
+
+// Bytes of decoded audio (16 kHz mono float) for a duration.
+inline size_t pcm_bytes(double seconds) {
+    return static_cast<size_t>(std::ceil(seconds * 16000.0)) * sizeof(float);
+}
 
 class AudioBudget {
 public:

@@ -23,7 +23,6 @@
 #include <boost/beast/websocket.hpp>
 #include <nlohmann/json.hpp>
 
-#include "audio/decode.h"
 #include "server/anthropic_messages.h"
 #include "server/api_error.h"
 #include "server/audio_budget.h"
@@ -33,9 +32,9 @@
 #include "server/realtime_connection.h"
 #include "server/responses_api.h"
 #include "server/routes.h"
-#include "server/speech_only.h"
 #include "server/text_completion.h"
 #include "server/transcription_form.h"
+#include "server/transcriptions.h"
 #include "server/web_page.h"
 
 namespace parlance::server {
@@ -51,13 +50,6 @@ namespace {
 std::chrono::milliseconds millis(double seconds) {
     return std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, seconds) * 1000.0));
 }
-// Bytes of decoded audio (16 kHz mono float) for a duration.
-size_t pcm_bytes(double seconds) {
-    return static_cast<size_t>(std::ceil(seconds * 16000.0)) * sizeof(float);
-}
-// What a request whose upload is decoded as the model reads it holds at most: a 30 s window or
-// piece, the decoder's second ahead, and slack (the held bound TranscribeFromFile tests is 32 s).
-constexpr double kStreamedAudioSeconds = 40.0;
 }  // namespace
 
 namespace {
@@ -596,103 +588,25 @@ private:
         });
     }
 
+    // On a worker: transcriptions.h does the work; the answer goes back through the strand.
     void run_transcription(SpeechEngine* engine, bool translation) {
         double audio_seconds = 0.0;
         try {
-            const double limit = server_.options.max_audio_seconds;
-            AudioBudget::Lease lease;
-            DecodeOptions d;
-            d.max_seconds = limit;
-            // An upload whose container declares its length (one over the limit is refused on
-            // opening) is decoded on the engine's thread as the model reads it: the request holds
-            // about a window of samples, and its lease covers that. A file that declares nothing
-            // is decoded whole here first, so the limit refuses it before the model spends
-            // anything on it; so is one whose speech server_vad picks out first.
-            bool stream_audio = false;
-            d.on_start = [&](double declared) {
-                stream_audio = declared > 0 && !form_.chunking;
-                const double expected = declared > 0 ? std::min(limit, declared * 1.02 + 1.0) : limit;
-                lease = server_.audio_budget.acquire(
-                    pcm_bytes(stream_audio ? std::min(expected, kStreamedAudioSeconds) : expected), cancelled_.get());
-            };
-            // Called where the decoding runs: here for a whole file, on the engine's thread for a
-            // streamed one (whose lease never grows: the engine must not wait for memory).
-            d.on_progress = [&lease, &stream_audio, cancelled = cancelled_, this](size_t samples) {
-                if (cancelled->load()) throw Error(ErrorKind::Cancelled, "the client went away");
-                const size_t need = samples * sizeof(float);
-                if (stream_audio || need <= lease.bytes()) return;
-                const double limit = server_.options.max_audio_seconds;
-                const size_t want = std::min(pcm_bytes(limit), std::max(need + (size_t(16) << 20), lease.bytes() * 2));
-                if (!lease.resize(want, cancelled.get(), std::chrono::seconds(10)))
-                    throw Error(ErrorKind::Overloaded,
-                                "the audio is longer than its file declares and the server's audio memory is "
-                                "full; retry shortly");
-            };
-            // The request's body moves into a buffer a streamed source shares: the engine's reads
-            // never depend on this connection (nor tear it down on the engine's thread).
+            // The request's body moves into a buffer the audio's source may share.
             const size_t offset =
                 form_.file.empty() ? 0 : static_cast<size_t>(form_.file.data() - request_.body().data());
             const size_t size = form_.file.size();
             auto upload = std::make_shared<const std::string>(std::move(request_.body()));
             parts_.clear();  // views into the body
             form_.file = std::string_view(*upload).substr(offset, size);
-            std::vector<float> pcm;
-            std::shared_ptr<PcmSource> streamed;
-            try {
-                auto decoder = std::make_unique<AudioStreamDecoder>(
-                    std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(form_.file.data()), form_.file.size()),
-                    d);
-                if (stream_audio) {
-                    streamed = std::make_shared<PcmSource>(std::move(decoder), upload);
-                    if (streamed->fill(160) < 160)
-                        throw ApiError(400, "the audio is empty or shorter than 10 ms", "file", "invalid_audio");
-                } else {
-                    pcm = decode_rest(*decoder);
-                }
-            } catch (const Error& e) {
-                if (e.kind() == ErrorKind::Cancelled || e.kind() == ErrorKind::Overloaded) throw;
-                throw ApiError::from(e, "file");
-            }
-            Transcript t;
-            std::optional<SpeechOnly> speech;
-            if (streamed) {
-                TranscriptionRequest req;
-                req.audio = streamed;
-                try {
-                    t = transcribe(engine, std::move(req), translation);
-                } catch (const Error& e) {
-                    audio_seconds = static_cast<double>(streamed->decoded()) / 16000.0;
-                    // What reading the rest of the file met (a limit the declaration hid, bad data).
-                    if (e.kind() == ErrorKind::InvalidAudio || e.kind() == ErrorKind::TooLarge)
-                        throw ApiError::from(e, "file");
-                    throw;
-                }
-                audio_seconds = t.duration;
-            } else {
-                lease.resize(pcm.size() * sizeof(float), nullptr, std::chrono::milliseconds(0));
-                if (pcm.size() < 160)
-                    throw ApiError(400, "the audio is empty or shorter than 10 ms", "file", "invalid_audio");
-                audio_seconds = pcm.size() / 16000.0;
-                if (form_.chunking) {
-                    speech = keep_speech(pcm, *server_.vad, *form_.chunking);
-                    pcm = std::move(speech->pcm);
-                    lease.resize(pcm.size() * sizeof(float), nullptr, std::chrono::milliseconds(0));
-                }
-                if (speech && speech->pieces.empty()) {  // no speech: nothing to decode
-                    t.task = translation ? "translate" : "transcribe";
-                    t.duration = audio_seconds;
-                    if (form_.stream) start_sse();
-                } else {
-                    TranscriptionRequest req;
-                    req.pcm = std::move(pcm);
-                    t = transcribe(engine, std::move(req), translation);
-                }
-            }
-            if (speech) {
-                map_to_original(t, *speech);
-                t.duration = audio_seconds;
-            }
-            if (!form_.stream && t.language.empty()) t.language = form_.language;
+            const TranscriptionContext context{
+                *engine, server_.audio_budget, server_.options.max_audio_seconds, server_.vad, cancelled_,
+                [this] { start_sse(); },
+                [self = this->shared_from_this()](const Segment& s) {
+                    nlohmann::json ev{{"type", "transcript.text.delta"}, {"delta", s.text}};
+                    self->queue_event(ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), false);
+                }};
+            const Transcript t = transcribe_upload(form_, translation, std::move(upload), context, audio_seconds);
             finish_transcription(t, audio_seconds);
         } catch (const ApiError& e) {
             fail_transcription(e, audio_seconds);
@@ -710,33 +624,6 @@ private:
         }
         server_.untrack(cancelled_);
         --server_.in_flight;
-    }
-
-    // Decodes on the engine (SSE deltas as segments are decided when the form asked to stream).
-    Transcript transcribe(SpeechEngine* engine, TranscriptionRequest req, bool translation) {
-        req.options.language = form_.language;
-        req.options.task = translation ? "translate" : "transcribe";
-        req.options.initial_prompt = form_.prompt;
-        if (form_.temperature >= 0.0f) req.options.temperatures = {form_.temperature};
-        req.options.timestamps = true;
-        req.options.word_timestamps = form_.word_timestamps;
-        req.priority = form_.priority;
-        req.cancelled = cancelled_;
-        if (form_.stream) {
-            start_sse();
-            req.on_segment = [self = this->shared_from_this()](const Segment& s) {
-                nlohmann::json ev{{"type", "transcript.text.delta"}, {"delta", s.text}};
-                self->queue_event(ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), false);
-            };
-        }
-        std::future<Transcript> future;
-        try {
-            future = engine->submit(std::move(req));
-        } catch (const Error& e) {
-            if (e.kind() == ErrorKind::Overloaded) throw ApiError(429, e.what(), "", "overloaded");
-            throw;
-        }
-        return future.get();
     }
 
     void finish_transcription(const Transcript& t, double audio_seconds) {

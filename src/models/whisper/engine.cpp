@@ -126,6 +126,21 @@ void WhisperEngine::shutdown(bool drain) {
     thread_.join();
 }
 
+void WhisperEngine::fail(Job& job, std::exception_ptr error) {
+    // A client that went away while its upload was being read (the decoder checks the flag) is a
+    // cancellation, not a failure, whichever check saw it first.
+    bool cancelled = false;
+    try {
+        std::rethrow_exception(error);
+    } catch (const Error& e) {
+        cancelled = e.kind() == ErrorKind::Cancelled;
+    } catch (...) {
+    }
+    finish(job, error);
+    std::lock_guard<std::mutex> lock(mutex_);
+    (cancelled ? stats_.cancelled : stats_.failed)++;
+}
+
 void WhisperEngine::finish(Job& job, std::exception_ptr error) {
     if (error) {
         job.promise.set_exception(error);
@@ -199,9 +214,7 @@ void WhisperEngine::loop() {
                 j->session->on_segment = j->request.on_segment;
                 for (int s : j->slots) steps_.bind(s, j->session->cross());
             } catch (...) {
-                finish(*j, std::current_exception());
-                std::lock_guard<std::mutex> lock(mutex_);
-                stats_.failed++;
+                fail(*j, std::current_exception());
             }
         }
         auto t0 = Clock::now();
@@ -258,9 +271,7 @@ void WhisperEngine::step_once() {
         try {  // reading the window may decode a file, whose errors are this request's alone
             mels.push_back(j->session->window_mel());
         } catch (...) {
-            finish(*j, std::current_exception());
-            std::lock_guard<std::mutex> lock(mutex_);
-            stats_.failed++;
+            fail(*j, std::current_exception());
             continue;
         }
         crosses.push_back(j->session->cross());
@@ -276,9 +287,7 @@ void WhisperEngine::step_once() {
         try {
             j->session->align(runner_);
         } catch (...) {
-            finish(*j, std::current_exception());
-            std::lock_guard<std::mutex> lock(mutex_);
-            stats_.failed++;
+            fail(*j, std::current_exception());
         }
     }
     // One decoder step over all live hypotheses of all requests.
@@ -298,9 +307,7 @@ void WhisperEngine::step_once() {
             try {
                 job->session->consume(std::span<std::vector<float>>(logits.data() + off, n), steps_);
             } catch (...) {
-                finish(*job, std::current_exception());
-                std::lock_guard<std::mutex> lock(mutex_);
-                stats_.failed++;
+                fail(*job, std::current_exception());
             }
             off += n;
             produced += n;

@@ -54,6 +54,8 @@ private:
     void admit_locked();
     void step_once();
     void finish(Job& job, std::exception_ptr error);
+    // finish() with the request's error, counted as cancelled or failed.
+    void fail(Job& job, std::exception_ptr error);
 
     const WhisperModel& model_;
     Backend& backend_;

@@ -1,0 +1,49 @@
+// POST /v1/audio/transcriptions and /v1/audio/translations once the form is parsed and the model
+// chosen: the upload's audio opened as the model will read it, server_vad's speech picked out when
+// asked, and the engine's transcript. Runs on a worker thread; the connection answers with what it
+// returns (json, text, verbose_json, srt, vtt, or the stream's last event).
+//
+// Memory: an upload whose container declares its length is decoded on the engine's thread as the
+// model reads it, under a lease of kStreamedAudioSeconds of samples; one that declares nothing (or
+// whose speech server_vad picks out) is decoded whole here first, under a lease that grows with it
+// up to --max-audio-seconds, so the limit refuses a hostile file before the model spends anything.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "decoding/transcript.h"
+#include "models/silero_vad/vad.h"
+#include "models/speech_model.h"
+#include "server/audio_budget.h"
+#include "server/transcription_form.h"
+
+namespace parlance::server {
+
+// What a request whose upload is decoded as the model reads it holds at most: a 30 s window or
+// piece, the decoder's second ahead, and slack (the held bound TranscribeFromFile tests is 32 s).
+inline constexpr double kStreamedAudioSeconds = 40.0;
+
+struct TranscriptionContext {
+    SpeechEngine& engine;
+    AudioBudget& audio_budget;
+    double max_audio_seconds = 0.0;
+    silero_vad::SileroVad* vad = nullptr;  // needed when the form asks for chunking_strategy
+    std::shared_ptr<std::atomic<bool>> cancelled;
+    // A streamed request (form.stream): called once before its first event, then with each
+    // segment as the engine decides it (on the engine's thread; must not block).
+    std::function<void()> start_stream;
+    std::function<void(const Segment&)> on_segment;
+};
+
+// `upload` owns the request body; form.file views the file part inside it. `audio_seconds`
+// receives the audio's length as far as it is known (metrics), also when this throws. Throws
+// ApiError for what the client sent (a 4xx naming `file`, 429 when the engine's queue is full),
+// Error for the rest (Cancelled, Overloaded, Timeout, ...).
+Transcript transcribe_upload(const TranscriptionForm& form, bool translation,
+                             std::shared_ptr<const std::string> upload, const TranscriptionContext& context,
+                             double& audio_seconds);
+
+}  // namespace parlance::server
