@@ -600,7 +600,11 @@ private:
             parts_.clear();  // views into the body
             form_.file = std::string_view(*upload).substr(offset, size);
             const TranscriptionContext context{
-                *engine, server_.audio_budget, server_.options.max_audio_seconds, server_.vad, cancelled_,
+                *engine,
+                server_.audio_budget,
+                server_.options.max_audio_seconds,
+                server_.vad,
+                cancelled_,
                 [this] { start_sse(); },
                 [self = this->shared_from_this()](const Segment& s) {
                     nlohmann::json ev{{"type", "transcript.text.delta"}, {"delta", s.text}};

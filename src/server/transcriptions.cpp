@@ -40,9 +40,8 @@ Transcript run_on_engine(const TranscriptionForm& form, bool translation, Transc
 
 }  // namespace
 
-Transcript transcribe_upload(const TranscriptionForm& form, bool translation,
-                             std::shared_ptr<const std::string> upload, const TranscriptionContext& c,
-                             double& audio_seconds) {
+Transcript transcribe_upload(const TranscriptionForm& form, bool translation, std::shared_ptr<const std::string> upload,
+                             const TranscriptionContext& c, double& audio_seconds) {
     const double limit = c.max_audio_seconds;
     AudioBudget::Lease lease;
     DecodeOptions d;
@@ -93,8 +92,7 @@ Transcript transcribe_upload(const TranscriptionForm& form, bool translation,
         } catch (const Error& e) {
             audio_seconds = static_cast<double>(streamed->decoded()) / 16000.0;
             // What reading the rest of the file met (a limit the declaration hid, bad data).
-            if (e.kind() == ErrorKind::InvalidAudio || e.kind() == ErrorKind::TooLarge)
-                throw ApiError::from(e, "file");
+            if (e.kind() == ErrorKind::InvalidAudio || e.kind() == ErrorKind::TooLarge) throw ApiError::from(e, "file");
             throw;
         }
         audio_seconds = t.duration;

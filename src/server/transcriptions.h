@@ -42,8 +42,7 @@ struct TranscriptionContext {
 // receives the audio's length as far as it is known (metrics), also when this throws. Throws
 // ApiError for what the client sent (a 4xx naming `file`, 429 when the engine's queue is full),
 // Error for the rest (Cancelled, Overloaded, Timeout, ...).
-Transcript transcribe_upload(const TranscriptionForm& form, bool translation,
-                             std::shared_ptr<const std::string> upload, const TranscriptionContext& context,
-                             double& audio_seconds);
+Transcript transcribe_upload(const TranscriptionForm& form, bool translation, std::shared_ptr<const std::string> upload,
+                             const TranscriptionContext& context, double& audio_seconds);
 
 }  // namespace parlance::server
