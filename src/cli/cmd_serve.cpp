@@ -37,6 +37,7 @@ struct ServeArgs {
     std::string vad_model;
     std::string chat_model, chat_model_id, chat_quantize;
     double chat_kv_cache_mb = 256;
+    std::string chat_kv_cache_type = "f32";
     int chat_max_queue = 32;
     int chat_threads = 0;
     int chat_speculative = 0;
@@ -99,6 +100,7 @@ std::unique_ptr<ChatSide> load_chat(const ServeArgs& a, Logger& log) {
     if (!(a.chat_kv_cache_mb > 0)) throw Error(ErrorKind::InvalidArgument, "--chat-kv-cache-mb must be > 0");
     GenerationServiceOptions so;
     so.engine.kv_cache_bytes = static_cast<size_t>(a.chat_kv_cache_mb * 1024 * 1024);
+    so.engine.kv_type = a.chat_kv_cache_type == "f16" ? GGML_TYPE_F16 : GGML_TYPE_F32;
     so.max_queue = a.chat_max_queue;
     if (!a.chat_draft_model.empty()) {
         if (a.chat_speculative <= 0)
@@ -124,7 +126,8 @@ std::unique_ptr<ChatSide> load_chat(const ServeArgs& a, Logger& log) {
     c->info.grammar_vocabulary = std::make_shared<GrammarVocabulary>(
         c->model->tokenizer(), static_cast<size_t>(c->model->vocab_size()), c->model->stop_ids());
     log.info("chat model '", c->info.id, "': ", c->model->architecture(), ", ", c->model->weight_summary(), ", ",
-             so.engine.kv_cache_bytes >> 20, " MiB KV cache, context ", c->info.max_context);
+             so.engine.kv_cache_bytes >> 20, " MiB KV cache of ", a.chat_kv_cache_type, " cells, context ",
+             c->info.max_context);
     if (c->draft)
         log.info("draft model for speculative decoding: ", a.chat_draft_model, " (", c->draft->weight_summary(), "), ",
                  a.chat_speculative, " tokens per step");
@@ -360,6 +363,11 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
     cmd->add_option("--chat-kv-cache-mb", a->chat_kv_cache_mb,
                     "The chat model's paged KV cache in MiB (shared prompt prefixes reuse its blocks)")
         ->default_val(256);
+    cmd->add_option("--chat-kv-cache-type", a->chat_kv_cache_type,
+                    "Storage of the chat model's KV cells: f32, or f16 (twice the tokens in the same MiB; logits "
+                    "move by about 1e-3)")
+        ->default_val("f32")
+        ->check(CLI::IsMember({"f32", "f16"}));
     cmd->add_option("--chat-max-queue", a->chat_max_queue, "Chat requests waiting to join the batch (then 429)")
         ->default_val(32);
     cmd->add_option("--chat-speculative", a->chat_speculative,

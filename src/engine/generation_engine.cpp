@@ -36,13 +36,25 @@ TokenLogprobs token_logprobs(std::span<const float> row, int32_t token, int top)
 
 }  // namespace
 
+namespace {
+
+KvSpec cache_spec(const LanguageModel& model, const GenerationEngineOptions& o) {
+    if (o.kv_type != GGML_TYPE_F32 && o.kv_type != GGML_TYPE_F16)
+        throw Error(ErrorKind::InvalidArgument, "the KV cache stores f32 or f16 cells");
+    KvSpec spec = model.kv_spec();
+    spec.type = o.kv_type;
+    return spec;
+}
+
+}  // namespace
+
 GenerationEngine::GenerationEngine(LanguageModel& model, Backend& backend, const GenerationEngineOptions& options)
     : model_(model),
       backend_(backend),
       o_(options),
-      kv_(kv_blocks_within(options.kv_cache_bytes, model.kv_spec(), options.block_size, "the KV cache cap"),
+      kv_(kv_blocks_within(options.kv_cache_bytes, cache_spec(model, options), options.block_size, "the KV cache cap"),
           options.block_size),
-      storage_(model.kv_spec(), static_cast<int64_t>(kv_.num_blocks()) * options.block_size, backend),
+      storage_(cache_spec(model, options), static_cast<int64_t>(kv_.num_blocks()) * options.block_size, backend),
       scheduler_(kv_, SchedulerOptions{options.max_running, options.token_budget, model.max_context()}) {
     if (o_.draft_model && o_.speculative_draft > 0) {
         check_draft_compatible(model_, *o_.draft_model);

@@ -30,6 +30,9 @@ namespace parlance {
 struct GenerationEngineOptions {
     size_t kv_cache_bytes = size_t(256) << 20;  // the KV cache's byte cap (--kv-cache-mb)
     int block_size = 16;                        // tokens per KV block
+    // The cells' storage type (--kv-cache-type): f16 holds twice the tokens in the same cap; the
+    // attention reads them back as f32 (logits move by about 1e-3 of their range).
+    ggml_type kv_type = GGML_TYPE_F32;
     int token_budget = 512;                     // tokens computed per step (chunked prefill)
     int max_running = 64;                       // sequences decoding at once
     // Speculative decoding by prompt lookup (engine/ngram_draft): up to this many draft tokens

@@ -283,6 +283,56 @@ TEST(Qwen3Engine, SixtyFourShortRequestsFitTheMemoryOfEightFullContexts) {
     }
 }
 
+// An f16 KV cache (--kv-cache-type f16): twice the blocks in the same cap, logits within a small
+// distance of the f32 cache's, and batched == solo still bit for bit.
+TEST(Qwen3Engine, AnF16CacheHoldsTwiceTheTokensAndStaysCloseAndBatchInvariant) {
+    TempDir d;
+    const json ref = testing::qwen3_reference("tiny");
+    auto l = load(testing::write_qwen3("tiny", d.path()));
+    auto run = [&](ggml_type type, const json& c, std::vector<std::vector<float>>* rows) {
+        GenerationEngineOptions o;
+        o.kv_type = type;
+        GenerationEngine e(*l->model, l->backend, o);
+        GenerationRequest r = greedy(c, "greedy_fixed");
+        if (rows) r.on_logits = [rows](std::span<const float> row) { rows->emplace_back(row.begin(), row.end()); };
+        e.submit(std::move(r));
+        return std::make_pair(e.run_to_completion().at(0).tokens, e.stats());
+    };
+    double worst = 0.0;
+    for (const json& c : ref["cases"]) {
+        std::vector<std::vector<float>> a, b;
+        const auto [ta, sa] = run(GGML_TYPE_F32, c, &a);
+        const auto [tb, sb] = run(GGML_TYPE_F16, c, &b);
+        EXPECT_EQ(sb.kv.total_blocks, 2 * sa.kv.total_blocks);
+        EXPECT_LE(sb.kv_bytes, sa.kv_bytes);
+        // The rows both runs computed from the same tokens (up to the first token they disagree on).
+        size_t same = 0;
+        while (same < ta.size() && same < tb.size() && ta[same] == tb[same]) ++same;
+        for (size_t i = 0; i <= same && i < a.size() && i < b.size(); ++i) {
+            float lo = a[i][0], hi = a[i][0];
+            double diff = 0.0;
+            for (size_t k = 0; k < a[i].size(); ++k) {
+                lo = std::min(lo, a[i][k]);
+                hi = std::max(hi, a[i][k]);
+                diff = std::max(diff, std::abs(double(a[i][k]) - b[i][k]));
+            }
+            worst = std::max(worst, diff / std::max(1e-6, double(hi - lo)));
+        }
+    }
+    EXPECT_LE(worst, 5e-3) << "largest logit change relative to the row's range";
+    std::printf("[ f16 KV ] largest logit change: %.2e of the row's range\n", worst);
+
+    // Batch invariance holds with f16 cells too.
+    std::vector<std::vector<int32_t>> solo;
+    for (const json& c : ref["cases"]) solo.push_back(run(GGML_TYPE_F16, c, nullptr).first);
+    GenerationEngineOptions o;
+    o.kv_type = GGML_TYPE_F16;
+    GenerationEngine all(*l->model, l->backend, o);
+    for (const json& c : ref["cases"]) all.submit(greedy(c, "greedy_fixed"));
+    const auto results = all.run_to_completion();
+    for (size_t i = 0; i < results.size(); ++i) EXPECT_EQ(results[i].tokens, solo[i]) << i;
+}
+
 TEST(Qwen3Engine, SamplingIsReproducibleFromItsSeed) {
     TempDir d;
     auto l = load(testing::write_qwen3("tiny", d.path()));
