@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/step_batch.h"
+#include "decoding/logits.h"
 #include "text/tokenizer.h"
 
 namespace parlance {
@@ -27,10 +28,6 @@ std::string shown(const Tokenizer& t, int32_t id) {
     const auto b = bytes_of(t, id);
     if (!b) return "none";
     return std::string(t.is_special(id) ? "special " : "") + "'" + *b + "'";
-}
-
-int32_t argmax(std::span<const float> row) {
-    return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
 }  // namespace
