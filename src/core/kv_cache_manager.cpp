@@ -173,6 +173,13 @@ void KvCacheManager::fork(SeqId parent, SeqId child) {
     seqs_.emplace(child, std::move(copy));
 }
 
+void KvCacheManager::copy_prefix(SeqId from, SeqId to, int n) {
+    if (from == to) return;
+    free(to);
+    fork(from, to);
+    truncate(to, std::min(n, length(to)));
+}
+
 void KvCacheManager::free(SeqId seq) {
     auto it = seqs_.find(seq);
     if (it == seqs_.end()) return;

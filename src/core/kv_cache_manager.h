@@ -73,6 +73,12 @@ public:
     // Makes `child` (new) share every block of `parent` (copy-on-write on its next append).
     void fork(SeqId parent, SeqId child);
 
+    // Makes `to` hold the first n tokens of `from` (n is cut to from's length), sharing its blocks:
+    // what `to` held is released, and a shared partial last block is copied on its next append
+    // (a beam search's reorder). Nothing happens when from == to (the next append's truncate
+    // cuts it back).
+    void copy_prefix(SeqId from, SeqId to, int n);
+
     // Drops the sequence; unreferenced hashed blocks stay cached (LRU) until evicted.
     void free(SeqId seq);
 

@@ -418,11 +418,7 @@ public:
         throw Error(ErrorKind::Internal, "a search on the engine runs in the engine's steps");
     }
     void copy_slot(int from, int to, int n) override {
-        if (from == to) return;  // the next step's n_past cuts it back
-        const SeqId a = g_.slots.at(static_cast<size_t>(from)), b = g_.slots.at(static_cast<size_t>(to));
-        kv_.free(b);
-        kv_.fork(a, b);
-        kv_.truncate(b, std::min(n, kv_.length(b)));
+        kv_.copy_prefix(g_.slots.at(static_cast<size_t>(from)), g_.slots.at(static_cast<size_t>(to)), n);
     }
 
 private:

@@ -206,10 +206,7 @@ std::vector<std::vector<float>> WhisperRunner::run_decoder(std::span<const Decod
 }
 
 void WhisperRunner::copy_slot(int from, int to, int n) {
-    if (from == to) return;  // the next step's n_past cuts it back
-    pages_.free(to);
-    pages_.fork(from, to);
-    pages_.truncate(to, std::min(n, pages_.length(to)));
+    pages_.copy_prefix(from, to, n);
 }
 
 void WhisperRunner::release_slot(int slot) {

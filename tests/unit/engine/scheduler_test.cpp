@@ -198,10 +198,7 @@ public:
     int vocab_size() const override { return 16; }
     std::vector<std::vector<float>> step(std::span<const StepInput>) override { return {}; }
     void copy_slot(int from, int to, int n) override {
-        if (from == to) return;
-        kv_.free(g_.slots[to]);
-        kv_.fork(g_.slots[from], g_.slots[to]);
-        kv_.truncate(g_.slots[to], std::min(n, kv_.length(g_.slots[to])));
+        kv_.copy_prefix(g_.slots[from], g_.slots[to], n);
     }
 
 private:
