@@ -199,7 +199,7 @@ void run(ServeArgs& a, GlobalOptions& globals) {
         EngineOptions eo = a.engine;
         eo.cache_slots = a.cache_slots > 0 ? a.cache_slots : std::max(16, 4 * 2 * sp.beams);
         sp.cache_slots = eo.cache_slots;
-        if (std::max(2, eo.cache_slots) < 2 * sp.beams)  // the engine takes at least 2
+        if (sp.beams > 1 && eo.cache_slots < 2 * sp.beams)
             throw Error(ErrorKind::InvalidArgument,
                         "--cache-slots " + std::to_string(eo.cache_slots) +
                             " is too few for the model's default beam size " + std::to_string(sp.beams) + " (" + path +
@@ -338,11 +338,12 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
     cmd->add_option("--max-queue", a->engine.max_queue, "Requests waiting beyond the active ones (then 429)")
         ->default_val(32);
     cmd->add_option("--cache-slots", a->cache_slots,
-                    "Decoder cache slots, 2 per beam of a request (default or 0: 16, or room for 4 "
-                    "requests at the model's default beam size when that is more)");
+                    "Decoder sequences at once: a greedy request holds one, a beam search two per beam "
+                    "(default or 0: 16, or room for 4 requests at the model's default beam size when that is "
+                    "more)");
     cmd->add_option("--kv-cache-mb", a->kv_cache_mb,
                     "Byte cap of the decoder's paged KV cache in MiB; a request waits until its beams' worst "
-                    "case (a full context each) fits. Default or 0: what the cache slots can use at once. "
+                    "case (a full context each) fits. Default or 0: a full context per two cache slots. "
                     "Occupancy, prefix hits and evictions are in /metrics (parlance_kv_cache_*)");
     cmd->add_option("--max-new-tokens", a->max_new_tokens, "Decoded tokens per 30 s window (cap)")->default_val(224);
     cmd->add_option("--encode-batch", a->engine.max_encode_batch,

@@ -99,11 +99,8 @@ SeqId GenerationEngine::submit(GenerationRequest r) {
             g->slots.push_back(next_id_++);
         }
         g->search = make_search(std::vector<int>(r.prompt.begin(), r.prompt.end()), numbers, so);
-        const int64_t total = std::min<int64_t>(static_cast<int64_t>(r.prompt.size()) + std::max(0, so.max_new_tokens),
-                                                model_.max_context());
-        // A full context per beam plus the partial blocks a reorder copies on write (as Whisper's
-        // runner reserved).
-        g->worst_blocks = beams ? so.num_beams * (kv_.blocks_for(total) + 2) : kv_.blocks_for(total) + 1;
+        g->worst_blocks = search_worst_blocks(beams ? so.num_beams : 1,
+                                              static_cast<int64_t>(r.prompt.size()) + std::max(0, so.max_new_tokens));
         s->group = std::move(g);
         s->sampling.max_tokens = so.max_new_tokens;
         s->cache_key = kPrivateBlocks;
@@ -454,9 +451,15 @@ std::vector<GenerationResult> GenerationEngine::run_to_completion() {
     return all;
 }
 
+int GenerationEngine::search_worst_blocks(int beams, int64_t tokens) const {
+    const int64_t total = std::min<int64_t>(tokens, model_.max_context());
+    return beams > 1 ? beams * (kv_.blocks_for(total) + 2) : kv_.blocks_for(total) + 1;
+}
+
 GenerationStats GenerationEngine::stats() const {
     GenerationStats s = stats_;
     s.kv = kv_.stats();
+    s.kv_reserved_blocks = scheduler_.group_reservations();
     s.kv_bytes = storage_.bytes();
     if (draft_) s.draft_model_steps = draft_->steps();
     return s;

@@ -131,7 +131,8 @@ struct GenerationStats {
     uint64_t draft_accepted = 0;     // of them, kept
     uint64_t draft_model_steps = 0;  // the draft model's own steps (draft-model speculation)
     KvCacheStats kv;
-    size_t kv_bytes = 0;  // device bytes of the cache
+    size_t kv_bytes = 0;         // device bytes of the cache
+    int kv_reserved_blocks = 0;  // held back for running search groups' worst case
 };
 
 class GenerationEngine {
@@ -151,6 +152,10 @@ public:
 
     GenerationStats stats() const;
     const LanguageModel& model() const { return model_; }
+    // KV blocks a search request (GenerationRequest::search) of `beams` beams over `tokens`
+    // positions may hold at once: a full context per beam plus the partial blocks a reorder
+    // copies on write; one context and a block for greedy or sampled decoding.
+    int search_worst_blocks(int beams, int64_t tokens) const;
 
 private:
     struct Extra {

@@ -13,6 +13,7 @@
 
 #include "audio/cut_points.h"
 #include "core/error.h"
+#include "engine/generation_decode_service.h"
 #include "engine/generation_engine.h"
 
 namespace parlance {
@@ -491,7 +492,10 @@ std::unique_ptr<SpeechModel> open_speech_model(const std::filesystem::path& path
     const ArchitectureEntry* e = architecture_of(path, options.mmproj);
     if (e && e->capabilities.audio_lm)
         return std::make_unique<LmSpeechModel>(load_audio_language_model(path, backend, options), backend);
-    return load_speech_model(path, backend, options);
+    // Whisper's decodes run on the generation engine (models/ cannot see it: handed in).
+    SpeechModelOptions o = options;
+    if (!o.decode_service) o.decode_service = generation_decode_service_factory();
+    return load_speech_model(path, backend, o);
 }
 
 }  // namespace parlance

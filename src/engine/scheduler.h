@@ -71,13 +71,13 @@ public:
     size_t waiting() const { return waiting_.size(); }
     size_t running() const { return running_.size(); }
     uint64_t steps() const { return step_; }
+    // Blocks running search groups may still take up to their worst case.
+    int group_reservations() const;
 
 private:
     void sweep(SchedulerOutput& out);
     // Returns every KV sequence a sequence holds (a search group's slots) to the cache.
     void release(Sequence& s);
-    // Blocks running search groups may still take up to their worst case.
-    int group_reservations() const;
     // Schedules every live slot of a search group, or nothing (budget, blocks).
     bool schedule_group(Sequence& s, int& budget, SchedulerOutput& out);
     bool reserve(Sequence& s, int n, SchedulerOutput& out);

@@ -137,7 +137,8 @@ std::unique_ptr<SpeechModel> load_speech_model(const std::filesystem::path& path
     whisper::WeightOptions wo;
     wo.quantize = options.quantize;
     wo.audio_window_seconds = options.audio_window_seconds;
-    return std::make_unique<whisper::WhisperSpeechModel>(whisper::WhisperModel::load(path, backend, wo), backend);
+    return std::make_unique<whisper::WhisperSpeechModel>(whisper::WhisperModel::load(path, backend, wo), backend,
+                                                         options.decode_service);
 }
 
 ParityReport run_speech_parity(const std::filesystem::path& reference_dir, const ParityOptions& options) {

@@ -63,6 +63,9 @@ struct SpeechModelOptions {
     std::filesystem::path mmproj = {};
     // Whisper models: encode windows of this many seconds instead of the model's (0: its own).
     double audio_window_seconds = 0;
+    // Where a Whisper model's decodes run (the engine layer's generation engine; open_speech_model
+    // sets it). Unset: in the model's own runner slots.
+    DecodeServiceFactory decode_service = {};
 };
 
 // The projector type an mmproj GGUF declares (clip.audio.projector_type, else clip.projector_type);

@@ -18,14 +18,31 @@
 #include "core/kv_cache_manager.h"
 #include "core/log.h"
 #include "core/priority.h"
+#include "decoding/decode_service.h"
 #include "decoding/transcribe_options.h"
 #include "decoding/transcript.h"
+#include "models/language_model.h"
 
 namespace parlance {
 
+class Backend;
+
+// What a decode service is made with (models/<arch> asks for one over its decoder).
+struct DecodeServiceOptions {
+    size_t kv_cache_bytes = 0;  // the decoder's KV cache cap
+    int max_sequences = 16;     // decoding at once (a greedy search is one, beams two per beam)
+    int token_budget = 512;     // tokens computed per step at most (a larger prompt runs alone)
+};
+
+// Makes the DecodeService a model's engine runs its decodes on (decoding/decode_service.h). The
+// engine layer provides it (engine/generation_decode_service.h: the generation engine), as
+// models/ cannot see engine/; open_speech_model hands it to the models it loads.
+using DecodeServiceFactory = std::function<std::unique_ptr<DecodeService>(LanguageModel& decoder, Backend& backend,
+                                                                          const DecodeServiceOptions&)>;
+
 struct EngineOptions {
     int max_queue = 32;    // waiting requests beyond the active ones
-    int cache_slots = 16;  // decoder cache slots; a request takes 2 * its beam size
+    int cache_slots = 16;  // decoder sequences at once: a greedy request takes 1, beams 2 per beam
     // Byte cap of the decoder's paged KV cache. A request is admitted when its worst case fits
     // (each beam a full context); blocks are taken as its tokens arrive. 0: cache_slots / 2
     // hypotheses' worth, what the slots can hold at once.
@@ -37,6 +54,9 @@ struct EngineOptions {
     int max_encode_batch = 1;
     double request_timeout_seconds = 600.0;  // 0 = none
     int max_new_tokens = 224;                // cap on decoded tokens per 30 s window, whatever a request asks
+    // Where Whisper's decodes run (the generation engine, from open_speech_model); unset: the
+    // model's own runner steps them in its cache slots.
+    DecodeServiceFactory decode_service;
 };
 
 struct TranscriptionRequest {

@@ -8,6 +8,7 @@
 #include <malloc.h>
 
 #include "core/error.h"
+#include "models/whisper/runner_decode_service.h"
 
 namespace parlance::whisper {
 
@@ -18,8 +19,10 @@ struct WhisperEngine::Job {
     std::shared_ptr<PcmSource> audio;  // the request's source, or one over its samples
     std::promise<Transcript> promise;
     std::unique_ptr<Session> session;
-    std::vector<int> slots;
+    int sequences = 0;  // of the cache_slots budget, while active
     int kv_blocks = 0;  // reserved while active: its beams' worst case
+    uint64_t task = 0;  // its decode in flight on the service (0: none)
+    bool done = false;  // finished (its promise set); leaves the active set after the step
     Clock::time_point submitted = Clock::now();
     uint64_t arrival = 0;  // submission order: FIFO inside a priority class
 
@@ -28,11 +31,22 @@ struct WhisperEngine::Job {
 
 namespace {
 
+int cache_slots_of(const EngineOptions& o) {
+    return std::max(1, o.cache_slots);
+}
+
+// A request's sequences: a greedy or sampled search holds one, beams two halves.
+int sequences_for(int beams) {
+    return beams > 1 ? 2 * beams : 1;
+}
+
 int kv_blocks_for(const EngineOptions& o, const WhisperConfig& c) {
-    const int slots = std::max(2, o.cache_slots);
+    const int slots = cache_slots_of(o);
     const int block_tokens = WhisperRunner::kv_block_tokens();
     const int per_hypothesis = (c.max_target_positions + block_tokens - 1) / block_tokens + 2;
-    if (o.kv_cache_bytes == 0) return slots / 2 * per_hypothesis;
+    // Unset: as many full contexts as beams fit in the slots (what the old two-slots-per-request
+    // engine allocated); greedy requests are then admitted as their worst cases fit in it.
+    if (o.kv_cache_bytes == 0) return std::max(1, slots / 2) * per_hypothesis;
     const size_t block_bytes = decoder_kv_spec(c).bytes_per_token() * block_tokens;
     const size_t blocks = o.kv_cache_bytes / block_bytes;
     if (blocks < static_cast<size_t>(per_hypothesis))
@@ -43,36 +57,64 @@ int kv_blocks_for(const EngineOptions& o, const WhisperConfig& c) {
     return static_cast<int>(std::min<size_t>(blocks, 1 << 24));
 }
 
+// The runner: with a decode service it only encodes and aligns (one slot); without one it
+// also holds the decoder's slots (after the alignment's) and their cache.
+std::unique_ptr<WhisperRunner> make_runner(const WhisperModel& m, Backend& backend, const EngineOptions& o) {
+    if (o.decode_service) return std::make_unique<WhisperRunner>(m.config, *m.weights, backend, 1);
+    const int align_blocks =
+        (m.config.max_target_positions + WhisperRunner::kv_block_tokens() - 1) / WhisperRunner::kv_block_tokens() + 2;
+    return std::make_unique<WhisperRunner>(m.config, *m.weights, backend, 1 + cache_slots_of(o),
+                                           kv_blocks_for(o, m.config) + align_blocks);
+}
+
 }  // namespace
 
-WhisperEngine::WhisperEngine(const WhisperModel& model, Backend& backend,
-                                         const EngineOptions& options, Logger& logger)
-    : model_(model), backend_(backend), options_(options), log_(logger),
-      runner_(model.config, *model.weights, backend, std::max(2, options.cache_slots),
-              kv_blocks_for(options, model.config)),
-      steps_(runner_) {
-    for (int i = 0; i < runner_.n_slots(); ++i) free_slots_.push_back(i);
-    stats_.free_slots = static_cast<int>(free_slots_.size());
-    stats_.kv_block_bytes = runner_.kv_block_bytes();
-    stats_.kv_hypothesis_blocks = runner_.blocks_per_hypothesis();
-    stats_.kv_capacity_bytes = runner_.kv_bytes();
-    stats_.kv = runner_.kv_stats();
-    total_kv_blocks_ = stats_.kv.total_blocks;
+WhisperEngine::WhisperEngine(const WhisperModel& model, Backend& backend, const EngineOptions& options, Logger& logger)
+    : model_(model), backend_(backend), options_(options), log_(logger), runner_(make_runner(model, backend, options)) {
+    const WhisperConfig& c = model.config;
+    if (options.decode_service) {
+        decoder_model_ = std::make_unique<WhisperDecoder>(model, backend);
+        DecodeServiceOptions so;
+        so.kv_cache_bytes = static_cast<size_t>(kv_blocks_for(options, c)) * decoder_kv_spec(c).bytes_per_token() *
+                            WhisperRunner::kv_block_tokens();
+        so.max_sequences = cache_slots_of(options);
+        so.token_budget = c.max_target_positions;  // any window's prompt in one step
+        decoder_ = options.decode_service(*decoder_model_, backend, so);
+    } else {
+        decoder_ = std::make_unique<RunnerDecodeService>(*runner_, 1);
+    }
+    const DecodeServiceStats d = decoder_->stats();
+    total_kv_blocks_ = options.decode_service ? d.kv.total_blocks : kv_blocks_for(options, c);
+    greedy_blocks_ = decoder_->worst_blocks(1, c.max_target_positions);
+    beam_blocks_ = decoder_->worst_blocks(2, c.max_target_positions) / 2;
+    free_sequences_ = cache_slots_of(options);
+    stats_.free_slots = free_sequences_;
+    stats_.kv_block_bytes = d.block_bytes;
+    stats_.kv_hypothesis_blocks = beam_blocks_;
+    stats_.kv_capacity_bytes = d.kv_bytes;
+    stats_.kv = d.kv;
     thread_ = std::thread([this] { loop(); });
+}
+
+int WhisperEngine::worst_blocks(int beams) const {
+    return beams > 1 ? beams * beam_blocks_ : greedy_blocks_;
 }
 
 WhisperEngine::~WhisperEngine() { shutdown(false); }
 
 std::future<Transcript> WhisperEngine::submit(TranscriptionRequest request) {
-    // The model's defaults first: the cache slots a request takes depend on its beam size.
+    // The model's defaults first: the sequences a request takes depend on its beam size.
     request.options = with_model_defaults(std::move(request.options), model_.tokens);
-    slots_for_beams(*request.options.beam_size, runner_.n_slots());
-    const int blocks = *request.options.beam_size * runner_.blocks_per_hypothesis();
+    const int beams = *request.options.beam_size;
+    if (beams > 1) slots_for_beams(beams, cache_slots_of(options_));
+    if (beams < 1)
+        throw Error(ErrorKind::InvalidArgument, "beam_size must be at least 1, not " + std::to_string(beams));
+    const int blocks = worst_blocks(beams);
     if (blocks > total_kv_blocks_)
         throw Error(ErrorKind::InvalidArgument,
-                    "beam_size " + std::to_string(*request.options.beam_size) + " needs " +
-                        std::to_string(blocks * runner_.kv_block_bytes() >> 20) + " MiB of KV cache; the server has " +
-                        std::to_string(runner_.kv_bytes() >> 20) + " MiB (--kv-cache-mb)");
+                    "beam_size " + std::to_string(beams) + " needs " +
+                        std::to_string(blocks * stats_.kv_block_bytes >> 20) + " MiB of KV cache; the server has " +
+                        std::to_string(stats_.kv_capacity_bytes >> 20) + " MiB (--kv-cache-mb)");
     auto job = std::make_unique<Job>();
     job->request = std::move(request);
     job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, options_.max_new_tokens);
@@ -107,7 +149,9 @@ void WhisperEngine::check_language(const std::string& language) const {
 }
 
 int WhisperEngine::max_beams() const {
-    return std::min(runner_.n_slots() / 2, total_kv_blocks_ / runner_.blocks_per_hypothesis());
+    int beams = std::max(1, cache_slots_of(options_) / 2);
+    while (beams > 1 && worst_blocks(beams) > total_kv_blocks_) --beams;
+    return beams;
 }
 
 EngineStats WhisperEngine::stats() const {
@@ -127,6 +171,7 @@ void WhisperEngine::shutdown(bool drain) {
 }
 
 void WhisperEngine::fail(Job& job, std::exception_ptr error) {
+    if (job.done) return;
     // A client that went away while its upload was being read (the decoder checks the flag) is a
     // cancellation, not a failure, whichever check saw it first.
     bool cancelled = false;
@@ -142,36 +187,43 @@ void WhisperEngine::fail(Job& job, std::exception_ptr error) {
 }
 
 void WhisperEngine::finish(Job& job, std::exception_ptr error) {
+    if (job.done) return;
+    job.done = true;
     if (error) {
         job.promise.set_exception(error);
     } else {
         job.promise.set_value(std::move(job.session->transcript()));
     }
-    for (int s : job.slots) runner_.release_slot(s);  // its KV blocks go back to the pool now
+    if (job.task != 0) {  // its KV blocks go back to the pool at the service's next step
+        decoder_->abort(job.task);
+        decoding_.erase(job.task);
+        job.task = 0;
+    }
     std::lock_guard<std::mutex> lock(mutex_);
-    for (int s : job.slots) free_slots_.push_back(s);
-    job.slots.clear();
+    free_sequences_ += job.sequences;
+    job.sequences = 0;
     reserved_blocks_ -= job.kv_blocks;
     job.kv_blocks = 0;
-    stats_.free_slots = static_cast<int>(free_slots_.size());
+    stats_.free_slots = free_sequences_;
     stats_.kv_reserved_blocks = reserved_blocks_;
 }
 
-// Moves queued jobs into the active set while their cache slots are free and the KV cache can
-// hold their worst case, most urgent first (the queue's order; a large beam request at the head
-// waits rather than being overtaken forever by others of its class).
+// Moves queued jobs into the active set while the sequence budget has room for them and the KV
+// cache can hold their worst case, most urgent first (the queue's order; a large beam request at
+// the head waits rather than being overtaken forever by others of its class). An admitted
+// request holds its encoded window; the decode service's scheduler then runs its decodes.
 void WhisperEngine::admit_locked() {
     while (!queue_.empty()) {
         Job& head = *queue_.front();
         const int beams = *head.request.options.beam_size;  // set by submit
-        const size_t need = 2 * static_cast<size_t>(beams);
-        const int blocks = beams * runner_.blocks_per_hypothesis();
-        if (free_slots_.size() < need) break;
+        const int need = sequences_for(beams);
+        const int blocks = worst_blocks(beams);
+        if (free_sequences_ < need) break;
         if (reserved_blocks_ + blocks > total_kv_blocks_) break;
         std::unique_ptr<Job> job = std::move(queue_.front());
         queue_.pop_front();
-        job->slots.assign(free_slots_.end() - need, free_slots_.end());
-        free_slots_.resize(free_slots_.size() - need);
+        job->sequences = need;
+        free_sequences_ -= need;
         job->kv_blocks = blocks;
         reserved_blocks_ += blocks;
         active_.push_back(std::move(job));
@@ -179,7 +231,7 @@ void WhisperEngine::admit_locked() {
     stats_.kv_reserved_blocks = reserved_blocks_;
     stats_.queued = static_cast<int>(queue_.size());
     stats_.active = static_cast<int>(active_.size());
-    stats_.free_slots = static_cast<int>(free_slots_.size());
+    stats_.free_slots = free_sequences_;
 }
 
 void WhisperEngine::loop() {
@@ -199,20 +251,16 @@ void WhisperEngine::loop() {
                 return;
             }
             if (stopping_ && queue_.empty() && active_.empty()) return;
-            size_t before = active_.size();
             admit_locked();
-            // Sessions are created outside the lock below; mark new ones.
-            for (size_t i = before; i < active_.size(); ++i) active_[i]->session.reset();
         }
         // Create sessions for newly admitted jobs (validation errors fail only that request).
         for (auto& j : active_) {
-            if (j->session || j->slots.empty()) continue;
+            if (j->session || j->done) continue;
             try {
                 j->audio = j->request.audio ? j->request.audio
                                             : std::make_shared<PcmSource>(std::span<const float>(j->request.pcm));
-                j->session = std::make_unique<Session>(model_, backend_, *j->audio, j->request.options, j->slots);
+                j->session = std::make_unique<Session>(model_, backend_, *j->audio, j->request.options);
                 j->session->on_segment = j->request.on_segment;
-                for (int s : j->slots) steps_.bind(s, j->session->cross());
             } catch (...) {
                 fail(*j, std::current_exception());
             }
@@ -223,17 +271,18 @@ void WhisperEngine::loop() {
         } catch (...) {
             // A failure of the shared step (device error): fail every active request.
             auto error = std::current_exception();
-            for (auto& j : active_)
-                if (!j->slots.empty()) finish(*j, error);
+            for (auto& j : active_) finish(*j, error);
         }
-        const KvCacheStats kv = runner_.kv_stats();  // the runner is this thread's
+        const DecodeServiceStats d = decoder_->stats();  // the service is this thread's
         std::lock_guard<std::mutex> lock(mutex_);
-        stats_.kv = kv;
+        stats_.kv = d.kv;
+        stats_.decoder_steps = d.steps;
+        stats_.decode_tokens = d.tokens;
         stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
         const size_t before = active_.size();
-        active_.erase(std::remove_if(active_.begin(), active_.end(),
-                                     [](const std::unique_ptr<Job>& j) { return j->slots.empty(); }),
-                      active_.end());
+        active_.erase(
+            std::remove_if(active_.begin(), active_.end(), [](const std::unique_ptr<Job>& j) { return j->done; }),
+            active_.end());
         stats_.active = static_cast<int>(active_.size());
         // Idle again: hand the freed request buffers (audio, caches of finished requests) back
         // to the system, so resident memory returns to its baseline between bursts.
@@ -245,7 +294,7 @@ void WhisperEngine::step_once() {
     // Cancellations and time limits land between steps.
     const auto now = Clock::now();
     for (auto& j : active_) {
-        if (j->slots.empty() || !j->session) continue;
+        if (j->done || !j->session) continue;
         bool timed_out = options_.request_timeout_seconds > 0 &&
                          std::chrono::duration<double>(now - j->submitted).count() > options_.request_timeout_seconds;
         if (j->request.cancelled->load() || timed_out) {
@@ -255,13 +304,15 @@ void WhisperEngine::step_once() {
             stats_.cancelled++;
         }
     }
+    auto live = [](const std::unique_ptr<Job>& j, Session::Phase phase) {
+        return !j->done && j->session && j->session->phase() == phase;
+    };
     // One encoder graph per step (up to max_encode_batch windows), the most urgent windows first:
     // a burst of uploads does not stall the running decodes for all of its encoder passes, and a
     // live item's final decode is encoded before the windows queued ahead of it in lower classes.
     std::vector<Job*> pending;
     for (auto& j : active_)
-        if (!j->slots.empty() && j->session && j->session->phase() == Session::Phase::NeedEncode)
-            pending.push_back(j.get());
+        if (live(j, Session::Phase::NeedEncode)) pending.push_back(j.get());
     std::sort(pending.begin(), pending.end(), [](const Job* a, const Job* b) { return a->urgency() < b->urgency(); });
     if (pending.size() > static_cast<size_t>(options_.max_encode_batch)) pending.resize(options_.max_encode_batch);
     std::vector<std::vector<float>> mels;
@@ -278,46 +329,48 @@ void WhisperEngine::step_once() {
         encoding.push_back(j);
     }
     if (!encoding.empty()) {
-        runner_.encode(mels, crosses);
+        runner_->encode(mels, crosses);
         for (Job* j : encoding) j->session->encoded();
     }
-    // Word-timestamp alignment passes (one sequence each, between steps).
+    // Word-timestamp alignment passes (one sequence each, between steps, in the runner's slot 0).
     for (auto& j : active_) {
-        if (j->slots.empty() || !j->session || j->session->phase() != Session::Phase::NeedAlign) continue;
+        if (!live(j, Session::Phase::NeedAlign)) continue;
         try {
-            j->session->align(runner_);
+            j->session->align(*runner_, 0);
         } catch (...) {
             fail(*j, std::current_exception());
         }
     }
-    // One decoder step over all live hypotheses of all requests.
-    std::vector<StepInput> batch;
-    std::vector<std::pair<Job*, size_t>> owners;
+    // Each request's next decode goes to the service, in its request's class.
     for (auto& j : active_) {
-        if (j->slots.empty() || !j->session || j->session->phase() != Session::Phase::Decoding) continue;
-        auto in = j->session->inputs();
-        owners.emplace_back(j.get(), in.size());
-        for (auto& x : in) batch.push_back(std::move(x));
-    }
-    if (!batch.empty()) {
-        auto logits = steps_.step(batch);
-        size_t off = 0;
-        uint64_t produced = 0;
-        for (auto& [job, n] : owners) {
-            try {
-                job->session->consume(std::span<std::vector<float>>(logits.data() + off, n), steps_);
-            } catch (...) {
-                fail(*job, std::current_exception());
-            }
-            off += n;
-            produced += n;
+        if (!live(j, Session::Phase::Decoding)) continue;
+        std::optional<DecodeTask> task = j->session->take_task();
+        if (!task) continue;
+        task->priority = j->request.priority;
+        try {
+            j->task = decoder_->start(std::move(*task));
+            decoding_[j->task] = j.get();
+        } catch (...) {
+            fail(*j, std::current_exception());
         }
-        std::lock_guard<std::mutex> lock(mutex_);
-        stats_.decoder_steps++;
-        stats_.decode_tokens += produced;
+    }
+    // One decoder step over every request's live hypotheses.
+    if (decoder_->has_work()) {
+        for (const DecodeOutcome& o : decoder_->step()) {
+            const auto it = decoding_.find(o.id);
+            if (it == decoding_.end()) continue;  // its request ended before it
+            Job& job = *it->second;
+            decoding_.erase(it);
+            job.task = 0;
+            try {
+                job.session->decoded(o);
+            } catch (...) {
+                fail(job, std::current_exception());
+            }
+        }
     }
     for (auto& j : active_) {
-        if (!j->slots.empty() && j->session && j->session->phase() == Session::Phase::Done) {
+        if (live(j, Session::Phase::Done)) {
             double seconds = j->session->transcript().duration;
             finish(*j, nullptr);
             std::lock_guard<std::mutex> lock(mutex_);

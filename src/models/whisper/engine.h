@@ -1,8 +1,10 @@
-// Whisper's transcription engine (a SpeechEngine): one thread owns the model runner and advances every admitted
-// request together — each step encodes the most urgent window(s) that need it, then one decoder
-// step runs over all live hypotheses of all requests (continuous batching: requests join and
-// leave between steps). Requests wait in a bounded queue ordered by (priority, arrival); a full
-// queue refuses with Overloaded.
+// Whisper's transcription engine (a SpeechEngine): one thread owns the model runner (encoder,
+// word alignment) and a DecodeService (the generation engine, from open_speech_model; else the
+// runner's own slots) and advances every admitted request together — each step encodes the most
+// urgent window(s) that need it, hands each request's next decode (a window's prefix, a
+// temperature attempt's search) to the service, and runs one service step over every request's
+// live hypotheses (continuous batching: requests join and leave between steps). Requests wait in
+// a bounded queue ordered by (priority, arrival); a full queue refuses with Overloaded.
 // Cancellation (a client that hung up) and time limits take effect between steps and free the
 // request's cache slots. Thread-safe: submit/stats/shutdown may be called from any thread.
 #pragma once
@@ -12,6 +14,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -20,6 +23,7 @@
 #include "core/kv_cache_manager.h"
 #include "core/log.h"
 #include "models/speech_model.h"
+#include "models/whisper/decoder.h"
 #include "models/whisper/model.h"
 #include "models/whisper/runner.h"
 #include "models/whisper/session.h"
@@ -40,7 +44,7 @@ public:
     std::future<Transcript> submit(TranscriptionRequest request) override;
 
     EngineStats stats() const override;
-    // The largest beam size a request can have: 2 slots per beam, a full context of KV per beam.
+    // The largest beam size a request can have: 2 sequences per beam, a full context of KV per beam.
     int max_beams() const override;
     void check_language(const std::string& language) const override;
     bool word_timestamps() const override { return true; }
@@ -56,21 +60,25 @@ private:
     void finish(Job& job, std::exception_ptr error);
     // finish() with the request's error, counted as cancelled or failed.
     void fail(Job& job, std::exception_ptr error);
+    // The KV blocks a request of `beams` beams may hold at once.
+    int worst_blocks(int beams) const;
 
     const WhisperModel& model_;
     Backend& backend_;
     EngineOptions options_;
     Logger& log_;
-    WhisperRunner runner_;
-    WhisperStepModel steps_;
-
+    std::unique_ptr<WhisperRunner> runner_;          // the encoder, and word alignment in its slot 0
+    std::unique_ptr<WhisperDecoder> decoder_model_;  // the decoder, for a service from options
+    std::unique_ptr<DecodeService> decoder_;         // where every decode runs
+    std::map<uint64_t, Job*> decoding_;              // this thread's: decode task -> its request
+    int total_kv_blocks_ = 0;
+    int greedy_blocks_ = 0, beam_blocks_ = 0;  // a request's worst case in the decoder's cache
     mutable std::mutex mutex_;
     std::condition_variable wake_;
     std::deque<std::unique_ptr<Job>> queue_;
     std::vector<std::unique_ptr<Job>> active_;  // touched by the engine thread only (and stats)
-    std::vector<int> free_slots_;
+    int free_sequences_ = 0;                    // of options_.cache_slots: a greedy request holds one, beams two each
     int reserved_blocks_ = 0;
-    int total_kv_blocks_ = 0;
     uint64_t arrivals_ = 0;  // fixed at construction (read by submit on any thread)
     bool stopping_ = false;
     bool draining_ = false;

@@ -58,19 +58,18 @@ WindowAlignment align_window(const WhisperModel& model, WhisperRunner& runner, c
 
 }  // namespace
 
-Session::Session(const WhisperModel& model, Backend& backend, PcmSource& audio, const TranscribeOptions& o,
-                 std::vector<int> slots)
+Session::Session(const WhisperModel& model, Backend& backend, PcmSource& audio, const TranscribeOptions& o)
     : model_(model),
       audio_(&audio),
       o_(with_model_defaults(o, model.tokens)),
-      slots_(std::move(slots)),
       mel_threads_(std::max(1, backend.threads())) {
     const SpecialTokens& t = model.tokens;
     if (o_.task != "transcribe" && o_.task != "translate")
         throw Error(ErrorKind::InvalidArgument, "task must be transcribe or translate, not '" + o_.task + "'");
     if (o_.task == "translate" && (!t.multilingual || t.translate < 0))
         throw Error(ErrorKind::InvalidArgument, "this English-only model cannot translate");
-    slots_for_beams(*o_.beam_size, static_cast<int>(slots_.size()));
+    if (*o_.beam_size < 1)
+        throw Error(ErrorKind::InvalidArgument, "beam_size must be at least 1, not " + std::to_string(*o_.beam_size));
     if (o_.temperatures.empty()) o_.temperatures = {0.0f};
     const size_t head = audio_->fill(160);
     if (head == 0) throw Error(ErrorKind::InvalidAudio, "the audio is empty");
@@ -92,7 +91,7 @@ Session::Session(const WhisperModel& model, Backend& backend, PcmSource& audio, 
         auto ids = model.tokenizer->encode(" " + o_.initial_prompt);
         previous_.assign(ids.begin(), ids.end());
     }
-    cross_ = std::make_unique<CrossKv>(model.config, backend);
+    cross_ = std::make_shared<CrossKv>(model.config, backend);
 }
 
 double Session::seconds_done() const {
@@ -128,24 +127,29 @@ void Session::encoded() {
     }
     prefix_.push_back(t.sot);
     prefix_pending_ = true;
+    task_ = DecodeTask{prefix_, std::nullopt, cross_, Priority::Interactive};
     phase_ = Phase::Decoding;
 }
 
-std::vector<StepInput> Session::inputs() {
-    if (phase_ != Phase::Decoding) return {};
-    if (prefix_pending_) return {StepInput{slots_[0], prefix_, 0}};
-    return search_->inputs();
+std::optional<DecodeTask> Session::take_task() {
+    std::optional<DecodeTask> t = std::move(task_);
+    task_.reset();
+    return t;
 }
 
-void Session::consume(std::span<std::vector<float>> logits, StepModel& steps) {
+void Session::decoded(const DecodeOutcome& outcome) {
     const SpecialTokens& t = model_.tokens;
+    if (phase_ != Phase::Decoding || task_ || outcome.aborted)
+        throw Error(ErrorKind::Internal, "a decode's outcome the session was not waiting for");
     if (prefix_pending_) {
         prefix_pending_ = false;
-        std::vector<float> lp = logits[0];
+        if (outcome.logits.size() != static_cast<size_t>(model_.config.vocab_size))
+            throw Error(ErrorKind::Internal, "the prefix's decode returned no logits row");
+        std::vector<float> lp = outcome.logits;
         log_softmax(lp);
         no_speech_prob_ = t.nospeech >= 0 ? std::exp(lp[t.nospeech]) : 0.0f;
         if (t.multilingual && language_token_ < 0) {
-            result_.language_probs = language_probabilities(logits[0], t);
+            result_.language_probs = language_probabilities(outcome.logits, t);
             auto best = std::max_element(result_.language_probs.begin(), result_.language_probs.end(),
                                          [](const auto& a, const auto& b) { return a.second < b.second; });
             result_.language = best->first;
@@ -161,8 +165,7 @@ void Session::consume(std::span<std::vector<float>> logits, StepModel& steps) {
         start_attempt();
         return;
     }
-    search_->consume(logits, steps);
-    if (search_->done()) finish_attempt();
+    finish_attempt(outcome.result);
 }
 
 void Session::start_attempt() {
@@ -179,14 +182,10 @@ void Session::start_attempt() {
     if (o_.timestamps)
         so.processors.push_back(std::make_shared<EndAtAudioEnd>(model_.tokens, static_cast<int>(prompt_.size()),
                                                                 static_cast<int>(segment_frames_)));
-    // The search needs at least one uncached prompt token to get its first logits; when the
-    // prompt is the prefix itself (.en with timestamps), it re-runs the last one.
-    const int cached = static_cast<int>(std::min(prefix_.size(), prompt_.size() - 1));
-    search_ = make_search(prompt_, slots_, so, cached);
+    task_ = DecodeTask{prompt_, std::move(so), cross_, Priority::Interactive};
 }
 
-void Session::finish_attempt() {
-    SearchResult best = search_->result();
+void Session::finish_attempt(SearchResult best) {
     const float temperature = o_.temperatures[attempt_];
     const float ratio = compression_ratio(text_of(model_, best.tokens));
     const bool silent = no_speech_prob_ > o_.no_speech_threshold && best.avg_logprob() < o_.logprob_threshold;
@@ -197,7 +196,6 @@ void Session::finish_attempt() {
         start_attempt();
         return;
     }
-    search_.reset();
     if (silent) {
         advance_window(segment_frames_);  // the no-speech gate: nothing said in this window
         return;
@@ -212,11 +210,10 @@ void Session::finish_attempt() {
     finish_window(best, temperature, ratio, nullptr);
 }
 
-void Session::align(WhisperRunner& runner) {
+void Session::align(WhisperRunner& runner, int slot) {
     if (phase_ != Phase::NeedAlign) throw Error(ErrorKind::Internal, "align() outside NeedAlign");
     std::vector<int> tokens = window_tokens(pending_best_);
-    WindowAlignment a =
-        align_window(model_, runner, *cross_, slots_[0], prompt_, tokens, static_cast<int>(segment_frames_));
+    WindowAlignment a = align_window(model_, runner, *cross_, slot, prompt_, tokens, static_cast<int>(segment_frames_));
     finish_window(pending_best_, pending_temperature_, pending_ratio_, &a);
 }
 

@@ -6,10 +6,12 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "audio/pcm_source.h"
+#include "decoding/decode_service.h"
 #include "decoding/search.h"
 #include "decoding/transcript.h"
 #include "models/whisper/model.h"
@@ -27,11 +29,9 @@ struct WindowAlignment {
 class Session {
 public:
     // Reads windows from `audio` as they come (samples in memory, or a file decoded as it goes),
-    // releasing what lies before each window: it must outlive the session. `slots`: 2 cache
-    // slots per beam reserved for this session (the beam size as with_model_defaults resolves
-    // it). Validates the options (Error(InvalidArgument) naming the field) and the audio's start.
-    Session(const WhisperModel& model, Backend& backend, PcmSource& audio, const TranscribeOptions& options,
-            std::vector<int> slots);
+    // releasing what lies before each window: it must outlive the session. Validates the options
+    // (Error(InvalidArgument) naming the field) and the audio's start.
+    Session(const WhisperModel& model, Backend& backend, PcmSource& audio, const TranscribeOptions& options);
 
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
@@ -42,17 +42,20 @@ public:
     // NeedEncode: the log-mel of the current window and where to put its encoding.
     std::vector<float> window_mel() const;
     CrossKv* cross() { return cross_.get(); }
-    const std::vector<int>& slots() const { return slots_; }
     // Call after the runner encoded window_mel() into cross().
     void encoded();
 
-    // Decoding: inputs for the next step, then their logits.
-    std::vector<StepInput> inputs();
-    void consume(std::span<std::vector<float>> logits, StepModel& model);
+    // Decoding: the decode the session waits for next, once (the window's prefix, whose last
+    // logits row gives the language and the no-speech probability; then each temperature
+    // attempt's search), for a DecodeService (decoding/decode_service.h); then its outcome.
+    std::optional<DecodeTask> take_task();
+    void decoded(const DecodeOutcome& outcome);
+    // The most beams a search of this request runs (its admission's worst case).
+    int beams() const { return *o_.beam_size; }
 
-    // NeedAlign (word timestamps): one cross-attention pass over the window's tokens on the
-    // session's first slot; then the window's segments are final.
-    void align(WhisperRunner& runner);
+    // NeedAlign (word timestamps): one cross-attention pass over the window's tokens in the
+    // runner's cache slot `slot` (overwritten); then the window's segments are final.
+    void align(WhisperRunner& runner, int slot);
 
     // Called with each finished segment as soon as it is decided (streaming).
     std::function<void(const Segment&)> on_segment;
@@ -63,7 +66,7 @@ public:
 
 private:
     void start_attempt();
-    void finish_attempt();
+    void finish_attempt(SearchResult best);
     std::vector<int> window_tokens(const SearchResult& best) const;
     void finish_window(const SearchResult& best, float temperature, float ratio, const WindowAlignment* align);
     void advance_window(int64_t frames);
@@ -72,10 +75,9 @@ private:
 
     const WhisperModel& model_;
     PcmSource* audio_;
-    TranscribeOptions o_;                    // with_model_defaults: beam_size and condition_on_previous_text are set
-    std::vector<int> slots_;
+    TranscribeOptions o_;  // with_model_defaults: beam_size and condition_on_previous_text are set
     int mel_threads_;  // the backend's CPU threads: the log-mel runs while the encoder waits for it
-    std::unique_ptr<CrossKv> cross_;
+    std::shared_ptr<CrossKv> cross_;  // shared with the decodes in flight
     Transcript result_;
     Phase phase_ = Phase::NeedEncode;
 
@@ -84,10 +86,10 @@ private:
     int language_token_ = -1;
     std::vector<int> previous_;
     std::vector<int> prefix_, prompt_;
-    bool prefix_pending_ = false;
+    bool prefix_pending_ = false;     // the decode in flight is the prefix's
+    std::optional<DecodeTask> task_;  // not yet taken
     float no_speech_prob_ = 0.0f;
     size_t attempt_ = 0;
-    std::unique_ptr<Search> search_;
     // Waiting for align(): the chosen attempt.
     SearchResult pending_best_;
     float pending_temperature_ = 0.0f, pending_ratio_ = 0.0f;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "core/error.h"
+#include "models/whisper/decoder.h"
 #include "models/whisper/engine.h"
 #include "models/whisper/transcriber.h"
 
@@ -28,8 +30,9 @@ std::string window_of(const WhisperConfig& c) {
 
 }  // namespace
 
-WhisperSpeechModel::WhisperSpeechModel(std::unique_ptr<WhisperModel> model, Backend& backend)
-    : model_(std::move(model)), backend_(backend) {}
+WhisperSpeechModel::WhisperSpeechModel(std::unique_ptr<WhisperModel> model, Backend& backend,
+                                       DecodeServiceFactory decode_service)
+    : model_(std::move(model)), backend_(backend), decode_service_(std::move(decode_service)) {}
 
 std::string WhisperSpeechModel::description() const {
     const WhisperConfig& c = model_->config;
@@ -42,15 +45,33 @@ int WhisperSpeechModel::default_beam_size() const {
 }
 
 Transcript WhisperSpeechModel::transcribe(PcmSource& audio16k, const TranscribeOptions& options) {
-    // Two cache slots per beam; unset, the model's default beam size (generation_config.json).
-    const int slots = std::max(2, 2 * *with_model_defaults(options, model_->tokens).beam_size);
-    if (!runner_ || runner_->n_slots() < slots)
-        runner_ = std::make_unique<WhisperRunner>(model_->config, *model_->weights, backend_, slots);
-    return whisper::transcribe(*model_, *runner_, audio16k, options);
+    const int beams = *with_model_defaults(options, model_->tokens).beam_size;
+    if (!decode_service_) {
+        // Two cache slots per beam; unset, the model's default beam size (generation_config.json).
+        const int slots = std::max(2, 2 * beams);
+        if (!runner_ || runner_->n_slots() < slots)
+            runner_ = std::make_unique<WhisperRunner>(model_->config, *model_->weights, backend_, slots);
+        return whisper::transcribe(*model_, *runner_, audio16k, options);
+    }
+    // The decodes on the engine layer's service, sized for this request's worst case; the
+    // runner encodes and aligns.
+    if (beams < 1)
+        throw Error(ErrorKind::InvalidArgument, "beam_size must be at least 1, not " + std::to_string(beams));
+    if (!runner_) runner_ = std::make_unique<WhisperRunner>(model_->config, *model_->weights, backend_, 1);
+    if (!decoder_) decoder_ = std::make_unique<WhisperDecoder>(*model_, backend_);
+    DecodeServiceOptions so;
+    so.kv_cache_bytes =
+        static_cast<size_t>(std::max(1, beams)) * runner_->blocks_per_hypothesis() * runner_->kv_block_bytes();
+    so.max_sequences = beams > 1 ? 2 * beams : 1;
+    so.token_budget = model_->config.max_target_positions;
+    std::unique_ptr<DecodeService> service = decode_service_(*decoder_, backend_, so);
+    return whisper::transcribe(*model_, *runner_, *service, audio16k, options);
 }
 
 std::unique_ptr<SpeechEngine> WhisperSpeechModel::start_engine(const EngineOptions& options, Logger& logger) {
-    return std::make_unique<WhisperEngine>(*model_, backend_, options, logger);
+    EngineOptions o = options;
+    if (!o.decode_service) o.decode_service = decode_service_;
+    return std::make_unique<WhisperEngine>(*model_, backend_, o, logger);
 }
 
 }  // namespace parlance::whisper

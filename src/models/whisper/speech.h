@@ -1,6 +1,7 @@
 // Whisper as a SpeechModel (models/speech_model.h): what the registry hands the CLI and the
-// server. It owns the loaded model; transcribe() runs on a runner it keeps sized for the largest
-// beam size asked so far, start_engine() starts a WhisperEngine.
+// server. It owns the loaded model; transcribe() encodes on a runner it keeps and decodes on the
+// engine layer's service when one was handed in (open_speech_model does), else in the runner's
+// slots (sized for the largest beam size asked so far); start_engine() starts a WhisperEngine.
 #pragma once
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 
 #include "core/backend.h"
 #include "models/speech_model.h"
+#include "models/whisper/decoder.h"
 #include "models/whisper/model.h"
 #include "models/whisper/runner.h"
 
@@ -15,7 +17,7 @@ namespace parlance::whisper {
 
 class WhisperSpeechModel : public SpeechModel {
 public:
-    WhisperSpeechModel(std::unique_ptr<WhisperModel> model, Backend& backend);
+    WhisperSpeechModel(std::unique_ptr<WhisperModel> model, Backend& backend, DecodeServiceFactory decode_service = {});
 
     std::string description() const override;
     double load_seconds() const override { return model_->load_seconds; }
@@ -29,7 +31,9 @@ public:
 private:
     std::unique_ptr<WhisperModel> model_;
     Backend& backend_;
+    DecodeServiceFactory decode_service_;
     std::unique_ptr<WhisperRunner> runner_;  // for transcribe(); grown when a request needs more beams
+    std::unique_ptr<WhisperDecoder> decoder_;  // for transcribe() on decode_service_
 };
 
 }  // namespace parlance::whisper

@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "core/error.h"
+#include "models/whisper/runner_decode_service.h"
 #include "models/whisper/session.h"
 #include "models/whisper/timestamp_rules.h"
 
@@ -102,15 +103,18 @@ Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::spa
 Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, PcmSource& audio,
                       const TranscribeOptions& options) {
     const TranscribeOptions o = with_model_defaults(options, model.tokens);
-    std::vector<int> slots(slots_for_beams(*o.beam_size, runner.n_slots()));
-    std::iota(slots.begin(), slots.end(), 0);
-    Session session(model, runner.backend(), audio, o, slots);
-    WhisperStepModel steps(runner);
-    for (int s : slots) steps.bind(s, session.cross());
+    if (*o.beam_size > 1) slots_for_beams(*o.beam_size, runner.n_slots());
+    RunnerDecodeService service(runner);
+    return transcribe(model, runner, service, audio, options);
+}
+
+Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, DecodeService& decoder, PcmSource& audio,
+                      const TranscribeOptions& options) {
+    Session session(model, runner.backend(), audio, options);
     using Clock = std::chrono::steady_clock;
     const auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
     TranscribeTimings times;
-    // The same step loop the engine runs for many sessions, here for one.
+    // The same loop the engine runs for many sessions, here for one.
     for (;;) {
         const auto t0 = Clock::now();
         switch (session.phase()) {
@@ -125,21 +129,22 @@ Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, PcmSourc
                 break;
             }
             case Session::Phase::NeedAlign:
-                session.align(runner);
+                session.align(runner, 0);  // the decoder holds no slot between its decodes
                 break;
             case Session::Phase::Decoding: {
-                std::vector<StepInput> in = session.inputs();
-                std::vector<std::vector<float>> logits = steps.step(in);
-                int computed = 0;
-                for (const StepInput& i : in) computed += static_cast<int>(i.tokens.size());
-                if (computed > static_cast<int>(in.size())) {  // a window's prompt
+                std::optional<DecodeTask> task = session.take_task();
+                if (task) decoder.start(std::move(*task));
+                const uint64_t before = decoder.stats().tokens_computed;
+                std::vector<DecodeOutcome> done = decoder.step();
+                const auto computed = static_cast<int>(decoder.stats().tokens_computed - before);
+                if (task) {  // a prompt
                     times.prefill_tokens += computed;
                     times.prefill += since(t0);
                 } else {
                     times.decode_tokens += computed;
                     times.decode += since(t0);
                 }
-                session.consume(logits, steps);
+                for (const DecodeOutcome& o : done) session.decoded(o);
                 break;
             }
             case Session::Phase::Done: {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "audio/pcm_source.h"
+#include "decoding/decode_service.h"
 #include "decoding/search.h"
 #include "decoding/step_model.h"
 #include "decoding/transcribe_options.h"
@@ -60,7 +61,12 @@ ProcessorList whisper_processors(const WhisperModel& model, int prompt_length, b
 Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::span<const float> pcm16k,
                       const TranscribeOptions& options);
 // The same, reading the audio's windows as they come (PcmSource: a file decoded as it goes).
+// Decodes in the runner's cache slots (2 per beam: Error(InvalidArgument) when it has too few).
 Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, PcmSource& audio,
+                      const TranscribeOptions& options);
+// The same with the decodes on `decoder` (the generation engine's service, say): the runner
+// encodes the windows and aligns words (in its slot 0).
+Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, DecodeService& decoder, PcmSource& audio,
                       const TranscribeOptions& options);
 
 // len(text) / len(zlib(text)), as OpenAI's fallback rule measures repetitiveness.

@@ -50,7 +50,7 @@ TEST(SpeechEnginePriority, WhisperServesTheQueueByClassThenArrival) {
     pcm.resize(16000 * 3);
     Logger log(LogLevel::Error);
     EngineOptions eo;
-    eo.cache_slots = 2;  // one greedy request at a time: the rest wait in the queue
+    eo.cache_slots = 1;  // one greedy request (one sequence) at a time: the rest wait in the queue
     whisper::WhisperEngine engine(*model, backend, eo, log);
 
     std::mutex mutex;

@@ -1,0 +1,118 @@
+// Decode tasks on the runner's cache slots (see runner_decode_service.h).
+#include "models/whisper/runner_decode_service.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace parlance::whisper {
+
+RunnerDecodeService::RunnerDecodeService(WhisperRunner& runner, int first_slot) : runner_(runner), steps_(runner) {
+    for (int s = runner.n_slots() - 1; s >= first_slot; --s) free_.push_back(s);
+}
+
+int RunnerDecodeService::slots_needed(const DecodeTask& t) const {
+    if (!t.search) return 1;
+    const bool beams = t.search->num_beams > 1 && t.search->temperature <= 0.0f;
+    return beams ? 2 * t.search->num_beams : 1;
+}
+
+int RunnerDecodeService::worst_blocks(int beams, int) const {
+    return std::max(1, beams) * runner_.blocks_per_hypothesis();
+}
+
+uint64_t RunnerDecodeService::start(DecodeTask task) {
+    size_t total = free_.size();
+    for (const Task& t : tasks_) total += t.slots.size();
+    if (slots_needed(task) > 1) slots_for_beams(task.search->num_beams, static_cast<int>(total));
+    if (total == 0) throw Error(ErrorKind::Internal, "the decoder has no cache slot");
+    if (!task.model_state) throw Error(ErrorKind::Internal, "a Whisper decode without its encoded window");
+    if (task.prompt.empty()) throw Error(ErrorKind::Internal, "a decode task without a prompt");
+    Task t;
+    t.id = next_id_++;
+    t.task = std::move(task);
+    const auto at =
+        std::find_if(tasks_.begin(), tasks_.end(), [&](const Task& q) { return q.task.priority > t.task.priority; });
+    const uint64_t id = t.id;
+    tasks_.insert(at, std::move(t));
+    return id;
+}
+
+void RunnerDecodeService::abort(uint64_t id) {
+    for (Task& t : tasks_)
+        if (t.id == id) t.aborted = true;
+}
+
+std::vector<DecodeOutcome> RunnerDecodeService::step() {
+    std::vector<DecodeOutcome> out;
+    auto end = [&](std::list<Task>::iterator it, DecodeOutcome o) {
+        for (int s : it->slots) {
+            runner_.release_slot(s);
+            free_.push_back(s);
+        }
+        o.id = it->id;
+        out.push_back(std::move(o));
+        return tasks_.erase(it);
+    };
+    // Aborted tasks leave; waiting ones start while their slots are free, most urgent first.
+    for (auto it = tasks_.begin(); it != tasks_.end();) {
+        if (it->aborted) {
+            it = end(it, DecodeOutcome{0, true, {}, {}});
+            continue;
+        }
+        if (it->slots.empty() && static_cast<int>(free_.size()) >= slots_needed(it->task)) {
+            const int n = slots_needed(it->task);
+            it->slots.assign(free_.end() - n, free_.end());
+            free_.resize(free_.size() - n);
+            const auto* cross = static_cast<const CrossKv*>(it->task.model_state.get());
+            for (int s : it->slots) steps_.bind(s, cross);
+            if (it->task.search) it->search = make_search(it->task.prompt, it->slots, *it->task.search);
+        }
+        ++it;
+    }
+    // One decoder step over every running task's inputs.
+    std::vector<StepInput> batch;
+    std::vector<std::pair<std::list<Task>::iterator, size_t>> owners;
+    for (auto it = tasks_.begin(); it != tasks_.end(); ++it) {
+        if (it->slots.empty()) continue;
+        std::vector<StepInput> in;
+        if (it->search)
+            in = it->search->inputs();
+        else
+            in.push_back(StepInput{it->slots[0], it->task.prompt, 0});
+        owners.emplace_back(it, in.size());
+        for (StepInput& x : in) {
+            stats_.tokens_computed += x.tokens.size();
+            batch.push_back(std::move(x));
+        }
+    }
+    if (batch.empty()) return out;
+    std::vector<std::vector<float>> logits = steps_.step(batch);
+    stats_.steps++;
+    size_t off = 0;
+    for (auto& [it, n] : owners) {
+        std::span<std::vector<float>> rows(logits.data() + off, n);
+        off += n;
+        DecodeOutcome o;
+        if (!it->search) {
+            o.logits = std::move(rows[0]);
+        } else {
+            it->search->consume(rows, steps_);
+            if (!it->search->done()) continue;
+            o.result = it->search->result();
+            stats_.tokens += o.result.tokens.size();
+        }
+        end(it, std::move(o));
+    }
+    return out;
+}
+
+DecodeServiceStats RunnerDecodeService::stats() const {
+    DecodeServiceStats s = stats_;
+    s.kv = runner_.kv_stats();
+    s.kv_bytes = runner_.kv_bytes();
+    s.block_bytes = runner_.kv_block_bytes();
+    return s;
+}
+
+}  // namespace parlance::whisper
