@@ -80,6 +80,7 @@ struct Args {
     int prompt = 512;         // qwen3_bench only: prompt tokens of the prefill measurement
     std::string quantize;     // qwen3_bench only: weights at load ("" as stored)
     int beams = 5;            // whisper_engine_bench only: beams per request (1: greedy)
+    std::string audio;        // whisper_serve_bench only: the requests' audio file
 };
 
 inline Args parse_args(int argc, char** argv) {
@@ -99,6 +100,8 @@ inline Args parse_args(int argc, char** argv) {
         else if (k == "--bandwidth") a.bandwidth = true;
         else if (k == "--prompt") a.prompt = std::stoi(val());
         else if (k == "--quantize") a.quantize = val();
+        else if (k == "--audio")
+            a.audio = val();
         else if (k == "--batch") a.batch = std::max(1, std::stoi(val()));
         else if (k == "--beams")
             a.beams = std::max(1, std::stoi(val()));
