@@ -24,6 +24,9 @@ struct DecodeTask {
     // The search that decodes after the prompt (greedy, sampled or beams, with its processors);
     // none: the prompt is computed and its last logits row returned, nothing generated.
     std::optional<SearchOptions> search;
+    // With a search: also return the raw logits row after this prompt position (Whisper's
+    // <|startoftranscript|>: the no-speech probability), computed in the search's own prompt pass.
+    int prompt_row = -1;
     // The model's per-sequence state (Whisper's encoded window), kept alive until the task ends.
     std::shared_ptr<void> model_state;
     Priority priority = Priority::Interactive;
@@ -33,7 +36,7 @@ struct DecodeOutcome {
     uint64_t id = 0;
     bool aborted = false;       // abort() was called; nothing else is set
     SearchResult result;        // a search's tokens, summed log-probability and score
-    std::vector<float> logits;  // a task without a search: the raw row after its prompt [vocab]
+    std::vector<float> logits;  // the raw row after the prompt (no search) or after prompt_row [vocab]
 };
 
 struct DecodeServiceStats {

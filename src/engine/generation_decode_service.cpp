@@ -17,6 +17,7 @@ uint64_t GenerationDecodeService::start(DecodeTask task) {
     std::shared_ptr<std::vector<float>> row;
     if (task.search) {
         r.search = std::move(task.search);
+        r.prompt_row = task.prompt_row;
     } else {
         // One token chosen and dropped: the prompt's last row is what the task wants.
         row = std::make_shared<std::vector<float>>();
@@ -43,6 +44,7 @@ std::vector<DecodeOutcome> GenerationDecodeService::step() {
             o.result.sum_logprob = r.sum_logprob;
             o.result.score = r.score;
             o.result.finished = r.state == SeqState::FinishedStop;
+            o.logits = std::move(r.prompt_logits);
             tokens_ += r.tokens.size();
         }
         out.push_back(std::move(o));

@@ -101,6 +101,9 @@ SeqId GenerationEngine::submit(GenerationRequest r) {
         g->search = make_search(std::vector<int>(r.prompt.begin(), r.prompt.end()), numbers, so);
         g->worst_blocks = search_worst_blocks(beams ? so.num_beams : 1,
                                               static_cast<int64_t>(r.prompt.size()) + std::max(0, so.max_new_tokens));
+        if (r.prompt_row >= static_cast<int>(r.prompt.size()))
+            throw Error(ErrorKind::InvalidArgument, "prompt_row lies past the prompt");
+        g->prompt_row = r.prompt_row;
         s->group = std::move(g);
         s->sampling.max_tokens = so.max_new_tokens;
         s->cache_key = kPrivateBlocks;
@@ -167,6 +170,7 @@ GenerationResult GenerationEngine::result_of(Sequence& s) {
         extra_.erase(it);
     }
     if (s.group) {
+        r.prompt_logits = std::move(s.group->prompt_logits);
         r.tokens.assign(s.group->result.tokens.begin(), s.group->result.tokens.end());
         r.sum_logprob = s.group->result.sum_logprob;
         r.score = s.group->result.score;
@@ -312,6 +316,7 @@ std::vector<GenerationResult> GenerationEngine::step() {
             row += it.n;
         }
     }
+    add_prompt_rows(out, batch);
     // Prompt chunks only: the step still writes their K/V; one row of logits is asked and ignored.
     if (batch.outputs.empty()) batch.outputs.push_back(0);
     model_.forward(batch, storage_, logits_);
@@ -426,9 +431,38 @@ private:
 
 }  // namespace
 
+void GenerationEngine::add_prompt_rows(const SchedulerOutput& out, StepBatch& batch) {
+    int row = 0;  // the item's first token in the batch
+    bool added = false;
+    for (const ScheduledSeq& it : out.items) {
+        SearchGroup* g = it.seq->group.get();
+        if (g) g->prompt_row_in_step = false;
+        if (g && g->prompt_row >= 0 && g->prompt_logits.empty()) {
+            int at = row;
+            for (const StepInput& in : g->inputs) {
+                // The prompt's step: slot 0 from position 0 (a group runs its prompt whole).
+                if (in.slot == 0 && in.n_past == 0 && static_cast<int>(in.tokens.size()) > g->prompt_row) {
+                    batch.outputs.push_back(at + g->prompt_row);
+                    g->prompt_row_in_step = added = true;
+                }
+                at += static_cast<int>(in.tokens.size());
+            }
+        }
+        row += it.n;
+    }
+    // Rows come back in output order; each group's prompt row lies before its own rows.
+    if (added) std::stable_sort(batch.outputs.begin(), batch.outputs.end());
+}
+
 void GenerationEngine::consume_group(Sequence& s, size_t& k) {
     SearchGroup& g = *s.group;
     const size_t V = static_cast<size_t>(model_.vocab_size());
+    if (g.prompt_row_in_step) {
+        g.prompt_logits.assign(logits_.begin() + static_cast<std::ptrdiff_t>(k * V),
+                               logits_.begin() + static_cast<std::ptrdiff_t>((k + 1) * V));
+        g.prompt_row_in_step = false;
+        ++k;
+    }
     std::vector<std::vector<float>> rows(g.inputs.size());
     for (auto& row : rows) {
         row.assign(logits_.begin() + static_cast<std::ptrdiff_t>(k * V),

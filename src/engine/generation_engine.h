@@ -107,6 +107,9 @@ struct GenerationRequest {
     // give the length, the stop and the processors: `sampling`, `processors`, `on_token`,
     // `logprobs`, `constraint` and `expected` do not apply.
     std::optional<SearchOptions> search;
+    // With `search`: also keep the raw logits row after this prompt position (0-based; -1: none),
+    // computed in the search's prompt step (GenerationResult::prompt_logits).
+    int prompt_row = -1;
 };
 
 struct GenerationResult {
@@ -120,6 +123,7 @@ struct GenerationResult {
     int draft_accepted = 0;
     double sum_logprob = 0.0;  // GenerationRequest::sum_logprob, or a search's
     double score = 0.0;        // a search's ranking score (beams: sum_logprob / length^penalty)
+    std::vector<float> prompt_logits;  // GenerationRequest::prompt_row's row [vocab]
 };
 
 struct GenerationStats {
@@ -172,6 +176,8 @@ private:
         int steps = 0, draft_tokens = 0, draft_accepted = 0;
     };
     StepBatch build_batch(const SchedulerOutput& out) const;
+    // Adds the rows search groups asked of their prompts (prompt_row) to the batch's outputs.
+    void add_prompt_rows(const SchedulerOutput& out, StepBatch& batch);
     void propose_drafts();
     int32_t choose_constrained(std::span<float> row, const Sequence& s, std::span<const int32_t> tokens,
                                TokenConstraint& c);

@@ -71,6 +71,11 @@ struct SearchGroup {
     std::vector<StepInput> inputs;  // this step's, in batch order (set by the scheduler)
     int worst_blocks = 0;           // KV blocks its slots may hold at once, at most
     SearchResult result;            // once the search is done
+    // GenerationRequest::prompt_row: the prompt position whose raw logits row is kept (-1: none),
+    // the row once the prompt's step ran, and whether this step's batch outputs it.
+    int prompt_row = -1;
+    std::vector<float> prompt_logits;
+    bool prompt_row_in_step = false;
 };
 
 struct Sequence {

@@ -88,7 +88,7 @@ struct EngineStats {
     uint64_t completed = 0;
     uint64_t failed = 0;
     uint64_t cancelled = 0;
-    uint64_t decode_tokens = 0;  // tokens produced by decoder steps
+    uint64_t decode_tokens = 0;  // tokens generated (of finished decodes: a search counts its best hypothesis)
     uint64_t decoder_steps = 0;
     double audio_seconds = 0.0;  // of completed requests
     double busy_seconds = 0.0;   // engine thread time spent computing

@@ -28,6 +28,8 @@ uint64_t RunnerDecodeService::start(DecodeTask task) {
     if (total == 0) throw Error(ErrorKind::Internal, "the decoder has no cache slot");
     if (!task.model_state) throw Error(ErrorKind::Internal, "a Whisper decode without its encoded window");
     if (task.prompt.empty()) throw Error(ErrorKind::Internal, "a decode task without a prompt");
+    if (task.prompt_row >= static_cast<int>(task.prompt.size()))
+        throw Error(ErrorKind::InvalidArgument, "prompt_row lies past the prompt");
     Task t;
     t.id = next_id_++;
     t.task = std::move(task);
@@ -66,7 +68,10 @@ std::vector<DecodeOutcome> RunnerDecodeService::step() {
             free_.resize(free_.size() - n);
             const auto* cross = static_cast<const CrossKv*>(it->task.model_state.get());
             for (int s : it->slots) steps_.bind(s, cross);
-            if (it->task.search) it->search = make_search(it->task.prompt, it->slots, *it->task.search);
+            // A prompt row asked: the prompt up to it runs first in slot 0 (its own step), and the
+            // search starts after it; otherwise the search runs the whole prompt.
+            if (it->task.search && it->task.prompt_row < 0)
+                it->search = make_search(it->task.prompt, it->slots, *it->task.search);
         }
         ++it;
     }
@@ -76,10 +81,14 @@ std::vector<DecodeOutcome> RunnerDecodeService::step() {
     for (auto it = tasks_.begin(); it != tasks_.end(); ++it) {
         if (it->slots.empty()) continue;
         std::vector<StepInput> in;
-        if (it->search)
+        if (it->search) {
             in = it->search->inputs();
-        else
+        } else if (it->task.search) {  // the prompt up to its asked row
+            const auto end = it->task.prompt.begin() + it->task.prompt_row + 1;
+            in.push_back(StepInput{it->slots[0], std::vector<int>(it->task.prompt.begin(), end), 0});
+        } else {
             in.push_back(StepInput{it->slots[0], it->task.prompt, 0});
+        }
         owners.emplace_back(it, in.size());
         for (StepInput& x : in) {
             stats_.tokens_computed += x.tokens.size();
@@ -94,12 +103,21 @@ std::vector<DecodeOutcome> RunnerDecodeService::step() {
         std::span<std::vector<float>> rows(logits.data() + off, n);
         off += n;
         DecodeOutcome o;
+        if (!it->search && it->task.search) {
+            // The asked row; the search goes on from the cached prompt (at least its last token
+            // runs again: a search needs one uncached token for its first logits).
+            it->prompt_logits = std::move(rows[0]);
+            const int cached = std::min(it->task.prompt_row + 1, static_cast<int>(it->task.prompt.size()) - 1);
+            it->search = make_search(it->task.prompt, it->slots, *it->task.search, cached);
+            continue;
+        }
         if (!it->search) {
             o.logits = std::move(rows[0]);
         } else {
             it->search->consume(rows, steps_);
             if (!it->search->done()) continue;
             o.result = it->search->result();
+            o.logits = std::move(it->prompt_logits);
             stats_.tokens += o.result.tokens.size();
         }
         end(it, std::move(o));

@@ -36,6 +36,7 @@ private:
         DecodeTask task;
         std::vector<int> slots;  // held while it runs
         std::unique_ptr<Search> search;
+        std::vector<float> prompt_logits;  // DecodeTask::prompt_row's row, from its own first step
         bool aborted = false;
     };
     int slots_needed(const DecodeTask& t) const;

@@ -115,8 +115,8 @@ std::vector<float> Session::window_mel() const {
 void Session::encoded() {
     const SpecialTokens& t = model_.tokens;
     segment_frames_ = window_frames();
-    // The prefix up to <|startoftranscript|> runs first: its last logits give the no-speech
-    // probability and the language.
+    // The prefix up to <|startoftranscript|>: its last logits give the no-speech probability and
+    // the language.
     prefix_.clear();
     const int max_context = model_.config.max_target_positions / 2 - 1;
     // A model without <|startofprev|> cannot be prompted; it decodes without context.
@@ -126,9 +126,17 @@ void Session::encoded() {
         prefix_.insert(prefix_.end(), previous_.end() - n, previous_.end());
     }
     prefix_.push_back(t.sot);
-    prefix_pending_ = true;
-    task_ = DecodeTask{prefix_, std::nullopt, cross_, Priority::Interactive};
     phase_ = Phase::Decoding;
+    if (t.multilingual && language_token_ < 0) {
+        // The language is not known yet: the prefix runs alone, its row decides the prompt.
+        prefix_pending_ = true;
+        task_ = DecodeTask{prefix_, std::nullopt, -1, cross_, Priority::Interactive};
+        return;
+    }
+    // The prompt is known: the first attempt's prompt pass returns the prefix's row too.
+    build_prompt();
+    attempt_ = 0;
+    start_attempt(static_cast<int>(prefix_.size()) - 1);
 }
 
 std::optional<DecodeTask> Session::take_task() {
@@ -137,38 +145,51 @@ std::optional<DecodeTask> Session::take_task() {
     return t;
 }
 
-void Session::decoded(const DecodeOutcome& outcome) {
+void Session::read_prefix_row(std::span<const float> logits) {
     const SpecialTokens& t = model_.tokens;
+    if (logits.size() != static_cast<size_t>(model_.config.vocab_size))
+        throw Error(ErrorKind::Internal, "the decode returned no logits row for the prefix");
+    std::vector<float> lp(logits.begin(), logits.end());
+    log_softmax(lp);
+    no_speech_prob_ = t.nospeech >= 0 ? std::exp(lp[t.nospeech]) : 0.0f;
+    if (t.multilingual && language_token_ < 0) {
+        result_.language_probs = language_probabilities(logits, t);
+        auto best = std::max_element(result_.language_probs.begin(), result_.language_probs.end(),
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+        result_.language = best->first;
+        language_token_ = t.language_token(best->first);
+    }
+}
+
+void Session::build_prompt() {
+    const SpecialTokens& t = model_.tokens;
+    prompt_ = prefix_;
+    if (t.multilingual) {
+        prompt_.push_back(language_token_);
+        prompt_.push_back(o_.task == "translate" ? t.translate : t.transcribe);
+    }
+    if (!o_.timestamps) prompt_.push_back(t.notimestamps);
+}
+
+void Session::decoded(const DecodeOutcome& outcome) {
     if (phase_ != Phase::Decoding || task_ || outcome.aborted)
         throw Error(ErrorKind::Internal, "a decode's outcome the session was not waiting for");
     if (prefix_pending_) {
         prefix_pending_ = false;
-        if (outcome.logits.size() != static_cast<size_t>(model_.config.vocab_size))
-            throw Error(ErrorKind::Internal, "the prefix's decode returned no logits row");
-        std::vector<float> lp = outcome.logits;
-        log_softmax(lp);
-        no_speech_prob_ = t.nospeech >= 0 ? std::exp(lp[t.nospeech]) : 0.0f;
-        if (t.multilingual && language_token_ < 0) {
-            result_.language_probs = language_probabilities(outcome.logits, t);
-            auto best = std::max_element(result_.language_probs.begin(), result_.language_probs.end(),
-                                         [](const auto& a, const auto& b) { return a.second < b.second; });
-            result_.language = best->first;
-            language_token_ = t.language_token(best->first);
-        }
-        prompt_ = prefix_;
-        if (t.multilingual) {
-            prompt_.push_back(language_token_);
-            prompt_.push_back(o_.task == "translate" ? t.translate : t.transcribe);
-        }
-        if (!o_.timestamps) prompt_.push_back(t.notimestamps);
+        read_prefix_row(outcome.logits);
+        build_prompt();
         attempt_ = 0;
-        start_attempt();
+        start_attempt(-1);
         return;
+    }
+    if (row_pending_) {
+        row_pending_ = false;
+        read_prefix_row(outcome.logits);
     }
     finish_attempt(outcome.result);
 }
 
-void Session::start_attempt() {
+void Session::start_attempt(int prefix_row) {
     SearchOptions so;
     so.max_new_tokens =
         std::min(o_.max_new_tokens, model_.config.max_target_positions - static_cast<int>(prompt_.size()));
@@ -182,7 +203,8 @@ void Session::start_attempt() {
     if (o_.timestamps)
         so.processors.push_back(std::make_shared<EndAtAudioEnd>(model_.tokens, static_cast<int>(prompt_.size()),
                                                                 static_cast<int>(segment_frames_)));
-    task_ = DecodeTask{prompt_, std::move(so), cross_, Priority::Interactive};
+    row_pending_ = prefix_row >= 0;
+    task_ = DecodeTask{prompt_, std::move(so), prefix_row, cross_, Priority::Interactive};
 }
 
 void Session::finish_attempt(SearchResult best) {
@@ -193,7 +215,7 @@ void Session::finish_attempt(SearchResult best) {
         !silent && (ratio > o_.compression_ratio_threshold || best.avg_logprob() < o_.logprob_threshold);
     if (needs_fallback && attempt_ + 1 < o_.temperatures.size()) {
         ++attempt_;
-        start_attempt();
+        start_attempt(-1);
         return;
     }
     if (silent) {

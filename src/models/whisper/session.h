@@ -65,8 +65,14 @@ public:
     double seconds_done() const;
 
 private:
-    void start_attempt();
+    // Sets the next decode: the attempt's search over prompt_, asking the row after prompt
+    // position `prefix_row` too (-1: none).
+    void start_attempt(int prefix_row);
     void finish_attempt(SearchResult best);
+    // The no-speech probability (and the language, if not known yet) from the row after <|startoftranscript|>.
+    void read_prefix_row(std::span<const float> logits);
+    // prompt_: the prefix, then the language and task (multilingual), then <|notimestamps|> if asked.
+    void build_prompt();
     std::vector<int> window_tokens(const SearchResult& best) const;
     void finish_window(const SearchResult& best, float temperature, float ratio, const WindowAlignment* align);
     void advance_window(int64_t frames);
@@ -86,7 +92,8 @@ private:
     int language_token_ = -1;
     std::vector<int> previous_;
     std::vector<int> prefix_, prompt_;
-    bool prefix_pending_ = false;     // the decode in flight is the prefix's
+    bool prefix_pending_ = false;     // the decode in flight is the prefix's alone
+    bool row_pending_ = false;        // the attempt in flight returns the prefix's row too
     std::optional<DecodeTask> task_;  // not yet taken
     float no_speech_prob_ = 0.0f;
     size_t attempt_ = 0;

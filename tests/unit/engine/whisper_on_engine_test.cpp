@@ -184,6 +184,54 @@ TEST(WhisperOnEngine, ASequenceWithoutItsEncodedAudioIsRefused) {
     EXPECT_THROW(engine.run_to_completion(), Error);
 }
 
+// A search group's prompt_row: the raw row after that prompt position, taken from the search's
+// own prompt step, is the row of that prefix run as a request of its own (batch invariance),
+// for greedy and beam groups, beside other groups in the same step.
+TEST(WhisperOnEngine, APromptRowIsThePrefixsOwnRow) {
+    const auto dir = testing::fixtures_dir() / "whisper" / "tiny-multi";
+    Backend backend(BackendOptions{"cpu", 1, true});
+    auto model = WhisperModel::load(dir / "model", backend);
+    WhisperRunner runner(model->config, *model->weights, backend, 1);
+    std::vector<Case> cases = greedy_cases(dir, *model, runner, backend);
+    ASSERT_GE(cases.size(), 2u);
+    WhisperDecoder decoder(*model, backend);
+    GenerationEngine engine(decoder, backend, GenerationEngineOptions{});
+    std::map<SeqId, std::pair<Case, int>> asked;                // group -> its case and prompt row
+    std::map<SeqId, SeqId> alone;                               // group -> the prefix's own request
+    std::map<SeqId, std::shared_ptr<std::vector<float>>> rows;  // the prefix requests' rows
+    for (size_t i = 0; i < 2; ++i) {
+        Case k = cases[i];
+        k.beams = i == 0 ? 1 : 3;
+        k.max_new = 4;
+        const int row = 0;  // <|startoftranscript|>
+        GenerationRequest r = search_request(k, *model);
+        r.prompt_row = row;
+        const SeqId g = engine.submit(std::move(r));
+        asked[g] = {k, row};
+        GenerationRequest p;
+        p.prompt.assign(k.prompt.begin(), k.prompt.begin() + row + 1);
+        p.model_state = k.cross;
+        p.sampling.max_tokens = 1;
+        auto sink = std::make_shared<std::vector<float>>();
+        p.on_logits = [sink](std::span<const float> l) { sink->assign(l.begin(), l.end()); };
+        const SeqId id = engine.submit(std::move(p));
+        alone[g] = id;
+        rows[id] = sink;
+        engine.step();  // the second pair's prompts then run beside the first group's decode
+    }
+    std::map<SeqId, GenerationResult> done;
+    for (GenerationResult& r : engine.run_to_completion()) done[r.id] = std::move(r);
+    for (const auto& [g, kr] : asked) {
+        SCOPED_TRACE(kr.first.name);
+        ASSERT_EQ(done.at(g).prompt_logits.size(), static_cast<size_t>(model->config.vocab_size));
+        EXPECT_EQ(done.at(g).prompt_logits, *rows.at(alone.at(g)));
+        EXPECT_FALSE(done.at(g).tokens.empty());
+    }
+    GenerationRequest bad = search_request(cases[0], *model);
+    bad.prompt_row = static_cast<int>(bad.prompt.size());
+    EXPECT_THROW(engine.submit(std::move(bad)), Error);
+}
+
 TEST(WhisperOnEngine, AnAbortedBeamGroupReturnsEveryBlock) {
     const auto dir = testing::fixtures_dir() / "whisper" / "tiny-en";
     Backend backend(BackendOptions{"cpu", 1, true});
