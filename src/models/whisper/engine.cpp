@@ -57,10 +57,11 @@ int kv_blocks_for(const EngineOptions& o, const WhisperConfig& c) {
     return static_cast<int>(std::min<size_t>(blocks, 1 << 24));
 }
 
-// The runner: with a decode service it only encodes and aligns (one slot); without one it
-// also holds the decoder's slots (after the alignment's) and their cache.
+// The runner: with a decode service it only encodes (a one-block cache it never uses; word
+// alignment gets a runner of its own when a request first asks); without one it also holds the
+// decoder's slots after the alignment's slot 0, and their cache.
 std::unique_ptr<WhisperRunner> make_runner(const WhisperModel& m, Backend& backend, const EngineOptions& o) {
-    if (o.decode_service) return std::make_unique<WhisperRunner>(m.config, *m.weights, backend, 1);
+    if (o.decode_service) return std::make_unique<WhisperRunner>(m.config, *m.weights, backend, 1, 1);
     const int align_blocks =
         (m.config.max_target_positions + WhisperRunner::kv_block_tokens() - 1) / WhisperRunner::kv_block_tokens() + 2;
     return std::make_unique<WhisperRunner>(m.config, *m.weights, backend, 1 + cache_slots_of(o),
@@ -94,6 +95,13 @@ WhisperEngine::WhisperEngine(const WhisperModel& model, Backend& backend, const 
     stats_.kv_capacity_bytes = d.kv_bytes;
     stats_.kv = d.kv;
     thread_ = std::thread([this] { loop(); });
+}
+
+WhisperRunner& WhisperEngine::aligner() {
+    if (!decoder_model_) return *runner_;  // slot 0 is the alignment's, the rest the decoder's
+    if (!align_runner_)                    // a full context of KV, only once a request asks for word timestamps
+        align_runner_ = std::make_unique<WhisperRunner>(model_.config, *model_.weights, backend_, 1);
+    return *align_runner_;
 }
 
 int WhisperEngine::worst_blocks(int beams) const {
@@ -332,11 +340,11 @@ void WhisperEngine::step_once() {
         runner_->encode(mels, crosses);
         for (Job* j : encoding) j->session->encoded();
     }
-    // Word-timestamp alignment passes (one sequence each, between steps, in the runner's slot 0).
+    // Word-timestamp alignment passes (one sequence each, between steps, in a runner's slot 0).
     for (auto& j : active_) {
         if (!live(j, Session::Phase::NeedAlign)) continue;
         try {
-            j->session->align(*runner_, 0);
+            j->session->align(aligner(), 0);
         } catch (...) {
             fail(*j, std::current_exception());
         }

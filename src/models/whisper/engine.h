@@ -60,6 +60,8 @@ private:
     void finish(Job& job, std::exception_ptr error);
     // finish() with the request's error, counted as cancelled or failed.
     void fail(Job& job, std::exception_ptr error);
+    // The runner whose slot 0 the word-alignment passes use.
+    WhisperRunner& aligner();
     // The KV blocks a request of `beams` beams may hold at once.
     int worst_blocks(int beams) const;
 
@@ -67,7 +69,8 @@ private:
     Backend& backend_;
     EngineOptions options_;
     Logger& log_;
-    std::unique_ptr<WhisperRunner> runner_;          // the encoder, and word alignment in its slot 0
+    std::unique_ptr<WhisperRunner> runner_;          // the encoder (and the slot path's decoder)
+    std::unique_ptr<WhisperRunner> align_runner_;    // word alignment beside a decode service
     std::unique_ptr<WhisperDecoder> decoder_model_;  // the decoder, for a service from options
     std::unique_ptr<DecodeService> decoder_;         // where every decode runs
     std::map<uint64_t, Job*> decoding_;              // this thread's: decode task -> its request
