@@ -19,11 +19,16 @@ PcmSource::PcmSource(std::span<const float> pcm) : memory_(pcm) {}
 PcmSource::PcmSource(std::unique_ptr<AudioStreamDecoder> decoder, std::shared_ptr<const void> bytes_owner)
     : bytes_owner_(std::move(bytes_owner)), decoder_(std::move(decoder)), ended_(false) {}
 
+PcmSource::PcmSource(Producer produce, double declared_seconds)
+    : produce_(std::move(produce)), declared_seconds_(declared_seconds), ended_(false) {}
+
 size_t PcmSource::fill(size_t end) {
     while (!ended_ && decoded() < end) {
-        if (!decoder_->decode(std::max(kDecodeChunk, end - decoded()), &buffer_)) {
+        const size_t want = std::max(kDecodeChunk, end - decoded());
+        if (!(decoder_ ? decoder_->decode(want, &buffer_) : produce_(want, &buffer_))) {
             ended_ = true;
             decoder_.reset();
+            produce_ = nullptr;
         }
     }
     return std::min(end, decoded());
@@ -31,7 +36,7 @@ size_t PcmSource::fill(size_t end) {
 
 double PcmSource::seconds_hint(int sample_rate) const {
     if (ended_) return static_cast<double>(decoded()) / sample_rate;
-    return decoder_ ? std::max(0.0, decoder_->declared_seconds()) : 0.0;
+    return decoder_ ? std::max(0.0, decoder_->declared_seconds()) : declared_seconds_;
 }
 
 std::span<const float> PcmSource::view(size_t begin, size_t end) const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -20,6 +21,12 @@ public:
     // Samples decoded on demand by `decoder` (opened on bytes that outlive it; `bytes_owner`,
     // when given, is what holds them: the source keeps it until the decoder is gone).
     explicit PcmSource(std::unique_ptr<AudioStreamDecoder> decoder, std::shared_ptr<const void> bytes_owner = {});
+    // Samples made on demand by `produce`, called as AudioStreamDecoder::decode is: append about
+    // `want` samples (at least one) to *out and return true, or return false at the end (e.g. the
+    // speech of a file picked out as it is decoded). `declared_seconds`: the expected length, for
+    // seconds_hint (0: unknown).
+    using Producer = std::function<bool(size_t want, std::vector<float>* out)>;
+    PcmSource(Producer produce, double declared_seconds);
 
     PcmSource(const PcmSource&) = delete;
     PcmSource& operator=(const PcmSource&) = delete;
@@ -49,6 +56,8 @@ private:
     std::shared_ptr<const void> bytes_owner_;  // declared first: destroyed after the decoder
     std::span<const float> memory_;
     std::unique_ptr<AudioStreamDecoder> decoder_;
+    Producer produce_;
+    double declared_seconds_ = 0.0;
     std::vector<float> buffer_;  // decoded samples [base_, base_ + buffer_.size())
     size_t base_ = 0;
     size_t released_ = 0;

@@ -6,26 +6,90 @@
 
 namespace parlance::server {
 
-SpeechOnly keep_speech(std::span<const float> pcm, silero_vad::SileroVad& vad, const VadChunking& c) {
-    constexpr int kRate = 16000;
+namespace {
+
+constexpr int kRate = 16000;
+constexpr auto kGapSamples = static_cast<size_t>(SpeechOnly::kGapSeconds * kRate);
+
+// The pieces of speech the probabilities of `total` samples hold, where each lands back to back.
+SpeechOnly plan_speech(std::span<const float> probs, size_t total, const VadChunking& c) {
     silero_vad::SegmentOptions o;
     o.threshold = c.threshold;
     o.min_silence_ms = c.silence_duration_ms;
     o.speech_pad_ms = c.prefix_padding_ms;
-    const std::vector<float> probs = vad.probabilities(pcm, kRate);
     SpeechOnly s;
-    const auto gap = static_cast<size_t>(SpeechOnly::kGapSeconds * kRate);
-    for (const silero_vad::SpeechSegment& seg : silero_vad::speech_segments(probs, kRate, pcm.size(), o)) {
-        const auto lo = std::min(pcm.size(), static_cast<size_t>(std::llround(seg.start * kRate)));
-        const auto hi = std::min(pcm.size(), static_cast<size_t>(std::llround(seg.end * kRate)));
+    size_t at = 0;  // samples of the back-to-back buffer so far
+    for (const silero_vad::SpeechSegment& seg : silero_vad::speech_segments(probs, kRate, total, o)) {
+        const auto lo = std::min(total, static_cast<size_t>(std::llround(seg.start * kRate)));
+        const auto hi = std::min(total, static_cast<size_t>(std::llround(seg.end * kRate)));
         if (hi <= lo) continue;
-        if (!s.pcm.empty()) s.pcm.insert(s.pcm.end(), gap, 0.0f);
-        s.pieces.push_back({static_cast<double>(s.pcm.size()) / kRate, static_cast<double>(lo) / kRate,
-                            static_cast<double>(hi - lo) / kRate});
-        s.pcm.insert(s.pcm.end(), pcm.begin() + static_cast<std::ptrdiff_t>(lo),
-                     pcm.begin() + static_cast<std::ptrdiff_t>(hi));
+        if (!s.pieces.empty()) at += kGapSamples;
+        s.pieces.push_back({static_cast<double>(at) / kRate, static_cast<double>(lo) / kRate,
+                            static_cast<double>(hi - lo) / kRate, lo, hi});
+        at += hi - lo;
     }
     return s;
+}
+
+}  // namespace
+
+SpeechOnly keep_speech(std::span<const float> pcm, silero_vad::SileroVad& vad, const VadChunking& c) {
+    SpeechOnly s = plan_speech(vad.probabilities(pcm, kRate), pcm.size(), c);
+    for (const SpeechOnly::Piece& p : s.pieces) {
+        if (!s.pcm.empty()) s.pcm.insert(s.pcm.end(), kGapSamples, 0.0f);
+        s.pcm.insert(s.pcm.end(), pcm.begin() + static_cast<std::ptrdiff_t>(p.begin),
+                     pcm.begin() + static_cast<std::ptrdiff_t>(p.end));
+    }
+    return s;
+}
+
+SpeechOnly find_speech(PcmSource& audio, silero_vad::SileroVad& vad, const VadChunking& c) {
+    const std::vector<float> probs = vad.probabilities(audio, kRate);
+    return plan_speech(probs, audio.decoded(), c);
+}
+
+std::shared_ptr<PcmSource> speech_source(std::shared_ptr<PcmSource> audio, const SpeechOnly& plan) {
+    struct Reader {
+        std::shared_ptr<PcmSource> audio;
+        std::vector<std::pair<size_t, size_t>> ranges;
+        size_t piece = 0, pos = 0, gap = 0;
+    };
+    auto r = std::make_shared<Reader>();
+    r->audio = std::move(audio);
+    double seconds = 0.0;
+    for (const SpeechOnly::Piece& p : plan.pieces) {
+        r->ranges.emplace_back(p.begin, p.end);
+        seconds = p.at + p.seconds;
+    }
+    auto produce = [r](size_t want, std::vector<float>* out) {
+        size_t made = 0;
+        while (made < want && r->piece < r->ranges.size()) {
+            if (r->gap > 0) {  // the pause between two pieces
+                const size_t n = std::min(r->gap, want - made);
+                out->insert(out->end(), n, 0.0f);
+                r->gap -= n;
+                made += n;
+                continue;
+            }
+            const auto [lo, hi] = r->ranges[r->piece];
+            r->pos = std::max(r->pos, lo);
+            const size_t stop = std::min(hi, r->pos + (want - made));
+            const size_t have = r->audio->fill(stop);
+            if (have > r->pos) {
+                const std::span<const float> v = r->audio->view(r->pos, have);
+                out->insert(out->end(), v.begin(), v.end());
+                made += have - r->pos;
+                r->pos = have;
+                r->audio->release(r->pos);
+            }
+            if (r->pos >= hi || have < stop) {  // the piece is done (or the audio ended early)
+                ++r->piece;
+                if (r->piece < r->ranges.size()) r->gap = kGapSamples;
+            }
+        }
+        return made > 0;
+    };
+    return std::make_shared<PcmSource>(std::move(produce), seconds);
 }
 
 double SpeechOnly::original_time(double t) const {

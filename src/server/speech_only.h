@@ -5,9 +5,11 @@
 // times are those of the original audio. A file with no speech is not decoded at all.
 #pragma once
 
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "audio/pcm_source.h"
 #include "decoding/transcript.h"
 #include "models/silero_vad/vad.h"
 #include "server/transcription_form.h"
@@ -20,6 +22,7 @@ struct SpeechOnly {
         double at = 0.0;       // start in `pcm`, seconds
         double from = 0.0;     // start in the original audio
         double seconds = 0.0;  // length
+        size_t begin = 0, end = 0;  // its samples in the original audio
     };
     std::vector<Piece> pieces;
     static constexpr double kGapSeconds = 0.2;
@@ -29,6 +32,15 @@ struct SpeechOnly {
 };
 
 SpeechOnly keep_speech(std::span<const float> pcm, silero_vad::SileroVad& vad, const VadChunking& chunking);
+
+// The same for audio decoded as it is read: the VAD reads `audio` front to back (a window group
+// at a time, released behind), and the pieces come back without their samples (pcm empty);
+// speech_source() then reads them from a second source over the same file. A two-hour upload
+// never holds more than a few minutes of decoded audio.
+SpeechOnly find_speech(PcmSource& audio, silero_vad::SileroVad& vad, const VadChunking& chunking);
+// The samples keep_speech would put in SpeechOnly::pcm, read from `audio` (a fresh source over
+// the same file as find_speech read) as the model asks for them.
+std::shared_ptr<PcmSource> speech_source(std::shared_ptr<PcmSource> audio, const SpeechOnly& plan);
 
 // Moves every segment and word time of `t` (decoded from s.pcm) onto the original timeline.
 void map_to_original(Transcript& t, const SpeechOnly& s);

@@ -48,7 +48,10 @@ Transcript transcribe_upload(const TranscriptionForm& form, bool translation, st
     d.max_seconds = limit;
     bool stream_audio = false;
     d.on_start = [&](double declared) {
-        stream_audio = declared > 0 && !form.chunking;
+        // A file that declares its length is decoded as the model reads it; so is any file whose
+        // speech server_vad picks out (the VAD reads it front to back, then the speech is read
+        // from it again): memory follows a window, not the file.
+        stream_audio = declared > 0 || form.chunking;
         const double expected = declared > 0 ? std::min(limit, declared * 1.02 + 1.0) : limit;
         lease = c.audio_budget.acquire(pcm_bytes(stream_audio ? std::min(expected, kStreamedAudioSeconds) : expected),
                                        c.cancelled.get());
@@ -84,7 +87,31 @@ Transcript transcribe_upload(const TranscriptionForm& form, bool translation, st
     }
 
     Transcript t;
-    if (streamed) {
+    if (streamed && form.chunking) {
+        SpeechOnly plan;
+        try {
+            plan = find_speech(*streamed, *c.vad, *form.chunking);
+        } catch (const Error& e) {
+            if (e.kind() == ErrorKind::Cancelled || e.kind() == ErrorKind::Overloaded) throw;
+            throw ApiError::from(e, "file");
+        }
+        audio_seconds = static_cast<double>(streamed->decoded()) / 16000.0;
+        streamed.reset();           // the speech is read from a second pass over the file
+        if (plan.pieces.empty()) {  // no speech: nothing to decode
+            t.task = translation ? "translate" : "transcribe";
+            if (form.stream) c.start_stream();
+        } else {
+            DecodeOptions again = d;
+            again.on_start = nullptr;  // the lease is held
+            auto decoder = std::make_unique<AudioStreamDecoder>(
+                std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(form.file.data()), form.file.size()), again);
+            TranscriptionRequest req;
+            req.audio = speech_source(std::make_shared<PcmSource>(std::move(decoder), upload), plan);
+            t = run_on_engine(form, translation, std::move(req), c);
+            map_to_original(t, plan);
+        }
+        t.duration = audio_seconds;
+    } else if (streamed) {
         TranscriptionRequest req;
         req.audio = streamed;
         try {

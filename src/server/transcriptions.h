@@ -4,9 +4,11 @@
 // returns (json, text, verbose_json, srt, vtt, or the stream's last event).
 //
 // Memory: an upload whose container declares its length is decoded on the engine's thread as the
-// model reads it, under a lease of kStreamedAudioSeconds of samples; one that declares nothing (or
-// whose speech server_vad picks out) is decoded whole here first, under a lease that grows with it
-// up to --max-audio-seconds, so the limit refuses a hostile file before the model spends anything.
+// model reads it, under a lease of kStreamedAudioSeconds of samples; so is one whose speech
+// server_vad picks out, after a first pass here in which the VAD reads it front to back (each
+// pass holding a few minutes of samples at most). One that declares nothing is decoded whole here
+// first, under a lease that grows with it up to --max-audio-seconds, so the limit refuses a
+// hostile file before the model spends anything.
 #pragma once
 
 #include <atomic>
