@@ -71,6 +71,28 @@ TEST(Generate, TextOutputAndCarelessInvocations) {
     EXPECT_NE(out.find("do not transcribe speech"), std::string::npos) << out;
 }
 
+// --kv-cache-type f16 halves the cache's cells: the same prompt, transformers' ids on the tiny
+// fixture (its logits move by about 1e-3 of their range, far from any tie here), and a type the
+// cache cannot store is refused naming the flag.
+TEST(Generate, KvCacheTypeF16) {
+    TempDir d;
+    const json ref = qwen3_reference("tiny");
+    const json& c = ref["cases"][1];
+    const int n = c["greedy_fixed"]["max_new_tokens"];
+    const auto model = write_qwen3("tiny", d.path());
+    const std::string base = "--model " + quoted(model.string()) + " --prompt " + quoted(c["text"]) + " --max-tokens " +
+                             std::to_string(n) + " --min-tokens " + std::to_string(n) + " --format json";
+    int rc = -1;
+    std::string out = generate(base + " --kv-cache-type f16", &rc);
+    ASSERT_EQ(rc, 0) << out;
+    const json j = json::parse(out);
+    EXPECT_EQ(j["prompt_ids"], c["prompt_ids"]);
+    EXPECT_EQ(j["ids"], c["greedy_fixed"]["ids"]);
+    out = generate(base + " --kv-cache-type q4_0", &rc);
+    EXPECT_NE(rc, 0);
+    EXPECT_NE(out.find("--kv-cache-type"), std::string::npos) << out;
+}
+
 // `transcribe` opens a Qwen3-ASR checkpoint as it opens Whisper: verbose_json with the clip as one
 // segment; --language takes a code or a name; what the model cannot do fails naming it.
 TEST(Generate, TranscribeRunsAQwen3AsrCheckpoint) {
