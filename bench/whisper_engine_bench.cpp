@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
         WhisperDecoder decoder(*model, backend);
         GenerationEngineOptions eo;
         eo.kv_cache_bytes = static_cast<size_t>(runner.kv_block_bytes()) * static_cast<size_t>(B) *
-                            static_cast<size_t>(beams * runner.blocks_per_hypothesis() + 4);
+                            static_cast<size_t>(beams * WhisperRunner::blocks_per_hypothesis(runner.config()) + 4);
         GenerationEngine engine(decoder, backend, eo);
         auto run_engine = [&](std::vector<std::vector<int32_t>>& out) {
             for (int b = 0; b < B; ++b) {

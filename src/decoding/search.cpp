@@ -250,9 +250,21 @@ private:
 
 }  // namespace
 
+bool is_beam_search(const SearchOptions& options) {
+    return search_sequences(options) > 1;
+}
+
+int search_sequences(const SearchOptions& options) {
+    return search_sequences(options.num_beams, options.temperature);
+}
+
+int search_sequences(int num_beams, float temperature) {
+    return num_beams > 1 && temperature <= 0.0f ? 2 * num_beams : 1;
+}
+
 std::unique_ptr<Search> make_search(std::vector<int> prompt, std::vector<int> slots,
                                     const SearchOptions& options, int cached) {
-    if (options.num_beams <= 1 || options.temperature > 0.0f) {
+    if (!is_beam_search(options)) {
         if (slots.empty()) throw Error(ErrorKind::Internal, "greedy search needs one cache slot");
         return std::make_unique<GreedySearch>(std::move(prompt), slots[0], options, cached);
     }

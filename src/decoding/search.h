@@ -45,7 +45,14 @@ public:
     virtual SearchResult result() const = 0;
 };
 
-// slots: 1 for greedy; 2 * num_beams for beam search (beams move between two halves so a
+// Whether `options` ask for a beam search (beams at temperature 0; a sampled search keeps one).
+bool is_beam_search(const SearchOptions& options);
+// The cache slots (KV sequences) a search holds: a greedy or sampled search one, beams two
+// halves of num_beams (survivors move to the other half at each reorder).
+int search_sequences(const SearchOptions& options);
+int search_sequences(int num_beams, float temperature = 0.0f);
+
+// slots: search_sequences(options): 1 for greedy; 2 * num_beams for beam search (beams move between two halves so a
 // reorder never overwrites a slot that is still to be read).
 // `cached`: how many leading prompt tokens slots[0] already holds (a shared prefix run once).
 std::unique_ptr<Search> make_search(std::vector<int> prompt, std::vector<int> slots,

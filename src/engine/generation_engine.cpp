@@ -88,13 +88,12 @@ SeqId GenerationEngine::submit(GenerationRequest r) {
     s->model_state = std::move(r.model_state);
     s->cache_key = s->spans.empty() && !s->model_state ? r.cache_key : kPrivateBlocks;
     if (r.search) {
-        // The search's slots 0..n-1 are KV sequences of their own; a greedy or sampled search
-        // holds one, beams two halves (survivors move to the other half at each reorder).
+        // The search's slots 0..n-1 are KV sequences of their own (search_sequences).
         const SearchOptions& so = *r.search;
-        const bool beams = so.num_beams > 1 && so.temperature <= 0.0f;
+        const bool beams = is_beam_search(so);
         auto g = std::make_shared<SearchGroup>();
         std::vector<int> numbers;
-        for (int i = 0; i < (beams ? 2 * so.num_beams : 1); ++i) {
+        for (int i = 0; i < search_sequences(so); ++i) {
             numbers.push_back(i);
             g->slots.push_back(next_id_++);
         }
@@ -282,7 +281,7 @@ std::vector<GenerationResult> GenerationEngine::step() {
         for (const ScheduledSeq& it : out.items) in_step.push_back(it.seq);
         for (Sequence* s : scheduler_.running_sequences())
             if (s->draft > 0 && std::find(in_step.begin(), in_step.end(), s) == in_step.end()) {
-                s->tokens.resize(s->tokens.size() - static_cast<size_t>(s->draft));
+                s->tokens.erase(s->tokens.end() - s->draft, s->tokens.end());  // (resize: a g++ 12 false warning)
                 s->draft = 0;
                 if (draft_) draft_->settle(s->id, static_cast<int>(s->tokens.size()));
             }

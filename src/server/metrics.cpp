@@ -62,11 +62,15 @@ std::string Metrics::render(const EngineStats* e, double uptime) const {
         os << "# TYPE parlance_queue_depth gauge\nparlance_queue_depth " << e->queued << "\n";
         os << "# TYPE parlance_active_requests gauge\nparlance_active_requests " << e->active << "\n";
         os << "# TYPE parlance_free_cache_slots gauge\nparlance_free_cache_slots " << e->free_slots << "\n";
-        os << "# TYPE parlance_decode_tokens_total counter\nparlance_decode_tokens_total " << e->decode_tokens << "\n";
+        os << "# HELP parlance_decode_tokens_total Tokens decoded: of finished decodes, a beam search counting its "
+              "best hypothesis only.\n"
+              "# TYPE parlance_decode_tokens_total counter\nparlance_decode_tokens_total "
+           << e->decode_tokens << "\n";
         os << "# TYPE parlance_decoder_steps_total counter\nparlance_decoder_steps_total " << e->decoder_steps << "\n";
         os << "# TYPE parlance_requests_cancelled_total counter\nparlance_requests_cancelled_total " << e->cancelled
            << "\n";
-        os << "# TYPE parlance_decode_tokens_per_second gauge\nparlance_decode_tokens_per_second "
+        os << "# HELP parlance_decode_tokens_per_second parlance_decode_tokens_total over the engine's busy seconds.\n"
+              "# TYPE parlance_decode_tokens_per_second gauge\nparlance_decode_tokens_per_second "
            << (e->busy_seconds > 0 ? e->decode_tokens / e->busy_seconds : 0.0) << "\n";
         const KvCacheStats& kv = e->kv;
         const int free_blocks = kv.total_blocks - kv.used_blocks - kv.cached_blocks;

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 
 #include "audio/decode.h"
 #include "core/error.h"
@@ -123,29 +122,13 @@ Transcript transcribe_upload(const TranscriptionForm& form, bool translation, st
             throw;
         }
         audio_seconds = t.duration;
-    } else {
+    } else {  // a whole file: one that declares no length (chunking always streams)
         lease.resize(pcm.size() * sizeof(float), nullptr, std::chrono::milliseconds(0));
         if (pcm.size() < 160) throw ApiError(400, "the audio is empty or shorter than 10 ms", "file", "invalid_audio");
         audio_seconds = static_cast<double>(pcm.size()) / 16000.0;
-        std::optional<SpeechOnly> speech;
-        if (form.chunking) {
-            speech = keep_speech(pcm, *c.vad, *form.chunking);
-            pcm = std::move(speech->pcm);
-            lease.resize(pcm.size() * sizeof(float), nullptr, std::chrono::milliseconds(0));
-        }
-        if (speech && speech->pieces.empty()) {  // no speech: nothing to decode
-            t.task = translation ? "translate" : "transcribe";
-            t.duration = audio_seconds;
-            if (form.stream) c.start_stream();
-        } else {
-            TranscriptionRequest req;
-            req.pcm = std::move(pcm);
-            t = run_on_engine(form, translation, std::move(req), c);
-        }
-        if (speech) {
-            map_to_original(t, *speech);
-            t.duration = audio_seconds;
-        }
+        TranscriptionRequest req;
+        req.pcm = std::move(pcm);
+        t = run_on_engine(form, translation, std::move(req), c);
     }
     if (!form.stream && t.language.empty()) t.language = form.language;
     return t;

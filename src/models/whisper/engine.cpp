@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <tuple>
 
 #include <malloc.h>
 
 #include "core/error.h"
+#include "decoding/search.h"
 #include "models/whisper/runner_decode_service.h"
 
 namespace parlance::whisper {
@@ -22,7 +24,15 @@ struct WhisperEngine::Job {
     int sequences = 0;  // of the cache_slots budget, while active
     int kv_blocks = 0;  // reserved while active: its beams' worst case
     uint64_t task = 0;  // its decode in flight on the service (0: none)
-    bool done = false;  // finished (its promise set); leaves the active set after the step
+    bool done = false;  // finished; leaves the active set after the step
+    std::exception_ptr error;  // when done: its failure, else its session's transcript
+    // Kept until the step's stats are in: a client that has its result sees them counted.
+    void deliver() {
+        if (error)
+            promise.set_exception(error);
+        else
+            promise.set_value(std::move(session->transcript()));
+    }
     Clock::time_point submitted = Clock::now();
     uint64_t arrival = 0;  // submission order: FIFO inside a priority class
 
@@ -35,15 +45,10 @@ int cache_slots_of(const EngineOptions& o) {
     return std::max(1, o.cache_slots);
 }
 
-// A request's sequences: a greedy or sampled search holds one, beams two halves.
-int sequences_for(int beams) {
-    return beams > 1 ? 2 * beams : 1;
-}
-
 int kv_blocks_for(const EngineOptions& o, const WhisperConfig& c) {
     const int slots = cache_slots_of(o);
     const int block_tokens = WhisperRunner::kv_block_tokens();
-    const int per_hypothesis = (c.max_target_positions + block_tokens - 1) / block_tokens + 2;
+    const int per_hypothesis = WhisperRunner::blocks_per_hypothesis(c);
     // Unset: as many full contexts as beams fit in the slots (what the old two-slots-per-request
     // engine allocated); greedy requests are then admitted as their worst cases fit in it.
     if (o.kv_cache_bytes == 0) return std::max(1, slots / 2) * per_hypothesis;
@@ -62,10 +67,8 @@ int kv_blocks_for(const EngineOptions& o, const WhisperConfig& c) {
 // decoder's slots after the alignment's slot 0, and their cache.
 std::unique_ptr<WhisperRunner> make_runner(const WhisperModel& m, Backend& backend, const EngineOptions& o) {
     if (o.decode_service) return std::make_unique<WhisperRunner>(m.config, *m.weights, backend, 1, 1);
-    const int align_blocks =
-        (m.config.max_target_positions + WhisperRunner::kv_block_tokens() - 1) / WhisperRunner::kv_block_tokens() + 2;
     return std::make_unique<WhisperRunner>(m.config, *m.weights, backend, 1 + cache_slots_of(o),
-                                           kv_blocks_for(o, m.config) + align_blocks);
+                                           kv_blocks_for(o, m.config) + WhisperRunner::blocks_per_hypothesis(m.config));
 }
 
 }  // namespace
@@ -113,10 +116,8 @@ WhisperEngine::~WhisperEngine() { shutdown(false); }
 std::future<Transcript> WhisperEngine::submit(TranscriptionRequest request) {
     // The model's defaults first: the sequences a request takes depend on its beam size.
     request.options = with_model_defaults(std::move(request.options), model_.tokens);
-    const int beams = *request.options.beam_size;
+    const int beams = *request.options.beam_size;  // at least 1 (with_model_defaults)
     if (beams > 1) slots_for_beams(beams, cache_slots_of(options_));
-    if (beams < 1)
-        throw Error(ErrorKind::InvalidArgument, "beam_size must be at least 1, not " + std::to_string(beams));
     const int blocks = worst_blocks(beams);
     if (blocks > total_kv_blocks_)
         throw Error(ErrorKind::InvalidArgument,
@@ -197,11 +198,7 @@ void WhisperEngine::fail(Job& job, std::exception_ptr error) {
 void WhisperEngine::finish(Job& job, std::exception_ptr error) {
     if (job.done) return;
     job.done = true;
-    if (error) {
-        job.promise.set_exception(error);
-    } else {
-        job.promise.set_value(std::move(job.session->transcript()));
-    }
+    job.error = error;
     if (job.task != 0) {  // its KV blocks go back to the pool at the service's next step
         decoder_->abort(job.task);
         decoding_.erase(job.task);
@@ -224,7 +221,7 @@ void WhisperEngine::admit_locked() {
     while (!queue_.empty()) {
         Job& head = *queue_.front();
         const int beams = *head.request.options.beam_size;  // set by submit
-        const int need = sequences_for(beams);
+        const int need = search_sequences(beams);
         const int blocks = worst_blocks(beams);
         if (free_sequences_ < need) break;
         if (reserved_blocks_ + blocks > total_kv_blocks_) break;
@@ -253,8 +250,10 @@ void WhisperEngine::loop() {
                         Error(ErrorKind::Cancelled, "the server is shutting down")));
                 queue_.clear();
                 lock.unlock();
-                for (auto& j : active_)
+                for (auto& j : active_) {  // none is done: each step's finished jobs left the set
                     finish(*j, std::make_exception_ptr(Error(ErrorKind::Cancelled, "the server is shutting down")));
+                    j->deliver();
+                }
                 active_.clear();
                 return;
             }
@@ -282,19 +281,27 @@ void WhisperEngine::loop() {
             for (auto& j : active_) finish(*j, error);
         }
         const DecodeServiceStats d = decoder_->stats();  // the service is this thread's
-        std::lock_guard<std::mutex> lock(mutex_);
-        stats_.kv = d.kv;
-        stats_.decoder_steps = d.steps;
-        stats_.decode_tokens = d.tokens;
-        stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-        const size_t before = active_.size();
-        active_.erase(
-            std::remove_if(active_.begin(), active_.end(), [](const std::unique_ptr<Job>& j) { return j->done; }),
-            active_.end());
-        stats_.active = static_cast<int>(active_.size());
+        std::vector<std::unique_ptr<Job>> finished;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stats_.kv = d.kv;
+            stats_.decoder_steps = d.steps;
+            stats_.decode_tokens = d.tokens;
+            stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+            const auto end = std::stable_partition(active_.begin(), active_.end(),
+                                                   [](const std::unique_ptr<Job>& j) { return !j->done; });
+            std::move(end, active_.end(), std::back_inserter(finished));
+            active_.erase(end, active_.end());
+            stats_.active = static_cast<int>(active_.size());
+        }
+        // Results go out once the stats count them and their blocks are back in the pool.
+        for (auto& j : finished) j->deliver();
+        if (finished.empty()) continue;
+        finished.clear();
         // Idle again: hand the freed request buffers (audio, caches of finished requests) back
         // to the system, so resident memory returns to its baseline between bursts.
-        if (before > 0 && active_.empty() && queue_.empty()) malloc_trim(0);
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (active_.empty() && queue_.empty()) malloc_trim(0);
     }
 }
 

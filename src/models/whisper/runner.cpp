@@ -37,8 +37,8 @@ WhisperRunner::WhisperRunner(const WhisperConfig& config, const WhisperWeights& 
 int WhisperRunner::kv_block_tokens() {
     return kBlockTokens;
 }
-int WhisperRunner::blocks_per_hypothesis() const {
-    return blocks_per_slot(config_) + 2;
+int WhisperRunner::blocks_per_hypothesis(const WhisperConfig& config) {
+    return blocks_per_slot(config) + 2;
 }
 size_t WhisperRunner::kv_block_bytes() const {
     return self_kv_.spec().bytes_per_token() * kBlockTokens;

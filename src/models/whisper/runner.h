@@ -39,7 +39,7 @@ public:
     static int kv_block_tokens();
     // Blocks one live hypothesis can hold at most: a full context, plus the partial blocks a
     // beam reorder may copy on write.
-    int blocks_per_hypothesis() const;
+    static int blocks_per_hypothesis(const WhisperConfig& config);
     // Bytes of one block (every layer's K and V).
     size_t kv_block_bytes() const;
 

@@ -12,13 +12,11 @@ RunnerDecodeService::RunnerDecodeService(WhisperRunner& runner, int first_slot) 
 }
 
 int RunnerDecodeService::slots_needed(const DecodeTask& t) const {
-    if (!t.search) return 1;
-    const bool beams = t.search->num_beams > 1 && t.search->temperature <= 0.0f;
-    return beams ? 2 * t.search->num_beams : 1;
+    return t.search ? search_sequences(*t.search) : 1;
 }
 
 int RunnerDecodeService::worst_blocks(int beams, int) const {
-    return std::max(1, beams) * runner_.blocks_per_hypothesis();
+    return std::max(1, beams) * WhisperRunner::blocks_per_hypothesis(runner_.config());
 }
 
 uint64_t RunnerDecodeService::start(DecodeTask task) {

@@ -68,8 +68,6 @@ Session::Session(const WhisperModel& model, Backend& backend, PcmSource& audio, 
         throw Error(ErrorKind::InvalidArgument, "task must be transcribe or translate, not '" + o_.task + "'");
     if (o_.task == "translate" && (!t.multilingual || t.translate < 0))
         throw Error(ErrorKind::InvalidArgument, "this English-only model cannot translate");
-    if (*o_.beam_size < 1)
-        throw Error(ErrorKind::InvalidArgument, "beam_size must be at least 1, not " + std::to_string(*o_.beam_size));
     if (o_.temperatures.empty()) o_.temperatures = {0.0f};
     const size_t head = audio_->fill(160);
     if (head == 0) throw Error(ErrorKind::InvalidAudio, "the audio is empty");

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "decoding/search.h"
 #include "models/whisper/decoder.h"
 #include "models/whisper/engine.h"
 #include "models/whisper/transcriber.h"
@@ -55,17 +56,19 @@ Transcript WhisperSpeechModel::transcribe(PcmSource& audio16k, const TranscribeO
     }
     // The decodes on the engine layer's service, sized for this request's worst case; the
     // runner encodes and aligns.
-    if (beams < 1)
-        throw Error(ErrorKind::InvalidArgument, "beam_size must be at least 1, not " + std::to_string(beams));
     if (!runner_) runner_ = std::make_unique<WhisperRunner>(model_->config, *model_->weights, backend_, 1);
     if (!decoder_) decoder_ = std::make_unique<WhisperDecoder>(*model_, backend_);
-    DecodeServiceOptions so;
-    so.kv_cache_bytes =
-        static_cast<size_t>(std::max(1, beams)) * runner_->blocks_per_hypothesis() * runner_->kv_block_bytes();
-    so.max_sequences = beams > 1 ? 2 * beams : 1;
-    so.token_budget = model_->config.max_target_positions;
-    std::unique_ptr<DecodeService> service = decode_service_(*decoder_, backend_, so);
-    return whisper::transcribe(*model_, *runner_, *service, audio16k, options);
+    if (!service_ || service_beams_ < beams) {
+        DecodeServiceOptions so;
+        so.kv_cache_bytes = static_cast<size_t>(beams) * WhisperRunner::blocks_per_hypothesis(runner_->config()) *
+                            runner_->kv_block_bytes();
+        so.max_sequences = search_sequences(beams);
+        so.token_budget = model_->config.max_target_positions;
+        service_.reset();  // its cache first: the two need not be held at once
+        service_ = decode_service_(*decoder_, backend_, so);
+        service_beams_ = beams;
+    }
+    return whisper::transcribe(*model_, *runner_, *service_, audio16k, options);
 }
 
 std::unique_ptr<SpeechEngine> WhisperSpeechModel::start_engine(const EngineOptions& options, Logger& logger) {

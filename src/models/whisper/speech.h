@@ -34,6 +34,8 @@ private:
     DecodeServiceFactory decode_service_;
     std::unique_ptr<WhisperRunner> runner_;  // for transcribe(); grown when a request needs more beams
     std::unique_ptr<WhisperDecoder> decoder_;  // for transcribe() on decode_service_
+    std::unique_ptr<DecodeService> service_;   // for transcribe(): kept, regrown for more beams
+    int service_beams_ = 0;                    // the beams service_ was sized for
 };
 
 }  // namespace parlance::whisper

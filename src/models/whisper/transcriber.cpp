@@ -82,6 +82,8 @@ ProcessorList whisper_processors(const WhisperModel& model, int prompt_length, b
 
 TranscribeOptions with_model_defaults(TranscribeOptions o, const SpecialTokens& t) {
     if (!o.beam_size) o.beam_size = t.num_beams;
+    if (*o.beam_size < 1)  // every entry point (Session, engine, CLI) passes through here
+        throw Error(ErrorKind::InvalidArgument, "beam_size must be at least 1, not " + std::to_string(*o.beam_size));
     if (!o.condition_on_previous_text) o.condition_on_previous_text = t.condition_on_previous_text;
     return o;
 }

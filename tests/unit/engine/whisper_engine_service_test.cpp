@@ -70,10 +70,16 @@ std::vector<Transcript> serve(whisper::WhisperEngine& engine, std::vector<Named>
     return out;
 }
 
+// The bundled model on two threads, and a quiet log, for the engines under test.
+struct Bundled {
+    Backend backend{BackendOptions{"cpu", 2, true, false}};
+    std::unique_ptr<whisper::WhisperModel> model = whisper::WhisperModel::load(testing::bundled_model_dir(), backend);
+    Logger log{LogLevel::Error};
+};
+
 TEST(WhisperEngineOnGenerationEngine, TranscriptsAreTheRunnerSlotsBitForBit) {
-    Backend backend(BackendOptions{"cpu", 2, true, false});
-    auto model = whisper::WhisperModel::load(testing::bundled_model_dir(), backend);
-    Logger log(LogLevel::Error);
+    Bundled b;
+    auto& [backend, model, log] = b;
     EngineOptions eo;
     eo.cache_slots = 16;
     whisper::WhisperEngine on_slots(*model, backend, eo, log);
@@ -121,9 +127,8 @@ TEST(WhisperEngineOnGenerationEngine, TranscriptsAreTheRunnerSlotsBitForBit) {
 // A greedy request holds one decoder sequence: with one cache slot it is served (the slot-based
 // engine took two), and a beam request, which needs two per beam, is refused naming beam_size.
 TEST(WhisperEngineOnGenerationEngine, AGreedyRequestHoldsOneSequence) {
-    Backend backend(BackendOptions{"cpu", 2, true, false});
-    auto model = whisper::WhisperModel::load(testing::bundled_model_dir(), backend);
-    Logger log(LogLevel::Error);
+    Bundled b;
+    auto& [backend, model, log] = b;
     EngineOptions eo;
     eo.cache_slots = 1;
     eo.decode_service = generation_decode_service_factory();

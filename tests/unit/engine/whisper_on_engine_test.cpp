@@ -123,14 +123,28 @@ SearchResult search_on_runner(const Case& k, const WhisperModel& model, WhisperR
     return search->result();
 }
 
+// A fixture directory's model, a runner of `slots` slots (which encodes each clip once) and its
+// cases.
+struct Loaded {
+    Backend backend;
+    std::unique_ptr<WhisperModel> model;
+    std::unique_ptr<WhisperRunner> runner;
+    std::vector<Case> cases;
+    Loaded(const std::filesystem::path& dir, int threads, int slots)
+        : backend(BackendOptions{"cpu", threads, true}),
+          model(WhisperModel::load(dir / "model", backend)),
+          runner(std::make_unique<WhisperRunner>(model->config, *model->weights, backend, slots)),
+          cases(greedy_cases(dir, *model, *runner, backend)) {}
+};
+
 class WhisperOnEngine : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(WhisperOnEngine, EveryClipsRequestsInOneBatchGiveTransformersIdsAndTheSearchsScores) {
-    const auto dir = testing::fixtures_dir() / "whisper" / GetParam();
-    Backend backend(BackendOptions{"cpu", 2, true});
-    auto model = WhisperModel::load(dir / "model", backend);
-    WhisperRunner runner(model->config, *model->weights, backend, 8);
-    const std::vector<Case> cases = greedy_cases(dir, *model, runner, backend);
+    Loaded f(testing::fixtures_dir() / "whisper" / GetParam(), 2, 8);
+    Backend& backend = f.backend;
+    const auto& model = f.model;
+    WhisperRunner& runner = *f.runner;
+    const std::vector<Case>& cases = f.cases;
     ASSERT_GE(cases.size(), 20u);
 
     WhisperDecoder decoder(*model, backend);
@@ -188,11 +202,10 @@ TEST(WhisperOnEngine, ASequenceWithoutItsEncodedAudioIsRefused) {
 // own prompt step, is the row of that prefix run as a request of its own (batch invariance),
 // for greedy and beam groups, beside other groups in the same step.
 TEST(WhisperOnEngine, APromptRowIsThePrefixsOwnRow) {
-    const auto dir = testing::fixtures_dir() / "whisper" / "tiny-multi";
-    Backend backend(BackendOptions{"cpu", 1, true});
-    auto model = WhisperModel::load(dir / "model", backend);
-    WhisperRunner runner(model->config, *model->weights, backend, 1);
-    std::vector<Case> cases = greedy_cases(dir, *model, runner, backend);
+    Loaded f(testing::fixtures_dir() / "whisper" / "tiny-multi", 1, 1);
+    Backend& backend = f.backend;
+    const auto& model = f.model;
+    std::vector<Case>& cases = f.cases;
     ASSERT_GE(cases.size(), 2u);
     WhisperDecoder decoder(*model, backend);
     GenerationEngine engine(decoder, backend, GenerationEngineOptions{});
@@ -233,11 +246,10 @@ TEST(WhisperOnEngine, APromptRowIsThePrefixsOwnRow) {
 }
 
 TEST(WhisperOnEngine, AnAbortedBeamGroupReturnsEveryBlock) {
-    const auto dir = testing::fixtures_dir() / "whisper" / "tiny-en";
-    Backend backend(BackendOptions{"cpu", 1, true});
-    auto model = WhisperModel::load(dir / "model", backend);
-    WhisperRunner runner(model->config, *model->weights, backend, 1);
-    std::vector<Case> cases = greedy_cases(dir, *model, runner, backend);
+    Loaded f(testing::fixtures_dir() / "whisper" / "tiny-en", 1, 1);
+    Backend& backend = f.backend;
+    const auto& model = f.model;
+    std::vector<Case>& cases = f.cases;
     Case k = cases.front();
     k.beams = 4;
     k.max_new = 40;
