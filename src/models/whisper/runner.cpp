@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 #include "core/gelu.h"
@@ -61,6 +62,16 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
     GraphContext g(graph_buf_, static_cast<size_t>(c.encoder_layers) * 64 +
                                    static_cast<size_t>(c.decoder_layers) * (8 + 8 * B) + 512);
     ggml_context* ctx = g.ctx;
+    // On the CPU the encoder is batch-invariant, as the decoder is: a window's output does not
+    // depend on the windows encoded beside it (OpenBLAS's products do, in the last bits), so a
+    // request's transcript does not depend on the requests it shares an encoder pass with. Its
+    // products are the multi-column kernel's (as fast here as OpenBLAS, BENCHMARKS.md), its
+    // attention ggml's fused kernel with f32 K and V, which takes each query row on its own and
+    // never writes the [T, T] scores. Devices keep their own products (the CUDA build has no
+    // fused-attention kernels).
+    const bool on_cpu = in_cpu_memory(w_.enc_pos);
+    std::optional<BatchInvariantProducts> invariant;
+    if (on_cpu) invariant.emplace();
     ggml_tensor* mel = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, frames, c.n_mels, B);
     ggml_set_input(mel);
 
@@ -75,11 +86,6 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
     x = ggml_add(ctx, ggml_reshape_3d(ctx, x, d, T, B), pos);  // [d, T, B]
 
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    // On the CPU, ggml's fused attention with f32 K and V (f32 dot products, an online softmax,
-    // f32 accumulation; each query row on its own, so batch-invariant) never writes the [T, T]
-    // scores that BLAS would write, zero first and the softmax read back: the encoder runs
-    // 25-30 % faster (BENCHMARKS.md). Devices keep the products (the CUDA build has no FA kernels).
-    const bool fused_attention = in_cpu_memory(w_.enc_pos);
     for (const LayerWeights& l : w_.enc_layers) {
         ggml_tensor* h = layer_norm(ctx, x, l.attn_ln_w, l.attn_ln_b, c.layer_norm_eps);
         ggml_tensor* q = linear(ctx, h, l.attn.q_w, l.attn.q_b);
@@ -90,7 +96,7 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
         q = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, q, hd, H, T, B), 0, 2, 1, 3));  // [hd, T, H, B]
         k = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, k, hd, H, T, B), 0, 2, 1, 3));
         ggml_tensor* o;  // [hd, H, T, B]
-        if (fused_attention) {
+        if (on_cpu) {
             ggml_tensor* vh = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, v, hd, H, T, B), 0, 2, 1, 3));
             o = ggml_flash_attn_ext(ctx, q, k, vh, nullptr, scale, 0.0f, 0.0f);
         } else {
@@ -126,7 +132,7 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
         }
     }
 
-    backend_.alloc_graph(g.graph);
+    backend_.alloc_graph(g.graph, on_cpu);
     for (int b = 0; b < B; ++b)
         ggml_backend_tensor_set(mel, mels[b].data(), b * mel->nb[2], mels[b].size() * sizeof(float));
     backend_.compute(g.graph);
