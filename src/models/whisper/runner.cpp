@@ -69,9 +69,13 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
     // attention ggml's fused kernel with f32 K and V, which takes each query row on its own and
     // never writes the [T, T] scores. Devices keep their own products (the CUDA build has no
     // fused-attention kernels).
+    // Quantized weights (--quantize) keep OpenBLAS's products (ggml's own q8_0 ones are slower
+    // here), and with them the last-bit dependence on the batch.
     const bool on_cpu = in_cpu_memory(w_.enc_pos);
+    const ggml_type wt = w_.enc_layers.empty() ? GGML_TYPE_F32 : w_.enc_layers.front().fc1_w->type;
+    const bool invariant_products = on_cpu && (wt == GGML_TYPE_F16 || wt == GGML_TYPE_F32);
     std::optional<BatchInvariantProducts> invariant;
-    if (on_cpu) invariant.emplace();
+    if (invariant_products) invariant.emplace();
     ggml_tensor* mel = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, frames, c.n_mels, B);
     ggml_set_input(mel);
 
@@ -132,7 +136,7 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
         }
     }
 
-    backend_.alloc_graph(g.graph, on_cpu);
+    backend_.alloc_graph(g.graph, invariant_products);
     for (int b = 0; b < B; ++b)
         ggml_backend_tensor_set(mel, mels[b].data(), b * mel->nb[2], mels[b].size() * sizeof(float));
     backend_.compute(g.graph);
