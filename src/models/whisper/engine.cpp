@@ -295,9 +295,9 @@ void WhisperEngine::loop() {
             stats_.active = static_cast<int>(active_.size());
         }
         // Results go out once the stats count them and their blocks are back in the pool.
-        for (auto& j : finished) j->deliver();
         if (finished.empty()) continue;
-        finished.clear();
+        for (auto& j : finished) j->deliver();
+        finished.clear();  // the finished requests' buffers, before the trim below
         // Idle again: hand the freed request buffers (audio, caches of finished requests) back
         // to the system, so resident memory returns to its baseline between bursts.
         std::lock_guard<std::mutex> lock(mutex_);

@@ -95,8 +95,8 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
         ggml_tensor* q = linear(ctx, h, l.attn.q_w, l.attn.q_b);
         ggml_tensor* k = linear(ctx, h, l.attn.k_w, nullptr);
         ggml_tensor* v = linear(ctx, h, l.attn.v_w, l.attn.v_b);
-        // Contiguous q and k let the BLAS backend take the [T, T] products (a permuted view
-        // falls back to ggml's f32 dot products, ~25% of the encoder's time; BENCHMARKS.md).
+        // Contiguous q and k: the fused kernel reads each row in one run; on a device the BLAS
+        // products need them (a permuted view fell back to ggml's f32 dot products, BENCHMARKS.md).
         q = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, q, hd, H, T, B), 0, 2, 1, 3));  // [hd, T, H, B]
         k = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, k, hd, H, T, B), 0, 2, 1, 3));
         ggml_tensor* o;  // [hd, H, T, B]
