@@ -2,7 +2,7 @@
 # Builds ggml's CUDA backend and parlance on a bare GPU machine that has CUDA (nvcc), CMake, ninja and
 # a C++ compiler but none of our apt packages and no network, then runs `parlance info` and the
 # Whisper parity check on cuda and cpu. Everything it needs travels in .device/cuda/ (ignored by git):
-#   .device/cuda/ggml-src.tar.gz   llama.cpp's ggml/ folder (CMakeLists, cmake/, include/, src/ with
+#   .device/cuda/ggml-src.tar.xz   llama.cpp's ggml/ folder (CMakeLists, cmake/, include/, src/ with
 #                                  only the cpu, blas and cuda backends), from $LLAMA_SRC of setup.sh
 #   .device/cuda/debs/*.deb        Debian bookworm packages of our small build deps (see docs/cuda.md),
 #                                  unpacked with dpkg -x into a private sysroot, never into /
@@ -57,9 +57,11 @@ if [ "$ACTION" = prepare ]; then
   # of the tree is capped at 64 MiB, and the tracked tree is 62.7 MB.
   for a in arm loongarch powerpc riscv s390 wasm; do skip+=("--exclude=ggml/src/ggml-cpu/arch/$a"); done
   skip+=("--exclude=ggml/src/ggml-cpu/spacemit" "--exclude=ggml/src/ggml-cpu/kleidiai")
-  tar cf - -C "$LLAMA_SRC" "${skip[@]}" ggml | gzip -9 >"$CARRY/ggml-src.tar.gz"
-  # The bundle's pieces scripts/lib/llama_common builds (Jinja, GBNF grammar, JSON schema converter).
+  # xz, not gzip: 0.57 MB instead of 0.84 (the tree plus the carry must stay under 64 MiB).
   export XZ_OPT=-9e
+  rm -f "$CARRY/ggml-src.tar.gz"
+  tar cJf "$CARRY/ggml-src.tar.xz" -C "$LLAMA_SRC" "${skip[@]}" ggml
+  # The bundle's pieces scripts/lib/llama_common builds (Jinja, GBNF grammar, JSON schema converter).
   tar cJf "$CARRY/llama-common-src.tar.xz" -C "$LLAMA_SRC" common/jinja common/json.h common/json.cpp \
     common/unicode.h common/unicode.cpp common/json-schema-to-grammar.h common/json-schema-to-grammar.cpp \
     common/common.h src/llama-grammar.h src/llama-grammar.cpp src/llama-impl.h src/llama-vocab.h \
@@ -79,7 +81,13 @@ if [ "$ACTION" = prepare ]; then
   for f in "$CARRY"/debs/*.deb; do dpkg -x "$f" "$CARRY/sysroot-tmp"; done
   (cd "$CARRY/sysroot-tmp" && rm -rf usr/share/doc usr/share/man usr/share/lintian usr/bin/pcre2* \
     usr/lib/$ARCH_LIB/libpcre2-8.a usr/lib/$ARCH_LIB/libpcre2-16* usr/lib/$ARCH_LIB/libpcre2-32* \
-    usr/lib/$ARCH_LIB/libpcre2-posix* usr/lib/$ARCH_LIB/libutf8proc.a usr/share/aclocal)
+    usr/lib/$ARCH_LIB/libpcre2-posix* usr/lib/$ARCH_LIB/libutf8proc.a usr/share/aclocal \
+    usr/lib/$ARCH_LIB/libsleefgnuabi*)
+  # Of ONNX, parlance includes onnx/onnx_pb.h (which includes onnx-ml.pb.h) and links onnx_proto.
+  # ONNX's CMake config checks that every library it declares exists, so libonnx.so.1 (3 MB, the
+  # checker and shape inference we never link) stays as an empty placeholder.
+  (cd "$CARRY/sysroot-tmp/usr/include/onnx" && find . -mindepth 1 -maxdepth 1 ! -name onnx_pb.h ! -name onnx-ml.pb.h -exec rm -rf {} +)
+  : >"$CARRY/sysroot-tmp/usr/lib/$ARCH_LIB/libonnx.so.1"
   tar cJf "$CARRY/sysroot.tar.xz" -C "$CARRY/sysroot-tmp" .
   rm -rf "$CARRY/debs" "$CARRY/sysroot-tmp"
   du -sh "$CARRY"
@@ -123,7 +131,11 @@ unpack_sysroot() {
 
 build_ggml_cuda() {
   rm -rf "$STATE/ggml-src" "$STATE/ggml-build"; mkdir -p "$STATE/ggml-src"
-  tar xzf "$CARRY/ggml-src.tar.gz" -C "$STATE/ggml-src" || return 1
+  if [ -f "$CARRY/ggml-src.tar.xz" ]; then
+    tar xJf "$CARRY/ggml-src.tar.xz" -C "$STATE/ggml-src" || return 1
+  else  # an older --prepare
+    tar xzf "$CARRY/ggml-src.tar.gz" -C "$STATE/ggml-src" || return 1
+  fi
   # ggml/ alone is not standalone here (its ggml.pc.in lives outside it): configure it as a
   # subproject, the way llama.cpp's root does.
   bash "$ROOT/scripts/lib/ggml_cuda_exact_f32.sh" "$STATE/ggml-src/ggml" || return 1
@@ -424,7 +436,7 @@ if [ -f "$STATE/done" ]; then  # a finished earlier run on this machine: run aga
   rm -rf "$STATE/started" "$STATE/done" "$STATE/build" "$STATE"/*.log
 fi
 if [ ! -f "$STATE/started" ]; then
-  for need in "$CARRY/ggml-src.tar.gz" "$CARRY/llama-common-src.tar.xz"; do
+  for need in "$CARRY/ggml-src.tar.xz" "$CARRY/llama-common-src.tar.xz"; do
     [ -e "$need" ] || [ "$MODE" = cpu ] || { echo "missing $need (run --prepare and carry .device)" >&2; exit 2; }
   done
   touch "$STATE/started"; : >"$STATE/summary.txt"
