@@ -28,6 +28,26 @@ namespace {
 
 #ifdef PARLANCE_X86_KERNELS
 
+// Weight rows a tile call fetches into cache while it computes: a share of the next row block
+// (see weight_product_rows), spread evenly over the call's k loop. A model's weight rows are
+// short streams the hardware prefetcher barely follows; without this the loads and the FMAs take
+// turns instead of overlapping.
+struct Prefetch {
+    const char* p = nullptr;
+    size_t bytes = 0;
+    // Bytes per k step for a loop of `steps` steps, in whole cache lines.
+    size_t step_for(int64_t steps) const {
+        return bytes == 0 ? 0 : (bytes / static_cast<size_t>(steps) + 64) / 64 * 64;
+    }
+    inline void issue(size_t step) {
+        if (bytes == 0) return;
+        const size_t n = std::min(step, bytes);
+        for (size_t b = 0; b < n; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
+        p += n;
+        bytes -= n;
+    }
+};
+
 // ---- AVX-512F: 16 lanes ------------------------------------------------------------------------
 
 template <ggml_type W>
@@ -75,24 +95,17 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 reduce16(cons
 template <ggml_type W, int R, int C>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void tile_avx512(const char* w, size_t w_row_bytes, int64_t in,
                                                                       const float* x, int64_t x_stride, float* y,
-                                                                      int64_t y_stride) {
+                                                                      int64_t y_stride, Prefetch pf) {
     __m512 acc[R][C];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-    // The R rows are R short streams the hardware prefetcher barely follows; fetch the next tile's
-    // rows (contiguous after these) while this one computes.
-    // (Only for rows stored back to back; strided rows are attention heads, already in cache.)
-    const size_t row_data = static_cast<size_t>(in) * (W == GGML_TYPE_F16 ? 2 : 4);
-    const char* next = w + R * w_row_bytes;
-    const size_t next_step =
-        w_row_bytes == row_data ? (R * row_data / static_cast<size_t>((in + 15) / 16) + 63) / 64 * 64 : 0;
+    const size_t pf_step = pf.step_for((in + 15) / 16);
     for (int64_t k = 0; k < in; k += 16) {
         const int64_t left = in - k;
         const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
-        for (size_t b = 0; b < next_step; b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
-        next += next_step;
+        pf.issue(pf_step);
         __m512 wv[R];
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) wv[r] = load_w16<W>(w + r * w_row_bytes, k, m);
@@ -183,14 +196,16 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256 reduce8(const __m256 (&v)
 
 template <ggml_type W, int R, int C>
 __attribute__((target("avx2,fma,f16c"))) void tile_avx2(const char* w, size_t w_row_bytes, int64_t in, const float* x,
-                                                        int64_t x_stride, float* y, int64_t y_stride) {
+                                                        int64_t x_stride, float* y, int64_t y_stride, Prefetch pf) {
     __m256 acc[R][C];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+    const size_t pf_step = pf.step_for((in + 7) / 8);
     for (int64_t k = 0; k < in; k += 8) {
         const int64_t left = in - k;
+        pf.issue(pf_step);
         __m256 wv[R];
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) wv[r] = load_w8<W>(w + r * w_row_bytes, k, left);
@@ -228,7 +243,7 @@ __attribute__((target("avx2,fma,f16c"))) void tile_avx2(const char* w, size_t w_
 
 // ---- Tiling, shared by both ISAs ---------------------------------------------------------------
 
-using TileFn = void (*)(const char*, size_t, int64_t, const float*, int64_t, float*, int64_t);
+using TileFn = void (*)(const char*, size_t, int64_t, const float*, int64_t, float*, int64_t, Prefetch);
 
 // Tile functions for C = 1..max_cols columns: a wide row tile (rows[C-1] rows, sized to the
 // vector registers: R*C accumulators + R weight vectors + 1) and a single-row tile for the rest.
@@ -350,13 +365,17 @@ void weight_product_task(ggml_tensor* dst, int ith, int nth, void* /*userdata*/)
     constexpr int64_t kPanel = 64;
     for (int64_t p = 0; p < l.n_cols; p += kPanel) {
         const int64_t cols = std::min(kPanel, l.n_cols - p);
-        for (int64_t b = b0; b < b1; ++b) {
+        // One call per matrix: the thread's consecutive blocks of it (the kernel fetches each
+        // block's successor while it computes).
+        for (int64_t b = b0; b < b1;) {
             const int64_t m = b / blocks, r0 = b % blocks * kRowBlock;
+            const int64_t b_end = std::min(b1, (m + 1) * blocks);
             const char* wm = static_cast<const char*>(w->data) + static_cast<size_t>(m % l.w_mats) * l.w_mat;
             const float* xm = static_cast<const float*>(x->data) + m * l.x_mat + p * l.x_col;
             float* ym = static_cast<float*>(dst->data) + (m * l.n_cols + p) * l.rows;
             weight_product_rows(w->type, wm, l.w_row, l.in, xm, l.x_col, cols, ym, l.rows, r0,
-                                std::min(l.rows, r0 + kRowBlock));
+                                std::min(l.rows, (b_end - m * blocks) * kRowBlock));
+            b = b_end;
         }
     }
 }
@@ -389,17 +408,38 @@ bool weight_product_rows(ggml_type w_type, const void* w, size_t row_bytes, int6
     const char* wb = static_cast<const char*>(w);
     // Rows in blocks of 24 (a multiple of every tile height): each block meets every column group
     // while its weights are still in cache. The order of the loops changes no result.
+    const size_t elt = w_type == GGML_TYPE_F16 ? 2 : 4;
+    const bool contiguous = row_bytes == static_cast<size_t>(in) * elt;
     for (int64_t b = row_begin; b < row_end; b += kRowBlock) {
         const int64_t b_end = std::min(row_end, b + kRowBlock);
+        // The block's tile calls share out the fetching of the next block (rows stored back to
+        // back only; strided rows are attention heads, already in cache).
+        int64_t calls = 0;
+        for (int64_t c = 0; c < n_cols; c += t->max_cols) {
+            const int64_t wide = t->rows[std::min<int64_t>(t->max_cols, n_cols - c) - 1];
+            calls += (b_end - b) / wide + (b_end - b) % wide;
+        }
+        const size_t next_bytes =
+            contiguous && calls > 0 ? static_cast<size_t>(std::min(row_end, b_end + kRowBlock) - b_end) * row_bytes : 0;
+        const size_t share = next_bytes == 0 ? 0 : (next_bytes / static_cast<size_t>(calls) + 64) / 64 * 64;
+        const char* next = wb + b_end * row_bytes;
+        size_t fetched = 0;
+        auto prefetch = [&] {
+            Prefetch pf{next + fetched, std::min(share, next_bytes - fetched)};
+            fetched += pf.bytes;
+            return pf;
+        };
         for (int64_t c = 0; c < n_cols; c += t->max_cols) {
             const int cols = static_cast<int>(std::min<int64_t>(t->max_cols, n_cols - c));
             const int64_t wide = t->rows[cols - 1];
             const float* xc = x + c * x_stride;
             int64_t r = b;
             for (; r + wide <= b_end; r += wide)
-                t->wide[cols - 1](wb + r * row_bytes, row_bytes, in, xc, x_stride, y + c * y_stride + r, y_stride);
+                t->wide[cols - 1](wb + r * row_bytes, row_bytes, in, xc, x_stride, y + c * y_stride + r, y_stride,
+                                  prefetch());
             for (; r < b_end; ++r)
-                t->single[cols - 1](wb + r * row_bytes, row_bytes, in, xc, x_stride, y + c * y_stride + r, y_stride);
+                t->single[cols - 1](wb + r * row_bytes, row_bytes, in, xc, x_stride, y + c * y_stride + r, y_stride,
+                                    prefetch());
         }
     }
     return true;
