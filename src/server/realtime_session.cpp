@@ -493,9 +493,12 @@ void RealtimeSession::feed_vad(std::span<const float> pcm) {
         } else if (v.silence_from < 0) {
             v.silence_from = at;
             // Decode the speech up to the pause now: if the pause turns out to end the item, this
-            // decode is its final one and `completed` follows speech_stopped at once. (An interim
-            // decode in flight is left to finish: most pauses do not end the item, and its text
-            // counts towards the agreement that commits words.)
+            // decode is its final one and `completed` follows speech_stopped at once. An interim
+            // decode in flight that stops short of the pause is cancelled (it returns after its
+            // current engine step) and the pause's decode, which covers its audio and more, takes
+            // its place: waiting for it first is what kept `completed` behind speech_stopped when
+            // several sessions share the cores.
+            cancel_interim_before(at);
             redecode_to(at);
         }
         if (v.silence_from >= 0 && v.next - v.silence_from >= static_cast<int64_t>(silence_duration_ms_) * 16) {

@@ -1,7 +1,7 @@
 // A live session's decodes carry their class (TranscriptionRequest::priority): interim re-decodes at
 // the cadence are Interactive (a later decode replaces them), the decode up to a pause — the item's
-// final one if the pause ends it — and final decodes are Live; an item's end cancels an interim
-// decode in flight that does not reach it. Driven through RealtimeSession with an engine that holds
+// final one if the pause ends it — and final decodes are Live; a pause, or an item's end, cancels
+// an interim decode in flight that does not reach it. Driven through RealtimeSession with an engine that holds
 // every request until the test answers it, so what is in flight when is exact.
 #include <gtest/gtest.h>
 
@@ -177,6 +177,11 @@ public:
         return d;
     }
     bool answered(size_t i) const { return answered_.count(i) > 0; }
+    // A client event, then what it posted to the strand.
+    void message(const json& ev) {
+        session_->on_message(ev.dump());
+        drain();
+    }
     // Answers every decode the session asks for until it has none running or waiting (a decode it
     // starts reaches the engine from a worker thread, a moment later).
     void answer_all() {
@@ -246,30 +251,55 @@ TEST(RealtimeDecodePriority, TheDecodeUpToAPauseIsLiveAndEndsTheItem) {
     EXPECT_EQ(s.completed(), "decode " + std::to_string(interim));
 }
 
-// An item that ends while an interim decode that does not reach its end is in flight: that decode
-// is cancelled (a final decode follows it anyway), and the final decode is Live.
-TEST(RealtimeDecodePriority, AnItemsEndCancelsTheInterimDecodeItSupersedes) {
+// A pause while an interim decode that stops short of it is in flight: that decode is cancelled
+// (the engine drops it after its current step) and the decode up to the pause goes in at once; when
+// the pause ends the item, that decode is the final one.
+TEST(RealtimeDecodePriority, APauseCancelsTheInterimDecodeItSupersedes) {
     HeldSession s;
     s.send_until(1.5);
     ASSERT_TRUE(s.wait_for_calls(1));
     const auto interim = s.engine.call(0);
     EXPECT_EQ(interim->request.priority, Priority::Interactive);
     EXPECT_FALSE(interim->request.cancelled->load());
-    s.send_until(2.5);  // a pause does not cancel it: its text counts towards agreement
-    EXPECT_FALSE(interim->request.cancelled->load());
-    s.send_until(3.3);  // the item ends (~2.7 s)
+    s.send_until(2.5);  // the pause (~2.2 s)
     EXPECT_TRUE(interim->request.cancelled->load());
     EXPECT_EQ(s.engine.count(), 1u);  // one decode at a time per session
-    // The engine drops it between steps, as a cancelled request; then the final decode goes in.
+    s.fail(0, std::make_exception_ptr(Error(ErrorKind::Cancelled, "the client went away")));
+    ASSERT_TRUE(s.wait_for_calls(2));
+    const auto pause = s.engine.call(1);
+    EXPECT_EQ(pause->request.priority, Priority::Live);
+    EXPECT_FALSE(pause->request.cancelled->load());
+    EXPECT_GT(HeldSession::seconds_of(*pause), 1.8);
+    EXPECT_LT(HeldSession::seconds_of(*pause), 2.4);
+    s.send_until(3.3);  // the item ends (~2.7 s): the pause's decode covers its speech
+    EXPECT_FALSE(pause->request.cancelled->load());
+    s.answer(1, "And so my fellow Americans");
+    s.wait_idle();
+    EXPECT_EQ(s.completed(), "And so my fellow Americans");
+    EXPECT_EQ(s.engine.count(), 2u);
+}
+
+// An item that ends (here by the client's commit, in mid-speech) while an interim decode that does
+// not reach its end is in flight: that decode is cancelled, and the final decode, Live, follows.
+TEST(RealtimeDecodePriority, AnItemsEndCancelsTheInterimDecodeItSupersedes) {
+    HeldSession s;
+    s.send_until(1.5);
+    ASSERT_TRUE(s.wait_for_calls(1));
+    const auto interim = s.engine.call(0);
+    s.send_until(1.9);  // still speech: no pause yet
+    EXPECT_FALSE(interim->request.cancelled->load());
+    s.message(json{{"type", "input_audio_buffer.commit"}});
+    EXPECT_TRUE(interim->request.cancelled->load());
+    EXPECT_EQ(s.engine.count(), 1u);
     s.fail(0, std::make_exception_ptr(Error(ErrorKind::Cancelled, "the client went away")));
     ASSERT_TRUE(s.wait_for_calls(2));
     const auto final_decode = s.engine.call(1);
     EXPECT_EQ(final_decode->request.priority, Priority::Live);
     EXPECT_FALSE(final_decode->request.cancelled->load());
-    EXPECT_GT(HeldSession::seconds_of(*final_decode), 2.4);
-    s.answer(1, "And so my fellow Americans");
+    EXPECT_GT(HeldSession::seconds_of(*final_decode), 1.8);
+    s.answer(1, "And so my fellow");
     s.wait_idle();
-    EXPECT_EQ(s.completed(), "And so my fellow Americans");
+    EXPECT_EQ(s.completed(), "And so my fellow");
     EXPECT_EQ(s.engine.count(), 2u);
 }
 
