@@ -493,12 +493,15 @@ void RealtimeSession::feed_vad(std::span<const float> pcm) {
         } else if (v.silence_from < 0) {
             v.silence_from = at;
             // Decode the speech up to the pause now: if the pause turns out to end the item, this
-            // decode is its final one and `completed` follows speech_stopped at once. An interim
-            // decode in flight that stops short of the pause is cancelled (it returns after its
-            // current engine step) and the pause's decode, which covers its audio and more, takes
-            // its place: waiting for it first is what kept `completed` behind speech_stopped when
-            // several sessions share the cores.
-            cancel_interim_before(at);
+            // decode is its final one and `completed` follows speech_stopped at once. While the
+            // engine keeps up (this session's decodes take less than the silence that ends an
+            // item), an interim decode in flight that stops short of the pause is cancelled (it
+            // returns after its current engine step) and the pause's decode, which covers its audio
+            // and more, takes its place: waiting for it first kept `completed` hundreds of ms behind
+            // speech_stopped with four sessions on two cores. When decodes take longer, the pause's
+            // decode cannot beat speech_stopped anyway, and the cancelled work and the hypothesis
+            // it would have added to the agreement are lost (measured, BENCHMARKS.md): it runs next.
+            if (decode_seconds_ < silence_duration_ms_ / 1000.0) cancel_interim_before(at);
             redecode_to(at);
         }
         if (v.silence_from >= 0 && v.next - v.silence_from >= static_cast<int64_t>(silence_duration_ms_) * 16) {
@@ -686,6 +689,7 @@ void RealtimeSession::run_next_decode() {
     inflight_cancel_ = std::make_shared<std::atomic<bool>>(cancelled_->load());
     inflight_end_ = d->end;
     inflight_interim_ = !d->final;
+    inflight_started_ = steady_seconds();
     req.cancelled = inflight_cancel_;
     req.priority = d->final || d->at_pause ? Priority::Live : Priority::Interactive;
     if (o_.self_speculation)
@@ -707,6 +711,10 @@ void RealtimeSession::run_next_decode() {
 void RealtimeSession::on_decoded(const Decode& d, const Transcript& result, const std::string& err) {
     decoding_ = false;
     if (stopped_) return;
+    if (err.empty()) {  // a cancelled decode says nothing about the engine's pace
+        const double took = steady_seconds() - inflight_started_;
+        decode_seconds_ = decode_seconds_ == 0.0 ? took : 0.5 * decode_seconds_ + 0.5 * took;
+    }
     const std::string& text = result.text;
     if (err.empty()) {
         std::lock_guard<std::mutex> lock(stats().mutex);

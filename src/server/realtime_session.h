@@ -207,6 +207,10 @@ private:
     std::shared_ptr<std::atomic<bool>> inflight_cancel_;
     int64_t inflight_end_ = 0;
     bool inflight_interim_ = false;
+    double inflight_started_ = 0.0;  // steady seconds
+    // How long this session's decodes take, submit to result (a moving average of the completed
+    // ones; 0 before the first): whether the engine keeps up with it.
+    double decode_seconds_ = 0.0;
 };
 
 }  // namespace parlance::server

@@ -279,6 +279,28 @@ TEST(RealtimeDecodePriority, APauseCancelsTheInterimDecodeItSupersedes) {
     EXPECT_EQ(s.engine.count(), 2u);
 }
 
+// When this session's decodes take longer than the silence that ends an item (the engine does not
+// keep up), a pause leaves the interim decode in flight to finish: the pause's decode could not
+// beat speech_stopped anyway, and the interim's text counts towards the agreement.
+TEST(RealtimeDecodePriority, APauseLeavesTheInterimDecodeWhenDecodesAreSlow) {
+    HeldSession s;
+    s.send_until(1.0);
+    ASSERT_TRUE(s.wait_for_calls(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));  // longer than silence_duration_ms
+    s.answer(0, "And so");
+    s.send_until(1.5);
+    ASSERT_TRUE(s.wait_for_calls(2));
+    const auto interim = s.engine.call(1);
+    EXPECT_EQ(interim->request.priority, Priority::Interactive);
+    s.send_until(2.5);  // the pause (~2.2 s)
+    EXPECT_FALSE(interim->request.cancelled->load());
+    EXPECT_EQ(s.engine.count(), 2u);
+    s.answer(1, "And so my fellow");
+    ASSERT_TRUE(s.wait_for_calls(3));  // then the pause's decode
+    EXPECT_EQ(s.engine.call(2)->request.priority, Priority::Live);
+    EXPECT_GT(HeldSession::seconds_of(*s.engine.call(2)), 1.8);
+}
+
 // An item that ends (here by the client's commit, in mid-speech) while an interim decode that does
 // not reach its end is in flight: that decode is cancelled, and the final decode, Live, follows.
 TEST(RealtimeDecodePriority, AnItemsEndCancelsTheInterimDecodeItSupersedes) {
