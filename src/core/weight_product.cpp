@@ -32,13 +32,16 @@ namespace {
 // (see weight_product_rows), spread evenly over the call's k loop. A model's weight rows are
 // short streams the hardware prefetcher barely follows; without this the loads and the FMAs take
 // turns instead of overlapping.
+// A 1/parts share of `bytes`, in whole cache lines (at least one line when bytes > 0).
+inline size_t share_in_lines(size_t bytes, int64_t parts) {
+    return bytes == 0 ? 0 : (bytes / static_cast<size_t>(parts) + 64) / 64 * 64;
+}
+
 struct Prefetch {
     const char* p = nullptr;
     size_t bytes = 0;
-    // Bytes per k step for a loop of `steps` steps, in whole cache lines.
-    size_t step_for(int64_t steps) const {
-        return bytes == 0 ? 0 : (bytes / static_cast<size_t>(steps) + 64) / 64 * 64;
-    }
+    // Bytes per k step for a loop of `steps` steps.
+    size_t step_for(int64_t steps) const { return share_in_lines(bytes, steps); }
     inline void issue(size_t step) {
         if (bytes == 0) return;
         const size_t n = std::min(step, bytes);
@@ -421,7 +424,7 @@ bool weight_product_rows(ggml_type w_type, const void* w, size_t row_bytes, int6
         }
         const size_t next_bytes =
             contiguous && calls > 0 ? static_cast<size_t>(std::min(row_end, b_end + kRowBlock) - b_end) * row_bytes : 0;
-        const size_t share = next_bytes == 0 ? 0 : (next_bytes / static_cast<size_t>(calls) + 64) / 64 * 64;
+        const size_t share = share_in_lines(next_bytes, calls);
         const char* next = wb + b_end * row_bytes;
         size_t fetched = 0;
         auto prefetch = [&] {
