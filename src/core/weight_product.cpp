@@ -197,6 +197,24 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256 reduce8(const __m256 (&v)
     return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+// One k step of every accumulator of a tile, the same for whole vectors and the tail (`left` below
+// 8 zero-fills the rest), so the loop over whole vectors carries no tail check.
+template <ggml_type W, int R, int C>
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline void step_avx2(__m256 (&acc)[R][C],
+                                                                              const char* const (&wr)[R],
+                                                                              const float* const (&xc)[C], int64_t k,
+                                                                              int64_t left) {
+    __m256 wv[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) wv[r] = load_w8<W>(wr[r], k, left);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+        const __m256 xv = load_x8(xc[c] + k, left);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], xv, acc[r][c]);
+    }
+}
+
 template <ggml_type W, int R, int C>
 __attribute__((target("avx2,fma,f16c"))) void tile_avx2(const char* w, size_t w_row_bytes, int64_t in, const float* x,
                                                         int64_t x_stride, float* y, int64_t y_stride, Prefetch pf) {
@@ -206,18 +224,21 @@ __attribute__((target("avx2,fma,f16c"))) void tile_avx2(const char* w, size_t w_
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
     const size_t pf_step = pf.step_for((in + 7) / 8);
-    for (int64_t k = 0; k < in; k += 8) {
-        const int64_t left = in - k;
+    const char* wr[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) wr[r] = w + r * w_row_bytes;
+    const float* xc[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) xc[c] = x + c * x_stride;
+    const int64_t whole = in & ~int64_t{7};
+    int64_t k = 0;
+    for (; k < whole; k += 8) {
         pf.issue(pf_step);
-        __m256 wv[R];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) wv[r] = load_w8<W>(w + r * w_row_bytes, k, left);
-#pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) {
-            const __m256 xv = load_x8(x + c * x_stride + k, left);
-#pragma GCC unroll 8
-            for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], xv, acc[r][c]);
-        }
+        step_avx2<W, R, C>(acc, wr, xc, k, 8);
+    }
+    if (k < in) {
+        pf.issue(pf_step);
+        step_avx2<W, R, C>(acc, wr, xc, k, in - k);
     }
     if constexpr (R * C < kJointReduceMin8) {
 #pragma GCC unroll 8
