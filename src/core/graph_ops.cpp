@@ -31,7 +31,11 @@ ggml_tensor* conv1d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int 
     ggml_tensor* cols = ggml_im2col(ctx, kernel, x, stride, 0, padding, 0, 1, 0, false, GGML_TYPE_F32);
     ggml_tensor* k2 = ggml_reshape_2d(ctx, kernel, kernel->ne[0] * kernel->ne[1], kernel->ne[2]);
     ggml_tensor* c2 = ggml_reshape_2d(ctx, cols, cols->ne[0], cols->ne[1] * cols->ne[2]);
-    // Not weight_product: an input's columns stay on ggml's (BLAS) path whatever their number.
+    // Inside a BatchInvariantProducts scope (an encoder on the CPU) the multi-column kernel: f32
+    // columns (ggml's f16 path rounds them to f16) and the same bits whatever the batch. Elsewhere
+    // ggml's product whatever the number of columns: the kernel takes few columns outside the
+    // scope, and a short input (the VAD's 512-sample window) keeps the path it was qualified on.
+    if (BatchInvariantProducts::active()) return weight_product(ctx, k2, c2);
     return f32_product(ctx, k2, c2);
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <optional>
 
+#include "core/dense_attention.h"
 #include "core/error.h"
 #include "core/gelu.h"
 #include "core/graph_ops.h"
@@ -74,6 +75,8 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
     const bool on_cpu = in_cpu_memory(w_.enc_pos);
     const ggml_type wt = w_.enc_layers.empty() ? GGML_TYPE_F32 : w_.enc_layers.front().fc1_w->type;
     const bool invariant_products = on_cpu && (wt == GGML_TYPE_F16 || wt == GGML_TYPE_F32);
+    // Full attention from core's CPU kernel where it runs (AVX2 + FMA, SLEEF), else ggml's fused one.
+    const bool dense_attention = on_cpu && cpu_dense_attention_available() && hd % 8 == 0;
     std::optional<BatchInvariantProducts> invariant;
     if (invariant_products) invariant.emplace();
     ggml_tensor* mel = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, frames, c.n_mels, B);
@@ -95,15 +98,22 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
         ggml_tensor* q = linear(ctx, h, l.attn.q_w, l.attn.q_b);
         ggml_tensor* k = linear(ctx, h, l.attn.k_w, nullptr);
         ggml_tensor* v = linear(ctx, h, l.attn.v_w, l.attn.v_b);
-        // Contiguous q and k: the fused kernel reads each row in one run; on a device the BLAS
-        // products need them (a permuted view fell back to ggml's f32 dot products, BENCHMARKS.md).
-        q = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, q, hd, H, T, B), 0, 2, 1, 3));  // [hd, T, H, B]
-        k = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, k, hd, H, T, B), 0, 2, 1, 3));
         ggml_tensor* o;  // [hd, H, T, B]
-        if (on_cpu) {
+        if (dense_attention) {
+            // Reads each head's rows where the projections wrote them: no permuted copies.
+            o = cpu_dense_attention(ctx, ggml_reshape_4d(ctx, q, hd, H, T, B), ggml_reshape_4d(ctx, k, hd, H, T, B),
+                                    ggml_reshape_4d(ctx, v, hd, H, T, B), scale);
+        } else if (on_cpu) {
+            // Contiguous q, k and v: the fused kernel reads each row in one run.
+            q = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, q, hd, H, T, B), 0, 2, 1, 3));  // [hd, T, H, B]
+            k = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, k, hd, H, T, B), 0, 2, 1, 3));
             ggml_tensor* vh = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, v, hd, H, T, B), 0, 2, 1, 3));
             o = ggml_flash_attn_ext(ctx, q, k, vh, nullptr, scale, 0.0f, 0.0f);
         } else {
+            // On a device the BLAS products need contiguous q and k (a permuted view fell back to
+            // ggml's f32 dot products, BENCHMARKS.md).
+            q = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, q, hd, H, T, B), 0, 2, 1, 3));
+            k = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, k, hd, H, T, B), 0, 2, 1, 3));
             ggml_tensor* vt =
                 ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, v, hd, H, T, B), 1, 2, 0, 3));  // [T, hd, H, B]
             ggml_tensor* kq = f32_product(ctx, k, q);                                                 // [T, T, H, B]
