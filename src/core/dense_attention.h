@@ -1,9 +1,10 @@
 // Full (unmasked) attention of every query over every key, computed on the CPU as one ggml custom
-// op: an audio encoder's self-attention (Whisper's over its 1500 positions). For each block of six
-// queries of one head, the scores against all keys come from a register tile over the head's keys
-// packed transposed once (no horizontal sums), an exact softmax over the whole row (max, exp,
-// sum; no running rescale), and the rows times V from another register tile. The [T, T] scores of a
-// head are never written: a block's rows (6 x T floats) stay in cache.
+// op: an audio encoder's self-attention (Whisper's over its 1500 positions). A work unit is 24
+// queries of one head: their scores against all keys come from register tiles of 6 queries x 16
+// keys over the head's keys packed transposed once (no horizontal sums), an exact softmax over
+// each whole row (max, exp, sum; no running rescale), and the rows times V from tiles of 6 queries
+// x 16 components over the head's values packed once. Packing makes every read sequential; the
+// [T, T] scores of a head are never written whole (a unit's 24 rows stay in L2).
 //
 // Every output row depends only on its own query and the keys and values of its own head and
 // batch entry, in a fixed order: the result is the same bits whatever is batched beside it and
