@@ -423,6 +423,11 @@ bool weight_product_kernel_available() {
     return tiles_for(GGML_TYPE_F16) != nullptr;
 }
 
+bool kernel_takes_weights(const ggml_tensor* w) {
+    return w && (w->type == GGML_TYPE_F16 || w->type == GGML_TYPE_F32) && in_cpu_memory(w) &&
+           weight_product_kernel_available();
+}
+
 bool weight_product_rows(ggml_type w_type, const void* w, size_t row_bytes, int64_t in, const float* x,
                          int64_t x_stride, int64_t n_cols, float* y, int64_t y_stride, int64_t row_begin,
                          int64_t row_end) {

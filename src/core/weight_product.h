@@ -43,6 +43,12 @@ bool weight_product_rows(ggml_type w_type, const void* w, size_t row_bytes, int6
 // AVX-512F).
 bool weight_product_kernel_available();
 
+// Whether weight_product() multiplies `w` with the multi-column kernel inside a
+// BatchInvariantProducts scope: f16 or f32 weights in CPU memory, on a CPU with the kernel. An
+// encoder whose weights pass builds its graph in that scope (quantized weights keep ggml's
+// products, devices their own).
+bool kernel_takes_weights(const ggml_tensor* w);
+
 // Outside a BatchInvariantProducts scope, products of this many columns or more go to
 // ggml_mul_mat: ggml's CPU backend hands them to BLAS (faster for encoder windows), whose
 // summation order depends on the shape.

@@ -167,8 +167,7 @@ std::vector<float> AudioEncoder::encode(const Features& f, std::vector<float>* h
     // a clip's hundreds of columns. (The convolutions above keep BLAS: their first has 9 inputs
     // per output.) Quantized weights keep ggml's products, devices their own.
     std::optional<BatchInvariantProducts> kernel_products;
-    if (in_cpu_memory(conv_out_) && (conv_out_->type == GGML_TYPE_F16 || conv_out_->type == GGML_TYPE_F32))
-        kernel_products.emplace();
+    if (kernel_takes_weights(conv_out_)) kernel_products.emplace();
     // [13, freq, ch, chunks] -> per (time, chunk) the vector ch * freq + f, as transformers flattens.
     x = ggml_cont(ctx, ggml_permute(ctx, x, 2, 0, 1, 3));  // [freq, ch, 13, chunks]
     x = ggml_reshape_2d(ctx, x, x->ne[0] * x->ne[1], x->ne[2] * x->ne[3]);

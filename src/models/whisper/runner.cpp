@@ -66,16 +66,13 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
     // On the CPU the encoder is batch-invariant, as the decoder is: a window's output does not
     // depend on the windows encoded beside it (OpenBLAS's products do, in the last bits), so a
     // request's transcript does not depend on the requests it shares an encoder pass with. Its
-    // products are the multi-column kernel's (as fast here as OpenBLAS, BENCHMARKS.md), its
-    // attention ggml's fused kernel with f32 K and V, which takes each query row on its own and
-    // never writes the [T, T] scores. Devices keep their own products (the CUDA build has no
-    // fused-attention kernels).
-    // Quantized weights (--quantize) keep OpenBLAS's products (ggml's own q8_0 ones are slower
-    // here), and with them the last-bit dependence on the batch.
+    // products and convolutions are the multi-column kernel's, its attention core's full-attention
+    // kernel (each head of each window on its own; ggml's fused kernel, which takes each query row
+    // on its own, where that kernel does not run). Devices keep their own products (the CUDA build
+    // has no fused-attention kernels). Quantized weights (--quantize) keep OpenBLAS's products
+    // (ggml's own q8_0 ones are slower here), and with them the last-bit dependence on the batch.
     const bool on_cpu = in_cpu_memory(w_.enc_pos);
-    const ggml_type wt = w_.enc_layers.empty() ? GGML_TYPE_F32 : w_.enc_layers.front().fc1_w->type;
-    const bool invariant_products = on_cpu && (wt == GGML_TYPE_F16 || wt == GGML_TYPE_F32);
-    // Full attention from core's CPU kernel where it runs (AVX2 + FMA, SLEEF), else ggml's fused one.
+    const bool invariant_products = !w_.enc_layers.empty() && kernel_takes_weights(w_.enc_layers.front().fc1_w);
     const bool dense_attention = on_cpu && cpu_dense_attention_available() && hd % 8 == 0;
     std::optional<BatchInvariantProducts> invariant;
     if (invariant_products) invariant.emplace();

@@ -207,6 +207,22 @@ public:
         answered_.insert(i);
         engine.call(i)->promise.set_exception(e);
     }
+    // Decode `i`, the only one in flight, was cancelled by what the test just sent: the engine
+    // drops it (as after its current step) and the session's next decode, which must be Live and
+    // uncancelled, is returned.
+    std::shared_ptr<HeldEngine::Call> expect_superseded(size_t i) {
+        EXPECT_TRUE(engine.call(i)->request.cancelled->load());
+        EXPECT_EQ(engine.count(), i + 1);  // one decode at a time per session
+        fail(i, std::make_exception_ptr(Error(ErrorKind::Cancelled, "the client went away")));
+        if (!wait_for_calls(i + 2)) {
+            ADD_FAILURE() << "no decode followed the cancelled one";
+            return nullptr;
+        }
+        const auto next = engine.call(i + 1);
+        EXPECT_EQ(next->request.priority, Priority::Live);
+        EXPECT_FALSE(next->request.cancelled->load());
+        return next;
+    }
     std::string completed() const {
         std::string t;
         for (const json& e : events_)
@@ -262,13 +278,8 @@ TEST(RealtimeDecodePriority, APauseCancelsTheInterimDecodeItSupersedes) {
     EXPECT_EQ(interim->request.priority, Priority::Interactive);
     EXPECT_FALSE(interim->request.cancelled->load());
     s.send_until(2.5);  // the pause (~2.2 s)
-    EXPECT_TRUE(interim->request.cancelled->load());
-    EXPECT_EQ(s.engine.count(), 1u);  // one decode at a time per session
-    s.fail(0, std::make_exception_ptr(Error(ErrorKind::Cancelled, "the client went away")));
-    ASSERT_TRUE(s.wait_for_calls(2));
-    const auto pause = s.engine.call(1);
-    EXPECT_EQ(pause->request.priority, Priority::Live);
-    EXPECT_FALSE(pause->request.cancelled->load());
+    const auto pause = s.expect_superseded(0);
+    ASSERT_TRUE(pause);
     EXPECT_GT(HeldSession::seconds_of(*pause), 1.8);
     EXPECT_LT(HeldSession::seconds_of(*pause), 2.4);
     s.send_until(3.3);  // the item ends (~2.7 s): the pause's decode covers its speech
@@ -311,13 +322,8 @@ TEST(RealtimeDecodePriority, AnItemsEndCancelsTheInterimDecodeItSupersedes) {
     s.send_until(1.9);  // still speech: no pause yet
     EXPECT_FALSE(interim->request.cancelled->load());
     s.message(json{{"type", "input_audio_buffer.commit"}});
-    EXPECT_TRUE(interim->request.cancelled->load());
-    EXPECT_EQ(s.engine.count(), 1u);
-    s.fail(0, std::make_exception_ptr(Error(ErrorKind::Cancelled, "the client went away")));
-    ASSERT_TRUE(s.wait_for_calls(2));
-    const auto final_decode = s.engine.call(1);
-    EXPECT_EQ(final_decode->request.priority, Priority::Live);
-    EXPECT_FALSE(final_decode->request.cancelled->load());
+    const auto final_decode = s.expect_superseded(0);
+    ASSERT_TRUE(final_decode);
     EXPECT_GT(HeldSession::seconds_of(*final_decode), 1.8);
     s.answer(1, "And so my fellow");
     s.wait_idle();
