@@ -34,15 +34,18 @@ void dense_attention_task(ggml_tensor* dst, int ith, int nth, void* userdata) {
     std::memcpy(&job.scale, &userdata, sizeof(float));
     // Contiguous shares: a thread packs a head's keys once for all of its blocks of that head.
     const int64_t units = job.units();
-    const int64_t begin = units * ith / nth, end = units * (ith + 1) / nth;
-#if defined(PARLANCE_WITH_SLEEF) && (defined(__x86_64__) || defined(__i386__))
-    if (begin < end) dense_attention_avx2(job, begin, end);
-#else
-    (void)begin, (void)end;
-#endif
+    dense_attention_units(job, units * ith / nth, units * (ith + 1) / nth);
 }
 
 }  // namespace
+
+void dense_attention_units(const DenseAttentionJob& job, int64_t begin, int64_t end) {
+#if defined(PARLANCE_WITH_SLEEF) && (defined(__x86_64__) || defined(__i386__))
+    if (begin < end && cpu_dense_attention_available()) dense_attention_avx2(job, begin, end);
+#else
+    (void)job, (void)begin, (void)end;
+#endif
+}
 
 bool cpu_dense_attention_available() {
     static const bool value = detect();

@@ -23,4 +23,8 @@ struct DenseAttentionJob {
 // Units [begin, end) of the job (AVX2 + FMA, exp from SLEEF).
 void dense_attention_avx2(const DenseAttentionJob& job, int64_t begin, int64_t end);
 
+// Units [begin, end) of the job with the kernel this build and CPU have (cpu_dense_attention_available();
+// nothing otherwise): what each thread of the op runs.
+void dense_attention_units(const DenseAttentionJob& job, int64_t begin, int64_t end);
+
 }  // namespace parlance
