@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/avx_reductions.h"
 #include "core/dense_attention_kernel.h"
 
 namespace parlance {
@@ -32,7 +33,10 @@ int64_t round_up(int64_t n, int64_t m) {
 // Keys: tiles of 16 keys, each [hd][16] (component d of 16 consecutive keys as two vectors); zeros
 // after tk, up to tp.
 void pack_keys(const DenseAttentionJob& job, int64_t b, int64_t h, int64_t tp, float* kt) {
-    std::fill(kt, kt + job.hd * tp, 0.0f);
+    if (tp > job.tk) {  // the last tile's padding: the loop below writes every other slot
+        float* last = kt + (tp - kKeyTile) * job.hd;
+        std::fill(last, last + job.hd * kKeyTile, 0.0f);
+    }
     const int64_t stride = job.heads * job.hd;
     const float* k = job.k + (b * job.tk * job.heads + h) * job.hd;
     for (int64_t j = 0; j < job.tk; ++j, k += stride) {
@@ -82,18 +86,6 @@ void scores(const float* qb, int64_t hd, const float* kt, int64_t tp, float scal
             }
         }
     }
-}
-
-float hmax8(__m256 v) {
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
-}
-
-float hsum8(__m256 v) {
-    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
 // A row of scores becomes exp(s - max) in place (the padding after tk is -inf, exp 0); returns

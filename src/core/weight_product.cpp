@@ -5,6 +5,7 @@
 // output element does not depend on which tile computed it, nor on how many columns the step has.
 #include "core/weight_product.h"
 
+#include "core/avx_reductions.h"
 #include "core/backend.h"
 
 #include <algorithm>
@@ -169,12 +170,6 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256 load_x8(const float* p, i
     alignas(32) float tmp[8] = {};
     std::memcpy(tmp, p, static_cast<size_t>(left) * sizeof(float));
     return _mm256_load_ps(tmp);
-}
-
-__attribute__((target("avx2,fma,f16c"))) inline float hsum8(__m256 v) {
-    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
 constexpr int kJointReduceMin8 = 6;
