@@ -60,7 +60,10 @@ GraphContext::~GraphContext() {
 bool in_cpu_memory(const ggml_tensor* t) {
     const ggml_tensor* base = t->view_src ? t->view_src : t;
     if (base->buffer == nullptr) return false;
-    ggml_backend_buffer_type_t type = ggml_backend_buffer_get_type(base->buffer);
+    return cpu_buffer_type(ggml_backend_buffer_get_type(base->buffer));
+}
+
+bool cpu_buffer_type(ggml_backend_buffer_type_t type) {
     ggml_backend_dev_t dev = ggml_backend_buft_get_device(type);
     // ggml's plain CPU buffer type has no device; every accelerator's has its own.
     return ggml_backend_buft_is_host(type) &&

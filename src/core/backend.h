@@ -15,6 +15,8 @@ namespace parlance {
 // Whether a tensor's data lives in the CPU device's memory (not a GPU's, not Metal's shared
 // buffers): the CPU-only custom ops (weight_product.h, cpu_attention.h) read only such tensors.
 bool in_cpu_memory(const ggml_tensor* t);
+// Whether buffers of this type are the CPU device's memory (in_cpu_memory's test, before allocation).
+bool cpu_buffer_type(ggml_backend_buffer_type_t type);
 
 struct BackendOptions {
     std::string device = "cpu";  // "cpu", "cuda", "metal" (the latter two only when built with them)

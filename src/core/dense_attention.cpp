@@ -3,16 +3,24 @@
 
 #include <cstring>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "core/dense_attention_kernel.h"
 
 namespace parlance {
 namespace {
 
-bool detect() {
+bool detect(bool f16c) {
 #if defined(PARLANCE_WITH_SLEEF) && (defined(__x86_64__) || defined(__i386__))
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    // F16C by cpuid (leaf 1, ecx bit 29): clang's __builtin_cpu_supports does not know it.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool has_f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && (!f16c || has_f16c);
 #else
+    (void)f16c;
     return false;
 #endif
 }
@@ -37,6 +45,23 @@ void dense_attention_task(ggml_tensor* dst, int ith, int nth, void* userdata) {
     dense_attention_units(job, units * ith / nth, units * (ith + 1) / nth);
 }
 
+void packed_attention_task(ggml_tensor* dst, int ith, int nth, void* userdata) {
+    const auto& args = *static_cast<const PackedAttentionArgs*>(userdata);
+    const ggml_tensor* q = dst->src[0];
+    PackedAttentionJob job{};
+    job.q = static_cast<const float*>(q->data);
+    job.o = static_cast<float*>(dst->data);
+    job.hd = args.hd;
+    job.heads = args.heads;
+    job.tk = args.tk;
+    job.scale = args.scale;
+    job.runs = args.runs.data();
+    job.n_runs = static_cast<int64_t>(args.runs.size());
+    job.probabilities = args.probabilities.empty() ? nullptr : args.probabilities.data();
+    const int64_t units = job.units();
+    packed_attention_units(job, units * ith / nth, units * (ith + 1) / nth);
+}
+
 }  // namespace
 
 void dense_attention_units(const DenseAttentionJob& job, int64_t begin, int64_t end) {
@@ -47,8 +72,21 @@ void dense_attention_units(const DenseAttentionJob& job, int64_t begin, int64_t 
 #endif
 }
 
+void packed_attention_units(const PackedAttentionJob& job, int64_t begin, int64_t end) {
+#if defined(PARLANCE_WITH_SLEEF) && (defined(__x86_64__) || defined(__i386__))
+    if (begin < end && cpu_packed_attention_available()) packed_attention_avx2(job, begin, end);
+#else
+    (void)job, (void)begin, (void)end;
+#endif
+}
+
 bool cpu_dense_attention_available() {
-    static const bool value = detect();
+    static const bool value = detect(false);
+    return value;
+}
+
+bool cpu_packed_attention_available() {
+    static const bool value = detect(true);
     return value;
 }
 
@@ -64,6 +102,63 @@ ggml_tensor* cpu_dense_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor*
     std::memcpy(&userdata, &scale, sizeof(float));
     return ggml_custom_4d(ctx, GGML_TYPE_F32, q->ne[0], q->ne[1], q->ne[2], q->ne[3], args, 3, dense_attention_task,
                           GGML_N_TASKS_MAX, userdata);
+}
+
+ggml_tensor* new_packed_keys(ggml_context* ctx, int64_t hd, int64_t heads, int64_t tk) {
+    GGML_ASSERT(hd % kPackedValueSlice == 0);
+    return ggml_new_tensor_4d(ctx, GGML_TYPE_F16, kPackedKeyTile, hd, (tk + kPackedKeyTile - 1) / kPackedKeyTile,
+                              heads);
+}
+
+ggml_tensor* new_packed_values(ggml_context* ctx, int64_t hd, int64_t heads, int64_t tk) {
+    GGML_ASSERT(hd % kPackedValueSlice == 0);
+    return ggml_new_tensor_4d(ctx, GGML_TYPE_F16, kPackedValueSlice, tk, hd / kPackedValueSlice, heads);
+}
+
+ggml_tensor* pack_keys_f16(ggml_context* ctx, ggml_tensor* k, ggml_tensor* packed) {
+    const int64_t lanes = packed->ne[0], hd = packed->ne[1], tiles = packed->ne[2], heads = packed->ne[3];
+    GGML_ASSERT(k->type == GGML_TYPE_F32 && ggml_is_contiguous(k) && k->ne[0] == hd * heads);
+    GGML_ASSERT(k->ne[1] <= tiles * lanes && k->ne[1] > (tiles - 1) * lanes);
+    // Zero keys up to whole tiles, then [hd, heads, lane, tile] -> [lane, hd, tile, head].
+    ggml_tensor* padded = ggml_pad(ctx, k, 0, static_cast<int>(tiles * lanes - k->ne[1]), 0, 0);
+    ggml_tensor* split = ggml_reshape_4d(ctx, padded, hd, heads, lanes, tiles);
+    return ggml_cpy(ctx, ggml_permute(ctx, split, 1, 3, 0, 2), packed);
+}
+
+ggml_tensor* pack_values_f16(ggml_context* ctx, ggml_tensor* v, ggml_tensor* packed) {
+    const int64_t width = packed->ne[0], tk = packed->ne[1], slices = packed->ne[2], heads = packed->ne[3];
+    GGML_ASSERT(v->type == GGML_TYPE_F32 && ggml_is_contiguous(v) && v->ne[0] == width * slices * heads &&
+                v->ne[1] == tk);
+    // [component, slice, head, key] -> [component, key, slice, head].
+    ggml_tensor* split = ggml_reshape_4d(ctx, v, width, slices, heads, tk);
+    return ggml_cpy(ctx, ggml_permute(ctx, split, 0, 2, 3, 1), packed);
+}
+
+void PackedAttentionArgs::add_run(int64_t row, int64_t n, const ggml_tensor* k, const ggml_tensor* v) {
+    GGML_ASSERT(k->type == GGML_TYPE_F16 && v->type == GGML_TYPE_F16 && k->ne[0] == kPackedKeyTile &&
+                v->ne[0] == kPackedValueSlice && k->ne[1] == v->ne[2] * kPackedValueSlice && k->ne[3] == v->ne[3]);
+    GGML_ASSERT(runs.empty() || (tk == v->ne[1] && hd == k->ne[1] && heads == k->ne[3]));
+    tk = v->ne[1];
+    hd = k->ne[1];
+    heads = k->ne[3];
+    runs.push_back({row, n, static_cast<const uint16_t*>(k->data), static_cast<const uint16_t*>(v->data)});
+}
+
+ggml_tensor* cpu_packed_attention(ggml_context* ctx, ggml_tensor* q, const PackedAttentionArgs& args) {
+    const int64_t hd = args.hd;
+    GGML_ASSERT(cpu_packed_attention_available());
+    GGML_ASSERT(q->type == GGML_TYPE_F32 && ggml_is_contiguous(q) && ggml_n_dims(q) <= 2);
+    GGML_ASSERT(!args.runs.empty() && q->ne[0] == hd * args.heads);
+    GGML_ASSERT(args.probabilities.empty() || static_cast<int64_t>(args.probabilities.size()) == args.heads);
+    int64_t covered = 0;
+    for (const PackedAttentionRun& r : args.runs) {
+        GGML_ASSERT(r.k && r.v && r.row >= 0 && r.n > 0 && r.row + r.n <= q->ne[1]);
+        covered += r.n;
+    }
+    GGML_ASSERT(covered == q->ne[1]);
+    ggml_tensor* args_q[1] = {q};
+    return ggml_custom_4d(ctx, GGML_TYPE_F32, q->ne[0], q->ne[1], 1, 1, args_q, 1, packed_attention_task,
+                          GGML_N_TASKS_MAX, const_cast<PackedAttentionArgs*>(&args));
 }
 
 }  // namespace parlance

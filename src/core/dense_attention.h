@@ -13,6 +13,11 @@
 
 #include <ggml.h>
 
+#include <cstdint>
+#include <vector>
+
+#include "core/dense_attention_kernel.h"
+
 namespace parlance {
 
 // Whether the kernel runs on this machine (x86 with AVX2 and FMA, built with SLEEF for exp);
@@ -22,5 +27,41 @@ bool cpu_dense_attention_available();
 // q [hd, H, Tq, B], k and v [hd, H, Tk, B], F32 and contiguous (a linear layer's output reshaped:
 // no permute). hd a multiple of 8. -> F32 [hd, H, Tq, B]: softmax(scale * q k^T) v per head.
 ggml_tensor* cpu_dense_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, float scale);
+
+// Attention over keys and values that many steps read — a decoder's cross-attention over its
+// encoded audio — with the same tiles: the window's K and V are packed as f16 once, when the
+// encoder writes them, so a step reads them in order and packs nothing. A step's queries come in
+// runs, each over its own window (a request's beams share one); one op computes every run of a
+// layer. Each output row depends only on its own query and its window, in a fixed order.
+
+// Whether it runs on this machine (cpu_dense_attention_available() and F16C).
+bool cpu_packed_attention_available();
+
+// f16 tensors that hold one window's packed keys or values: tk keys of `heads` heads of hd
+// components (hd a multiple of 16). Keys ne [16, hd, tiles, heads], values ne [16, tk, hd / 16, heads].
+ggml_tensor* new_packed_keys(ggml_context* ctx, int64_t hd, int64_t heads, int64_t tk);
+ggml_tensor* new_packed_values(ggml_context* ctx, int64_t hd, int64_t heads, int64_t tk);
+
+// Graph nodes that write k or v (F32 [hd * heads, tk], contiguous) into such a tensor.
+ggml_tensor* pack_keys_f16(ggml_context* ctx, ggml_tensor* k, ggml_tensor* packed);
+ggml_tensor* pack_values_f16(ggml_context* ctx, ggml_tensor* v, ggml_tensor* packed);
+
+// What one cpu_packed_attention op reads besides its queries. The op keeps a pointer to it: it
+// must live until the graph has been computed.
+struct PackedAttentionArgs {
+    float scale = 1.0f;
+    int64_t hd = 0, heads = 0, tk = 0;  // from the runs' tensors
+    std::vector<PackedAttentionRun> runs;
+    // Empty, or one entry per head: where that head's softmaxed weights go ([query][tk]; for an
+    // op of one run — the alignment pass reads them).
+    std::vector<float*> probabilities;
+    // Queries [row, row + n) attend to the window packed in k and v (tensors made by
+    // new_packed_keys/values, in CPU memory, written before the op runs).
+    void add_run(int64_t row, int64_t n, const ggml_tensor* k, const ggml_tensor* v);
+};
+
+// q F32 [hd * heads, tokens], contiguous; every token row in exactly one run. -> F32 [hd * heads,
+// tokens]: per run and head, softmax(scale * q k^T) v.
+ggml_tensor* cpu_packed_attention(ggml_context* ctx, ggml_tensor* q, const PackedAttentionArgs& args);
 
 }  // namespace parlance

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/dense_attention.h"
 #include "core/error.h"
 #include "core/gelu.h"
 #include "core/graph_ops.h"
@@ -15,14 +16,25 @@ namespace parlance::whisper {
 CrossKv::CrossKv(const WhisperConfig& c, Backend& backend) {
     ggml_init_params p{ggml_tensor_overhead() * (2 * c.decoder_layers + 2), nullptr, true};
     ctx_ = ggml_init(p);
+    const int64_t hd = c.decoder_head_dim(), heads = c.decoder_heads, T = c.max_source_positions;
+    packed = cpu_buffer_type(backend.primary_buffer_type()) && cpu_packed_attention_available() &&
+             hd % kPackedValueSlice == 0;
     // f16, as whisper.cpp keeps them: every decoder step reads all of them, and f32 made batch-1
     // decode ~12% slower (BENCHMARKS.md); parity still identical (logit error ~4e-4).
     for (int l = 0; l < c.decoder_layers; ++l) {
-        k.push_back(ggml_new_tensor_2d(ctx_, GGML_TYPE_F16, c.d_model, c.max_source_positions));
-        vt.push_back(ggml_new_tensor_2d(ctx_, GGML_TYPE_F16, c.max_source_positions, c.d_model));
+        if (packed) {
+            k.push_back(new_packed_keys(ctx_, hd, heads, T));
+            v.push_back(new_packed_values(ctx_, hd, heads, T));
+        } else {
+            k.push_back(ggml_new_tensor_2d(ctx_, GGML_TYPE_F16, c.d_model, T));
+            v.push_back(ggml_new_tensor_2d(ctx_, GGML_TYPE_F16, T, c.d_model));
+        }
     }
     buffer_ = ggml_backend_alloc_ctx_tensors(ctx_, backend.primary());
     if (!buffer_) throw Error(ErrorKind::Io, "could not allocate the cross-attention cache");
+    // The packed keys' last tile has slots past the last key that the kernel reads (and then
+    // ignores): defined bytes, not whatever the allocation held.
+    if (packed) ggml_backend_buffer_clear(buffer_, 0);
 }
 
 CrossKv::~CrossKv() {
@@ -62,16 +74,57 @@ std::vector<CrossRun> cross_runs(const StepBatch& b) {
     return runs;
 }
 
+// Cross-attention as products over the plain layout (devices): each run's per-head K q and
+// softmax, then V times the weights. With `captured`, the layer's softmaxed weights stay an output
+// ([T, n, H]; the alignment pass reads them).
+ggml_tensor* cross_attention_products(ggml_context* ctx, const WhisperConfig& c, const std::vector<CrossRun>& runs,
+                                      ggml_tensor* q, int li, ggml_tensor** captured) {
+    const int H = c.decoder_heads, hd = c.decoder_head_dim();
+    const int64_t T = c.max_source_positions;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    ggml_tensor* att = nullptr;
+    for (const CrossRun& r : runs) {
+        ggml_tensor* K = ggml_reshape_3d(ctx, r.cross->k[li], hd, H, T);
+        K = ggml_permute(ctx, K, 0, 2, 1, 3);                              // [hd, T, H]
+        ggml_tensor* Vt = ggml_reshape_3d(ctx, r.cross->v[li], T, hd, H);  // [T, hd, H]
+        ggml_tensor* qi = ggml_view_3d(ctx, q, hd, H, r.n, hd * ggml_element_size(q), q->nb[1], r.row * q->nb[1]);
+        qi = ggml_permute(ctx, qi, 0, 2, 1, 3);
+        // The cache is f16: weight_product asks for f32 accumulation, without which ggml-cuda's
+        // cuBLAS path computes in f16 (issue 19: the decoder's first step ~5e-3 off on CUDA).
+        ggml_tensor* kq = weight_product(ctx, K, qi);
+        kq = ggml_soft_max_ext(ctx, kq, nullptr, scale, 0.0f);  // [T, n, H]
+        if (captured) {
+            // The whole (contiguous) tensor stays allocated; heads are read as slabs of it.
+            ggml_set_output(kq);
+            *captured = kq;
+        }
+        ggml_tensor* o = weight_product(ctx, Vt, kq);  // [hd, n, H]
+        o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), c.d_model, r.n);
+        att = att ? ggml_concat(ctx, att, o, 1) : o;
+    }
+    return att;
+}
+
 // One graph over the whole batch.
 void decoder_graph(const WhisperConfig& c, const WhisperWeights& w, Backend& backend, std::vector<uint8_t>& graph_buf,
                    const StepBatch& batch, KvStorage& kv, std::vector<float>& logits,
                    const CrossAttentionCapture* capture) {
-    const int64_t d = c.d_model;
     const int H = c.decoder_heads, hd = c.decoder_head_dim();
     const std::vector<CrossRun> runs = cross_runs(batch);
     const int n_out = static_cast<int>(batch.outputs.size());
     const int64_t N = batch.n_tokens();
     std::vector<ggml_tensor*> captured(c.decoder_layers, nullptr);  // softmaxed kq per layer, [T, n, H]
+    // Every window of a step is packed or none is (they come from one backend).
+    const bool packed = runs.front().cross->packed;
+    for (const CrossRun& r : runs)
+        if (r.cross->packed != packed)
+            throw Error(ErrorKind::Internal, "whisper decoder: mixed cross-attention layouts");
+    std::vector<PackedAttentionArgs> packed_args(packed ? c.decoder_layers : 0);  // read while the graph runs
+    if (capture && packed) {
+        // The kernel writes the captured heads' weights straight into the caller's rows.
+        const size_t slab = static_cast<size_t>(N) * c.max_source_positions;
+        capture->weights->assign(capture->heads.size(), std::vector<float>(slab));
+    }
 
     GraphContext g(graph_buf, decoder_nodes(c, runs.size(), batch.segments.size(), kv));
     ggml_context* ctx = g.ctx;
@@ -80,7 +133,6 @@ void decoder_graph(const WhisperConfig& c, const WhisperWeights& w, Backend& bac
     ggml_tensor* x =
         ggml_add(ctx, ggml_get_rows(ctx, w.tok_emb, in.tokens), ggml_get_rows(ctx, w.dec_pos, in.positions));
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const int64_t T = c.max_source_positions;
 
     for (int li = 0; li < c.decoder_layers; ++li) {
         const LayerWeights& l = w.dec_layers[li];
@@ -95,28 +147,23 @@ void decoder_graph(const WhisperConfig& c, const WhisperWeights& w, Backend& bac
         // Cross-attention over each run's encoded audio.
         h = layer_norm(ctx, x, l.cross_ln_w, l.cross_ln_b, c.layer_norm_eps);
         q = linear(ctx, h, l.cross.q_w, l.cross.q_b);
-        att = nullptr;
-        for (const CrossRun& r : runs) {
-            ggml_tensor* K = ggml_reshape_3d(ctx, r.cross->k[li], hd, H, T);
-            K = ggml_permute(ctx, K, 0, 2, 1, 3);                               // [hd, T, H]
-            ggml_tensor* Vt = ggml_reshape_3d(ctx, r.cross->vt[li], T, hd, H);  // [T, hd, H]
-            ggml_tensor* qi = ggml_view_3d(ctx, q, hd, H, r.n, hd * ggml_element_size(q), q->nb[1], r.row * q->nb[1]);
-            qi = ggml_permute(ctx, qi, 0, 2, 1, 3);
-            // The cache is f16: weight_product asks for f32 accumulation, without which ggml-cuda's
-            // cuBLAS path computes in f16 (issue 19: the decoder's first step ~5e-3 off on CUDA).
-            ggml_tensor* kq = weight_product(ctx, K, qi);
-            kq = ggml_soft_max_ext(ctx, kq, nullptr, scale, 0.0f);  // [T, n, H]
+        if (packed) {
+            // Every run of the layer in one op, over the windows packed when they were encoded.
+            PackedAttentionArgs& a = packed_args[li];
+            a.scale = scale;
+            for (const CrossRun& r : runs) a.add_run(r.row, r.n, r.cross->k[li], r.cross->v[li]);
             if (capture) {
-                for (const auto& lh : capture->heads) {
-                    if (lh.first != li) continue;
-                    // The whole (contiguous) tensor stays allocated; heads are read as slabs of it.
-                    ggml_set_output(kq);
-                    captured[li] = kq;
-                }
+                a.probabilities.assign(H, nullptr);
+                for (size_t i = 0; i < capture->heads.size(); ++i)
+                    if (capture->heads[i].first == li)
+                        a.probabilities[capture->heads[i].second] = (*capture->weights)[i].data();
             }
-            ggml_tensor* o = weight_product(ctx, Vt, kq);  // [hd, n, H]
-            o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), d, r.n);
-            att = att ? ggml_concat(ctx, att, o, 1) : o;
+            att = cpu_packed_attention(ctx, q, a);
+        } else {
+            bool layer_captured = false;
+            if (capture)
+                for (const auto& lh : capture->heads) layer_captured = layer_captured || lh.first == li;
+            att = cross_attention_products(ctx, c, runs, q, li, layer_captured ? &captured[li] : nullptr);
         }
         x = ggml_add(ctx, x, linear(ctx, att, l.cross.o_w, l.cross.o_b));
 
@@ -139,7 +186,7 @@ void decoder_graph(const WhisperConfig& c, const WhisperWeights& w, Backend& bac
     const size_t first = logits.size();
     logits.resize(first + static_cast<size_t>(n_out) * c.vocab_size);
     ggml_backend_tensor_get(out, logits.data() + first, 0, static_cast<size_t>(n_out) * c.vocab_size * sizeof(float));
-    if (capture) {
+    if (capture && !packed) {
         // kq ne [T, n, H]: head h is the contiguous slab of n rows of T at h * nb[2].
         const size_t slab = static_cast<size_t>(N) * c.max_source_positions;
         capture->weights->assign(capture->heads.size(), std::vector<float>(slab));

@@ -2,8 +2,10 @@
 // that the generation engine (src/engine) schedules Whisper's sequences as it does Qwen3's. A
 // sequence's model state (StepBatch::Segment::state, Sequence::model_state) is its encoded audio
 // window: the CrossKv the encoder wrote. Self-attention reads the paged cache (one call per layer
-// for the whole step); cross-attention runs once per run of consecutive sequences that share a
-// window (a request's beams), so the graph grows with distinct windows, not with sequences.
+// for the whole step); cross-attention groups consecutive sequences that share a window (a
+// request's beams) into runs. On the CPU one op per layer computes every run over windows packed
+// when they were encoded (core/dense_attention); elsewhere each run adds its own products, so the
+// graph grows with distinct windows, not with sequences.
 #pragma once
 
 #include <cstdint>
@@ -22,15 +24,18 @@ namespace parlance::whisper {
 
 struct WhisperModel;
 
-// Cross-attention keys and values of one encoded audio window, on the device.
-// k[l]: ne [d, n_audio_ctx]; vt[l]: ne [n_audio_ctx, d] (stored transposed for the product).
+// Cross-attention keys and values of one encoded audio window, on the device, f16.
+// On the CPU (where core/dense_attention's packed kernel runs), packed for it: k[l] and v[l] as
+// new_packed_keys/values make them. Elsewhere k[l] ne [d, n_audio_ctx] and v[l] ne
+// [n_audio_ctx, d] (stored transposed for the product).
 class CrossKv {
 public:
     CrossKv(const WhisperConfig& config, Backend& backend);
     ~CrossKv();
     CrossKv(const CrossKv&) = delete;
     CrossKv& operator=(const CrossKv&) = delete;
-    std::vector<ggml_tensor*> k, vt;
+    std::vector<ggml_tensor*> k, v;
+    bool packed = false;
 
 private:
     ggml_context* ctx_ = nullptr;

@@ -137,9 +137,14 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
         ggml_tensor* v = linear(ctx, x, l.cross.v_w, l.cross.v_b);  // [d, T, B]
         for (int b = 0; b < B; ++b) {
             ggml_tensor* kb = ggml_view_2d(ctx, k, d, T, k->nb[1], b * k->nb[2]);
-            ggml_build_forward_expand(g.graph, ggml_cpy(ctx, kb, crosses[b]->k[li]));
             ggml_tensor* vb = ggml_view_2d(ctx, v, d, T, v->nb[1], b * v->nb[2]);
-            ggml_build_forward_expand(g.graph, ggml_cpy(ctx, ggml_transpose(ctx, vb), crosses[b]->vt[li]));
+            if (crosses[b]->packed) {  // in the order the decoder's kernel reads them
+                ggml_build_forward_expand(g.graph, pack_keys_f16(ctx, kb, crosses[b]->k[li]));
+                ggml_build_forward_expand(g.graph, pack_values_f16(ctx, vb, crosses[b]->v[li]));
+            } else {
+                ggml_build_forward_expand(g.graph, ggml_cpy(ctx, kb, crosses[b]->k[li]));
+                ggml_build_forward_expand(g.graph, ggml_cpy(ctx, ggml_transpose(ctx, vb), crosses[b]->v[li]));
+            }
         }
     }
 
