@@ -14,7 +14,7 @@
 #include "engine/generation_service.h"
 #include "engine/lm_speech_model.h"
 #include "models/registry.h"
-#include "models/silero_vad/vad.h"
+#include "models/voice_activity.h"
 #include "server/http_server.h"
 #include "text/chat_template.h"
 
@@ -215,7 +215,7 @@ void run(ServeArgs& a, GlobalOptions& globals) {
     // Live sessions' server_vad: Silero VAD on a backend of its own (one thread), so its small
     // graphs never wait on, or race with, the speech model's.
     std::unique_ptr<Backend> vad_backend;
-    std::unique_ptr<silero_vad::SileroVad> vad;
+    std::unique_ptr<VoiceActivityModel> vad;
     std::string vad_path;
     try {
         vad_path = resolve_vad_model(a.vad_model);
@@ -227,7 +227,7 @@ void run(ServeArgs& a, GlobalOptions& globals) {
         BackendOptions vo;
         vo.threads = 1;
         vad_backend = std::make_unique<Backend>(vo);
-        vad = std::make_unique<silero_vad::SileroVad>(vad_path, *vad_backend);
+        vad = load_voice_activity_model(vad_path, *vad_backend);
         http.set_vad(vad.get());
     }
     std::unique_ptr<ChatSide> chat;

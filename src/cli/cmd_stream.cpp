@@ -24,7 +24,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/lm_speech_model.h"
-#include "models/silero_vad/vad.h"
+#include "models/registry.h"
+#include "models/voice_activity.h"
 #include "server/base64.h"
 #include "server/realtime_session.h"
 
@@ -69,7 +70,9 @@ void run(StreamArgs& a, GlobalOptions& globals) {
     BackendOptions vo;
     vo.threads = 1;
     Backend vad_backend(vo);
-    silero_vad::SileroVad vad(resolve_vad_model(a.vad_model), vad_backend);
+    const std::unique_ptr<VoiceActivityModel> vad_model =
+        load_voice_activity_model(resolve_vad_model(a.vad_model), vad_backend);
+    VoiceActivityModel& vad = *vad_model;
     // Decoded as it is sent: a long file holds a few chunks, not its whole PCM.
     AudioFile file(a.file, 16000, 4 * 3600);
     PcmSource& audio = file.audio();

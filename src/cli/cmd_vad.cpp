@@ -9,7 +9,8 @@
 #include "cli/default_model.h"
 #include "core/backend.h"
 #include "core/error.h"
-#include "models/silero_vad/vad.h"
+#include "models/registry.h"
+#include "models/voice_activity.h"
 
 namespace parlance::cli {
 namespace {
@@ -21,7 +22,7 @@ struct VadArgs {
     int sample_rate = 16000;
     bool frames = false;
     double max_seconds = 4 * 3600;
-    silero_vad::SegmentOptions segments;
+    SpeechSegmentOptions segments;
     int threads = 0;
 };
 
@@ -30,22 +31,24 @@ void run(VadArgs& a) {
         throw Error(ErrorKind::InvalidArgument, "--format is text or json, not '" + a.format + "'");
     if (!(a.segments.threshold > 0.0f && a.segments.threshold < 1.0f))
         throw Error(ErrorKind::InvalidArgument, "--threshold must be between 0 and 1");
-    silero_vad::SileroVad::window_samples(a.sample_rate);  // 16000 or 8000, else the reason
     BackendOptions bo;
     bo.threads = a.threads;
     Backend backend(bo);
-    silero_vad::SileroVad vad(resolve_vad_model(a.vad_model), backend);
+    const std::unique_ptr<VoiceActivityModel> model =
+        load_voice_activity_model(resolve_vad_model(a.vad_model), backend);
+    VoiceActivityModel& vad = *model;
+    const int window = vad.window_samples(a.sample_rate);  // 16000 or 8000 for Silero, else the reason
     // Decoded as the model reads it: a two-hour file holds a few minutes of samples at a time.
     AudioFile file(a.file, a.sample_rate, a.max_seconds);
     const std::vector<float> probs = vad.probabilities(file.audio(), a.sample_rate);
     const size_t total = file.audio().decoded();
-    const double window_s = static_cast<double>(silero_vad::SileroVad::window_samples(a.sample_rate)) / a.sample_rate;
+    const double window_s = static_cast<double>(window) / a.sample_rate;
     if (a.frames) {
         // A JSON array of probabilities, one per window (window_s apart), whatever --format says.
         std::printf("%s\n", nlohmann::json(probs).dump().c_str());
         return;
     }
-    const auto segs = silero_vad::speech_segments(probs, a.sample_rate, total, a.segments);
+    const auto segs = speech_segments(probs, window, a.sample_rate, total, a.segments);
     if (a.format == "json") {
         nlohmann::json j{{"duration", static_cast<double>(total) / a.sample_rate},
                          {"sample_rate", a.sample_rate},

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "models/qwen3/model.h"
 #include "models/qwen3_asr/model.h"
+#include "models/silero_vad/vad.h"
 #include "models/whisper/convert.h"
 #include "models/whisper/parity.h"
 #include "models/whisper/speech.h"
@@ -157,6 +158,10 @@ ConvertResult convert_model(const std::filesystem::path& input, const std::files
     if (e && e->name != "whisper")
         throw Error(ErrorKind::Unsupported, input.string() + ": " + e->name + " checkpoints have no whisper.cpp form");
     return whisper::convert_to_whispercpp(input, output, options);
+}
+
+std::unique_ptr<VoiceActivityModel> load_voice_activity_model(const std::filesystem::path& path, Backend& backend) {
+    return std::make_unique<silero_vad::SileroVad>(path, backend);
 }
 
 }  // namespace parlance

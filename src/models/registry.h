@@ -16,6 +16,7 @@
 #include "models/conversion.h"
 #include "models/language_model.h"
 #include "models/speech_model.h"
+#include "models/voice_activity.h"
 
 namespace parlance {
 
@@ -87,6 +88,11 @@ std::unique_ptr<AudioLanguageModel> load_audio_language_model(const std::filesys
 // transcribe"), Error(InvalidModel) naming the file and field or tensor that is wrong.
 std::unique_ptr<SpeechModel> load_speech_model(const std::filesystem::path& path, Backend& backend,
                                                const SpeechModelOptions& options);
+
+// Loads a voice-activity model (today Silero VAD v5's silero_vad_v5.onnx). Throws Error(NotFound)
+// or Error(InvalidModel) naming the file, or the tensor that is missing or misshaped. Give it a
+// Backend of its own, apart from the speech model's (live sessions run it from their threads).
+std::unique_ptr<VoiceActivityModel> load_voice_activity_model(const std::filesystem::path& path, Backend& backend);
 
 // Runs a speech model's reference directory (tools/reference: reference.json, model/, the
 // clips' encoder arrays) and compares; `parlance parity` prints the report.

@@ -98,7 +98,7 @@ struct HttpServer::Impl {
     asio::thread_pool workers;
     Metrics metrics;
     AudioBudget audio_budget;
-    silero_vad::SileroVad* vad = nullptr;
+    VoiceActivityModel* vad = nullptr;
     // The first speech model's engine, stored last by set_speech_models: non-null means `speech`
     // is complete (it is never changed after).
     std::atomic<SpeechEngine*> engine{nullptr};
@@ -1118,7 +1118,7 @@ void HttpServer::set_chat(const ChatModel* chat) {
     impl_->chat.store(chat);
 }
 
-void HttpServer::set_vad(silero_vad::SileroVad* vad) {
+void HttpServer::set_vad(VoiceActivityModel* vad) {
     impl_->vad = vad;
 }
 

@@ -76,7 +76,7 @@ public:
     void set_speech_models(std::vector<SpeechModelInfo> models);
     // The VAD of live sessions' server_vad (null: sessions need turn_detection null). It must
     // outlive the server and run on its own Backend.
-    void set_vad(silero_vad::SileroVad* vad);
+    void set_vad(VoiceActivityModel* vad);
     // The chat model of /v1/chat/completions (null: none, the route answers 404). It must
     // outlive the server.
     void set_chat(const ChatModel* chat);

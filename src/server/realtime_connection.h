@@ -20,7 +20,7 @@ namespace parlance::server {
 
 struct RealtimeContext {
     SpeechEngine* engine = nullptr;
-    silero_vad::SileroVad* vad = nullptr;  // may be null (no server_vad)
+    VoiceActivityModel* vad = nullptr;  // may be null (no server_vad)
     RealtimeOptions options;
     size_t max_message_bytes = 4u << 20;
     boost::asio::thread_pool* workers = nullptr;  // where decodes wait for the engine

@@ -11,7 +11,7 @@
 
 #include "audio/cut_points.h"
 #include "core/error.h"
-#include "models/silero_vad/vad.h"
+#include "models/voice_activity.h"
 #include "server/base64.h"
 #include "server/latency_histogram.h"
 
@@ -83,7 +83,7 @@ size_t stable_prefix(const Transcript& t, double limit) {
 
 // Server VAD: Silero windows of 512 samples at 16 kHz, speech/silence hysteresis.
 struct RealtimeSession::VadState {
-    std::unique_ptr<silero_vad::SileroVad::Stream> stream;
+    std::unique_ptr<VoiceActivityStream> stream;
     std::vector<float> pending;  // samples not yet a whole window
     int64_t next = 0;            // session sample of the next window's start
     bool speaking = false;
@@ -134,7 +134,7 @@ std::string RealtimeSession::metrics_text() {
     return os.str();
 }
 
-RealtimeSession::RealtimeSession(SpeechEngine& engine, silero_vad::SileroVad* vad, RealtimeOptions options, bool beta,
+RealtimeSession::RealtimeSession(SpeechEngine& engine, VoiceActivityModel* vad, RealtimeOptions options, bool beta,
                                  Hooks hooks)
     : engine_(engine),
       vad_(vad),
@@ -468,7 +468,7 @@ void RealtimeSession::append(const json& ev) {
 void RealtimeSession::feed_vad(std::span<const float> pcm) {
     VadState& v = *vad_state_;
     if (!v.stream) {
-        v.stream = std::make_unique<silero_vad::SileroVad::Stream>(*vad_, kRate);
+        v.stream = vad_->stream(kRate);
         v.next = total_ - static_cast<int64_t>(pcm.size());
     }
     v.pending.insert(v.pending.end(), pcm.begin(), pcm.end());

@@ -34,10 +34,7 @@
 #include "audio/decode.h"
 #include "decoding/commit_policy.h"
 #include "models/speech_model.h"
-
-namespace parlance::silero_vad {
-class SileroVad;
-}
+#include "models/voice_activity.h"
 
 namespace parlance::server {
 
@@ -76,7 +73,7 @@ public:
     };
 
     // vad may be null: server_vad is then refused (turn_detection null works).
-    RealtimeSession(SpeechEngine& engine, silero_vad::SileroVad* vad, RealtimeOptions options, bool beta, Hooks hooks);
+    RealtimeSession(SpeechEngine& engine, VoiceActivityModel* vad, RealtimeOptions options, bool beta, Hooks hooks);
     ~RealtimeSession();
 
     void start();  // session.created (or transcription_session.created)
@@ -167,7 +164,7 @@ private:
     int64_t ms(int64_t samples) const { return samples / 16; }
 
     SpeechEngine& engine_;
-    silero_vad::SileroVad* vad_;
+    VoiceActivityModel* vad_;
     RealtimeOptions o_;
     double max_segment_seconds_;  // o_'s cap, or the model's window when that is shorter
     bool beta_;

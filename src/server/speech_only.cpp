@@ -11,15 +11,16 @@ namespace {
 constexpr int kRate = 16000;
 constexpr auto kGapSamples = static_cast<size_t>(SpeechOnly::kGapSeconds * kRate);
 
-// The pieces of speech the probabilities of `total` samples hold, where each lands back to back.
-SpeechOnly plan_speech(std::span<const float> probs, size_t total, const VadChunking& c) {
-    silero_vad::SegmentOptions o;
+// The pieces of speech the probabilities of `total` samples hold (windows of `window` samples),
+// where each lands back to back.
+SpeechOnly plan_speech(std::span<const float> probs, int64_t window, size_t total, const VadChunking& c) {
+    SpeechSegmentOptions o;
     o.threshold = c.threshold;
     o.min_silence_ms = c.silence_duration_ms;
     o.speech_pad_ms = c.prefix_padding_ms;
     SpeechOnly s;
     size_t at = 0;  // samples of the back-to-back buffer so far
-    for (const silero_vad::SpeechSegment& seg : silero_vad::speech_segments(probs, kRate, total, o)) {
+    for (const SpeechSegment& seg : speech_segments(probs, window, kRate, total, o)) {
         const auto lo = std::min(total, static_cast<size_t>(std::llround(seg.start * kRate)));
         const auto hi = std::min(total, static_cast<size_t>(std::llround(seg.end * kRate)));
         if (hi <= lo) continue;
@@ -33,8 +34,8 @@ SpeechOnly plan_speech(std::span<const float> probs, size_t total, const VadChun
 
 }  // namespace
 
-SpeechOnly keep_speech(std::span<const float> pcm, silero_vad::SileroVad& vad, const VadChunking& c) {
-    SpeechOnly s = plan_speech(vad.probabilities(pcm, kRate), pcm.size(), c);
+SpeechOnly keep_speech(std::span<const float> pcm, VoiceActivityModel& vad, const VadChunking& c) {
+    SpeechOnly s = plan_speech(vad.probabilities(pcm, kRate), vad.window_samples(kRate), pcm.size(), c);
     for (const SpeechOnly::Piece& p : s.pieces) {
         if (!s.pcm.empty()) s.pcm.insert(s.pcm.end(), kGapSamples, 0.0f);
         s.pcm.insert(s.pcm.end(), pcm.begin() + static_cast<std::ptrdiff_t>(p.begin),
@@ -43,9 +44,9 @@ SpeechOnly keep_speech(std::span<const float> pcm, silero_vad::SileroVad& vad, c
     return s;
 }
 
-SpeechOnly find_speech(PcmSource& audio, silero_vad::SileroVad& vad, const VadChunking& c) {
+SpeechOnly find_speech(PcmSource& audio, VoiceActivityModel& vad, const VadChunking& c) {
     const std::vector<float> probs = vad.probabilities(audio, kRate);
-    return plan_speech(probs, audio.decoded(), c);
+    return plan_speech(probs, vad.window_samples(kRate), audio.decoded(), c);
 }
 
 std::shared_ptr<PcmSource> speech_source(std::shared_ptr<PcmSource> audio, const SpeechOnly& plan) {

@@ -11,7 +11,7 @@
 
 #include "audio/pcm_source.h"
 #include "decoding/transcript.h"
-#include "models/silero_vad/vad.h"
+#include "models/voice_activity.h"
 #include "server/transcription_form.h"
 
 namespace parlance::server {
@@ -31,13 +31,13 @@ struct SpeechOnly {
     double original_time(double t) const;
 };
 
-SpeechOnly keep_speech(std::span<const float> pcm, silero_vad::SileroVad& vad, const VadChunking& chunking);
+SpeechOnly keep_speech(std::span<const float> pcm, VoiceActivityModel& vad, const VadChunking& chunking);
 
 // The same for audio decoded as it is read: the VAD reads `audio` front to back (a window group
 // at a time, released behind), and the pieces come back without their samples (pcm empty);
 // speech_source() then reads them from a second source over the same file. A two-hour upload
 // never holds more than a few minutes of decoded audio.
-SpeechOnly find_speech(PcmSource& audio, silero_vad::SileroVad& vad, const VadChunking& chunking);
+SpeechOnly find_speech(PcmSource& audio, VoiceActivityModel& vad, const VadChunking& chunking);
 // The samples keep_speech would put in SpeechOnly::pcm, read from `audio` (a fresh source over
 // the same file as find_speech read) as the model asks for them.
 std::shared_ptr<PcmSource> speech_source(std::shared_ptr<PcmSource> audio, const SpeechOnly& plan);

@@ -17,8 +17,8 @@
 #include <string>
 
 #include "decoding/transcript.h"
-#include "models/silero_vad/vad.h"
 #include "models/speech_model.h"
+#include "models/voice_activity.h"
 #include "server/audio_budget.h"
 #include "server/transcription_form.h"
 
@@ -32,7 +32,7 @@ struct TranscriptionContext {
     SpeechEngine& engine;
     AudioBudget& audio_budget;
     double max_audio_seconds = 0.0;
-    silero_vad::SileroVad* vad = nullptr;  // needed when the form asks for chunking_strategy
+    VoiceActivityModel* vad = nullptr;  // needed when the form asks for chunking_strategy
     std::shared_ptr<std::atomic<bool>> cancelled;
     // A streamed request (form.stream): called once before its first event, then with each
     // segment as the engine decides it (on the engine's thread; must not block).

@@ -25,24 +25,12 @@
 
 #include "audio/pcm_source.h"
 #include "core/backend.h"
+#include "models/voice_activity.h"
 
 namespace parlance::silero_vad {
 
 // What speech_segments makes of probabilities: silero-vad's get_speech_timestamps defaults.
-struct SegmentOptions {
-    float threshold = 0.5f;       // speech starts at a window at or above this
-    float neg_threshold = -1.0f;  // and ends below this (< 0: threshold - 0.15, at least 0.01)
-    int min_speech_ms = 250;      // shorter segments are dropped
-    int min_silence_ms = 100;     // a pause must last this long to end a segment
-    int speech_pad_ms = 30;       // added on both sides (halving the gap when segments are close)
-};
-
-struct SpeechSegment {
-    double start = 0.0;  // seconds
-    double end = 0.0;
-};
-
-class SileroVad {
+class SileroVad final : public VoiceActivityModel {
 public:
     // Throws Error(NotFound) / Error(InvalidModel) naming the file, or the missing or misshaped
     // tensor (silero_vad_legacy.onnx, v4, is refused so).
@@ -52,23 +40,26 @@ public:
     SileroVad& operator=(const SileroVad&) = delete;
 
     // 512 at 16000 Hz, 256 at 8000 Hz; throws Error(InvalidArgument) for other rates.
-    static int window_samples(int sample_rate);
+    static int samples_per_window(int sample_rate);
+    int window_samples(int sample_rate) const override { return samples_per_window(sample_rate); }
 
     // One probability per window of a whole recording (a last partial window padded with zeros),
     // from a fresh state.
-    std::vector<float> probabilities(std::span<const float> pcm, int sample_rate);
+    std::vector<float> probabilities(std::span<const float> pcm, int sample_rate) override;
     // The same for audio at `sample_rate` read as it is decoded (a long file): a few thousand
     // windows are held at a time and released behind; the same probabilities bit for bit.
-    std::vector<float> probabilities(PcmSource& audio, int sample_rate);
+    std::vector<float> probabilities(PcmSource& audio, int sample_rate) override;
+
+    std::unique_ptr<VoiceActivityStream> stream(int sample_rate) override;
 
     // A live stream: windows pushed one at a time, state and context carried between them.
-    class Stream {
+    class Stream final : public VoiceActivityStream {
     public:
         Stream(SileroVad& vad, int sample_rate);
         // Exactly window_samples(rate) samples; returns the window's speech probability.
-        float push(std::span<const float> window);
-        void reset();
-        int sample_rate() const { return rate_; }
+        float push(std::span<const float> window) override;
+        void reset() override;
+        int sample_rate() const override { return rate_; }
 
     private:
         SileroVad& vad_;
@@ -92,10 +83,5 @@ private:
     std::vector<uint8_t> graph_buf_;
     std::mutex mutex_;  // streams of several sessions share the graph buffer and the backend
 };
-
-// silero-vad's get_speech_timestamps over per-window probabilities of a recording of
-// total_samples at sample_rate: segments in seconds, in order, never overlapping.
-std::vector<SpeechSegment> speech_segments(std::span<const float> probabilities, int sample_rate, size_t total_samples,
-                                           const SegmentOptions& options = {});
 
 }  // namespace parlance::silero_vad

@@ -70,7 +70,7 @@ TEST(SileroVad, AStreamGivesTheWholeFileProbabilities) {
         const std::vector<float> pcm = clip_pcm(rate == 16000 ? "jfk.wav" : "jfk.wav@8k", clip);
         const std::vector<float> whole = vad.probabilities(pcm, rate);
         SileroVad::Stream s(vad, rate);
-        const size_t w = SileroVad::window_samples(rate);
+        const size_t w = SileroVad::samples_per_window(rate);
         std::vector<float> window(w);
         double worst = 0.0;
         for (size_t i = 0; i < whole.size(); ++i) {
@@ -84,7 +84,7 @@ TEST(SileroVad, AStreamGivesTheWholeFileProbabilities) {
         EXPECT_LE(worst, 1e-5) << rate;
         EXPECT_THROW(s.push(std::vector<float>(w - 1)), Error);
     }
-    EXPECT_THROW(SileroVad::window_samples(44100), Error);
+    EXPECT_THROW(SileroVad::samples_per_window(44100), Error);
 }
 
 TEST(SileroVad, AFileDecodedAsItIsReadGivesTheSameProbabilitiesInBoundedMemory) {
@@ -132,23 +132,23 @@ TEST(SileroVad, SegmentsFollowTheHysteresisAndPadding) {
     for (int i = 10; i < 40; ++i) p[i] = 0.9f;
     p[20] = p[21] = 0.1f;
     for (int i = 100; i < 105; ++i) p[i] = 0.9f;
-    const auto s = silero_vad::speech_segments(p, 16000, 200 * 512);
+    const auto s = speech_segments(p, 512, 16000, 200 * 512);
     ASSERT_EQ(s.size(), 1u);
     EXPECT_NEAR(s[0].start, 0.32 - 0.03, 1e-9);  // padded by 30 ms
     EXPECT_NEAR(s[0].end, 1.28 + 0.03, 1e-9);
     // Between threshold and neg_threshold nothing ends: 0.4 keeps speech going (neg = 0.35).
     std::vector<float> q(100, 0.4f);
     q[0] = 0.9f;
-    const auto t = silero_vad::speech_segments(q, 16000, 100 * 512);
+    const auto t = speech_segments(q, 512, 16000, 100 * 512);
     ASSERT_EQ(t.size(), 1u);
     EXPECT_NEAR(t[0].end, 100 * 512 / 16000.0, 1e-9);  // open to the end of the audio
     // Two segments closer than two pads share the gap.
     std::vector<float> r(100, 0.0f);
     for (int i = 0; i < 20; ++i) r[i] = 0.9f;
     for (int i = 26; i < 50; ++i) r[i] = 0.9f;  // a 192 ms pause: ends the first, under two pads
-    silero_vad::SegmentOptions o;
+    SpeechSegmentOptions o;
     o.speech_pad_ms = 100;
-    const auto u = silero_vad::speech_segments(r, 16000, 100 * 512, o);
+    const auto u = speech_segments(r, 512, 16000, 100 * 512, o);
     ASSERT_EQ(u.size(), 2u);
     EXPECT_NEAR(u[0].end, u[1].start, 1e-9);
 }

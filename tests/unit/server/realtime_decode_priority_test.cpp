@@ -23,7 +23,8 @@
 #include "audio/wav.h"
 #include "core/backend.h"
 #include "core/error.h"
-#include "models/silero_vad/vad.h"
+#include "models/registry.h"
+#include "models/voice_activity.h"
 #include "server/base64.h"
 #include "server/realtime_session.h"
 #include "test_support.h"
@@ -79,7 +80,7 @@ class HeldSession {
 public:
     explicit HeldSession(server::RealtimeOptions options = {}, double window_seconds = 0)
         : vad_backend_(BackendOptions{"cpu", 1, true, false}),
-          vad_(assets_dir() / "silero_vad_v5.onnx", vad_backend_),
+          vad_(load_voice_activity_model(assets_dir() / "silero_vad_v5.onnx", vad_backend_)),
           pcm_(read_wav_file(fixtures_dir() / "audio" / "jfk.wav").samples) {
         engine.window = window_seconds;
         server::RealtimeSession::Hooks hooks;
@@ -90,7 +91,7 @@ public:
         };
         hooks.work = [this](std::function<void()> fn) { workers_.emplace_back(std::move(fn)); };
         hooks.close = [](std::string) {};
-        session_ = std::make_shared<server::RealtimeSession>(engine, &vad_, options, false, hooks);
+        session_ = std::make_shared<server::RealtimeSession>(engine, vad_.get(), options, false, hooks);
         session_->start();
         session_->on_message(json{{"type", "session.update"},
                                   {"session",
@@ -235,7 +236,7 @@ public:
 
 private:
     Backend vad_backend_;
-    silero_vad::SileroVad vad_;
+    std::unique_ptr<VoiceActivityModel> vad_;
     std::vector<float> pcm_;
     size_t sent_ = 0;
     std::mutex mutex_;

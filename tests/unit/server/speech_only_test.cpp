@@ -6,6 +6,7 @@
 #include "audio/decode.h"
 #include "audio/wav.h"
 #include "core/backend.h"
+#include "models/registry.h"
 #include "server/speech_only.h"
 #include "test_support.h"
 
@@ -47,7 +48,9 @@ TEST(SpeechOnly, AFileReadAsItIsDecodedGivesTheWholeFilesSpeech) {
     file.insert(file.end(), jfk.begin() + 16000 * 5, jfk.end());
     const std::vector<uint8_t> bytes = encode_wav(file, 16000);
     Backend backend(BackendOptions{"cpu", 2, true, false});
-    silero_vad::SileroVad vad(testing::assets_dir() / "silero_vad_v5.onnx", backend);
+    const std::unique_ptr<VoiceActivityModel> model =
+        load_voice_activity_model(testing::assets_dir() / "silero_vad_v5.onnx", backend);
+    VoiceActivityModel& vad = *model;
     const VadChunking chunking;
 
     const SpeechOnly whole = keep_speech(decode_audio(bytes), vad, chunking);
