@@ -210,6 +210,43 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline void step_avx2(__
     }
 }
 
+// q8_0 weights (llama.cpp's blocks: an f16 scale, then 32 int8): one block of 32 k steps of
+// every accumulator. Each weight is decoded to f32 exactly (scale x int8 fits f32's mantissa), so
+// the tile computes what the f32 tile computes on the decoded weights, in the same order, bit for
+// bit; the activations stay f32 (ggml's own q8_0 product rounds them to 8 bits).
+constexpr int64_t kQ8Block = 32;
+constexpr size_t kQ8BlockBytes = 34;
+
+template <int R, int C>
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline void block_step_q8(__m256 (&acc)[R][C],
+                                                                                  const char* const (&wr)[R],
+                                                                                  const float* const (&xc)[C],
+                                                                                  int64_t block) {
+    __m256 scale[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+        uint16_t h;
+        std::memcpy(&h, wr[r] + block * kQ8BlockBytes, sizeof h);
+        scale[r] = _mm256_set1_ps(_cvtsh_ss(h));
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+        __m256 wv[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            const __m128i i8 =
+                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(wr[r] + block * kQ8BlockBytes + 2 + 8 * q));
+            wv[r] = _mm256_mul_ps(scale[r], _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(i8)));
+        }
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) {
+            const __m256 xv = _mm256_loadu_ps(xc[c] + block * kQ8Block + 8 * q);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], xv, acc[r][c]);
+        }
+    }
+}
+
 template <ggml_type W, int R, int C>
 __attribute__((target("avx2,fma,f16c"))) void tile_avx2(const char* w, size_t w_row_bytes, int64_t in, const float* x,
                                                         int64_t x_stride, float* y, int64_t y_stride, Prefetch pf) {
@@ -218,22 +255,30 @@ __attribute__((target("avx2,fma,f16c"))) void tile_avx2(const char* w, size_t w_
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-    const size_t pf_step = pf.step_for((in + 7) / 8);
     const char* wr[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) wr[r] = w + r * w_row_bytes;
     const float* xc[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) xc[c] = x + c * x_stride;
-    const int64_t whole = in & ~int64_t{7};
-    int64_t k = 0;
-    for (; k < whole; k += 8) {
-        pf.issue(pf_step);
-        step_avx2<W, R, C>(acc, wr, xc, k, 8);
-    }
-    if (k < in) {
-        pf.issue(pf_step);
-        step_avx2<W, R, C>(acc, wr, xc, k, in - k);
+    if constexpr (W == GGML_TYPE_Q8_0) {  // `in` is whole blocks
+        const size_t pf_block = pf.step_for(in / kQ8Block);
+        for (int64_t b = 0; b < in / kQ8Block; ++b) {
+            pf.issue(pf_block);
+            block_step_q8<R, C>(acc, wr, xc, b);
+        }
+    } else {
+        const size_t pf_step = pf.step_for((in + 7) / 8);
+        const int64_t whole = in & ~int64_t{7};
+        int64_t k = 0;
+        for (; k < whole; k += 8) {
+            pf.issue(pf_step);
+            step_avx2<W, R, C>(acc, wr, xc, k, 8);
+        }
+        if (k < in) {
+            pf.issue(pf_step);
+            step_avx2<W, R, C>(acc, wr, xc, k, in - k);
+        }
     }
     if constexpr (R * C < kJointReduceMin8) {
 #pragma GCC unroll 8
@@ -293,6 +338,15 @@ Tiles avx2_tiles() {  // 16 registers
             {tile_avx2<W, 1, 1>, tile_avx2<W, 1, 2>, tile_avx2<W, 1, 3>, tile_avx2<W, 1, 4>}};
 }
 
+// q8_0: fewer rows per tile, for the scales' registers (R scales + R weights + R x C sums + 1).
+Tiles avx2_q8_tiles() {
+    constexpr ggml_type Q = GGML_TYPE_Q8_0;
+    return {4,
+            {4, 3, 3, 2},
+            {tile_avx2<Q, 4, 1>, tile_avx2<Q, 3, 2>, tile_avx2<Q, 3, 3>, tile_avx2<Q, 2, 4>},
+            {tile_avx2<Q, 1, 1>, tile_avx2<Q, 1, 2>, tile_avx2<Q, 1, 3>, tile_avx2<Q, 1, 4>}};
+}
+
 enum class Isa { none, avx2, avx512 };
 
 Isa detect_isa() {
@@ -321,6 +375,8 @@ Isa isa() {
 const Tiles* tiles_for(ggml_type w_type) {
     static const Tiles f16_512 = avx512_tiles<GGML_TYPE_F16>(), f32_512 = avx512_tiles<GGML_TYPE_F32>();
     static const Tiles f16_256 = avx2_tiles<GGML_TYPE_F16>(), f32_256 = avx2_tiles<GGML_TYPE_F32>();
+    static const Tiles q8_256 = avx2_q8_tiles();
+    if (w_type == GGML_TYPE_Q8_0) return isa() == Isa::none ? nullptr : &q8_256;  // AVX2's on AVX-512 too
     if (w_type != GGML_TYPE_F16 && w_type != GGML_TYPE_F32) return nullptr;
     switch (isa()) {
         case Isa::avx512:
@@ -432,8 +488,7 @@ bool weight_product_rows(ggml_type w_type, const void* w, size_t row_bytes, int6
     const char* wb = static_cast<const char*>(w);
     // Rows in blocks of 24 (a multiple of every tile height): each block meets every column group
     // while its weights are still in cache. The order of the loops changes no result.
-    const size_t elt = w_type == GGML_TYPE_F16 ? 2 : 4;
-    const bool contiguous = row_bytes == static_cast<size_t>(in) * elt;
+    const bool contiguous = row_bytes == ggml_row_size(w_type, in);
     for (int64_t b = row_begin; b < row_end; b += kRowBlock) {
         const int64_t b_end = std::min(row_end, b + kRowBlock);
         // The block's tile calls share out the fetching of the next block (rows stored back to
@@ -495,7 +550,8 @@ ggml_tensor* f32_product(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b) {
 ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x) {
     auto ggml_product = [&] { return f32_product(ctx, w, x); };
     const bool host_weights = in_cpu_memory(w);
-    const bool types = (w->type == GGML_TYPE_F16 || w->type == GGML_TYPE_F32) && x->type == GGML_TYPE_F32;
+    const bool types = (w->type == GGML_TYPE_F16 || w->type == GGML_TYPE_F32 || w->type == GGML_TYPE_Q8_0) &&
+                       x->type == GGML_TYPE_F32 && tiles_for(w->type) != nullptr;
     const bool shapes = w->nb[0] == ggml_type_size(w->type) && x->nb[0] == sizeof(float) && w->ne[3] == 1 &&
                         x->ne[3] == 1 && x->ne[2] % w->ne[2] == 0 &&
                         (w->ne[2] > 1 || x->ne[2] == 1 || ggml_is_contiguous(x)) && x->nb[1] % sizeof(float) == 0 &&

@@ -7,9 +7,10 @@
 // each weight block is converted once and multiplied into up to four columns, the activations stay
 // f32, and every output element is accumulated in the same order whatever the number of columns
 // or the tiling — so a sequence's results are identical alone or in a batch (batch invariance).
-// Elsewhere (GPU weights, large batches that ggml hands to BLAS, other weight types, CPUs without
-// AVX2/F16C) it is ggml_mul_mat — on a GPU inside a BatchInvariantProducts scope with each column
-// as its own one-column matrix, so the GPU's vector kernel computes every column the same way.
+// f16, f32 and q8_0 weights (q8_0 decoded exactly in registers; ggml's own q8_0 product rounds the
+// activations to 8 bits and reads the weights one row at a time). Elsewhere (GPU weights, large batches that ggml hands
+// to BLAS, other weight types, CPUs without AVX2/F16C) it is ggml_mul_mat — on a GPU inside a BatchInvariantProducts
+// scope with each column as its own one-column matrix, so the GPU's vector kernel computes every column the same way.
 #pragma once
 
 #include <ggml.h>
@@ -33,7 +34,9 @@ ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x);
 ggml_tensor* f32_product(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
 
 // The kernel itself, for tests: y[c*y_stride + r] = sum_k w[r*row_bytes + k] * x[c*x_stride + k]
-// for rows [row_begin, row_end) and columns [0, n_cols). w_type is GGML_TYPE_F16 or GGML_TYPE_F32.
+// for rows [row_begin, row_end) and columns [0, n_cols). w_type is GGML_TYPE_F16, GGML_TYPE_F32 or
+// GGML_TYPE_Q8_0 (llama.cpp's blocks of 32, `in` a multiple of 32: each weight decoded exactly,
+// so the result is the f32 kernel's on the decoded weights, bit for bit).
 // Returns false when this CPU has no vector path (the caller falls back to ggml).
 bool weight_product_rows(ggml_type w_type, const void* w, size_t row_bytes, int64_t in, const float* x,
                          int64_t x_stride, int64_t n_cols, float* y, int64_t y_stride, int64_t row_begin,
@@ -46,7 +49,8 @@ bool weight_product_kernel_available();
 // Whether weight_product() multiplies `w` with the multi-column kernel inside a
 // BatchInvariantProducts scope: f16 or f32 weights in CPU memory, on a CPU with the kernel. An
 // encoder whose weights pass builds its graph in that scope (quantized weights keep ggml's
-// products, devices their own).
+// products there, whose BLAS path is faster for a whole window; devices their own). Decoder
+// steps take the kernel for q8_0 weights too.
 bool kernel_takes_weights(const ggml_tensor* w);
 
 // Outside a BatchInvariantProducts scope, products of this many columns or more go to

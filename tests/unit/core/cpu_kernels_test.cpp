@@ -88,6 +88,28 @@ TEST_P(WeightProductKernel, EqualsFloat64AndEveryColumnIsTheSameAloneOrInABatch)
 INSTANTIATE_TEST_SUITE_P(Types, WeightProductKernel, ::testing::Values(GGML_TYPE_F16, GGML_TYPE_F32),
                          [](const auto& info) { return std::string(ggml_type_name(info.param)); });
 
+// llama.cpp's q8_0 blocks (ggml's own quantizer): every output is the f32 kernel's on the weights
+// the blocks decode to, bit for bit, at every column count — so q8_0 decoder steps keep batch
+// invariance and the accuracy of f32 activations.
+TEST(WeightProduct, Q8_0IsTheF32KernelOnTheDecodedWeightsBitForBit) {
+    if (!weight_product_kernel_available()) GTEST_SKIP() << "no AVX2/AVX-512 on this CPU";
+    const int64_t rows = 53, in = 96, cols = 13;
+    const std::vector<float> wf = testing::ramp(static_cast<size_t>(rows * in), 5);
+    std::vector<uint8_t> q(ggml_row_size(GGML_TYPE_Q8_0, in) * rows);
+    ggml_quantize_chunk(GGML_TYPE_Q8_0, wf.data(), q.data(), 0, rows, in, nullptr);
+    std::vector<float> decoded(wf.size());
+    ggml_get_type_traits(GGML_TYPE_Q8_0)->to_float(q.data(), decoded.data(), rows * in);
+    const std::vector<float> x = testing::ramp(static_cast<size_t>(in * cols), 6);
+    for (const int64_t n : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, cols}) {
+        std::vector<float> got(static_cast<size_t>(rows * n)), want(got.size());
+        ASSERT_TRUE(weight_product_rows(GGML_TYPE_Q8_0, q.data(), ggml_row_size(GGML_TYPE_Q8_0, in), in, x.data(), in,
+                                        n, got.data(), rows, 0, rows));
+        ASSERT_TRUE(weight_product_rows(GGML_TYPE_F32, decoded.data(), in * sizeof(float), in, x.data(), in, n,
+                                        want.data(), rows, 0, rows));
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float))) << n << " columns";
+    }
+}
+
 // A graph on the CPU backend: weights in a backend buffer, `build` makes the output from them.
 struct CpuGraph {
     Backend backend{BackendOptions{"cpu", 2, false, false}};
