@@ -212,8 +212,8 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline void step_avx2(__
 
 // q8_0 weights (llama.cpp's blocks: an f16 scale, then 32 int8): one block of 32 k steps of
 // every accumulator. Each weight is decoded to f32 exactly (scale x int8 fits f32's mantissa), so
-// the tile computes what the f32 tile computes on the decoded weights, in the same order, bit for
-// bit; the activations stay f32 (ggml's own q8_0 product rounds them to 8 bits).
+// the tile computes what the AVX2 f32 tile computes on the decoded weights, in the same order, bit
+// for bit; the activations stay f32 (ggml's own q8_0 product rounds them to 8 bits).
 constexpr int64_t kQ8Block = 32;
 constexpr size_t kQ8BlockBytes = 34;
 

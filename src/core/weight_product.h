@@ -35,8 +35,8 @@ ggml_tensor* f32_product(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
 
 // The kernel itself, for tests: y[c*y_stride + r] = sum_k w[r*row_bytes + k] * x[c*x_stride + k]
 // for rows [row_begin, row_end) and columns [0, n_cols). w_type is GGML_TYPE_F16, GGML_TYPE_F32 or
-// GGML_TYPE_Q8_0 (llama.cpp's blocks of 32, `in` a multiple of 32: each weight decoded exactly,
-// so the result is the f32 kernel's on the decoded weights, bit for bit).
+// GGML_TYPE_Q8_0 (llama.cpp's blocks of 32, `in` a multiple of 32: each weight decoded exactly;
+// the AVX2 tiles on every x86 CPU, so on AVX2 the bits are the f32 tile's on the decoded weights).
 // Returns false when this CPU has no vector path (the caller falls back to ggml).
 bool weight_product_rows(ggml_type w_type, const void* w, size_t row_bytes, int64_t in, const float* x,
                          int64_t x_stride, int64_t n_cols, float* y, int64_t y_stride, int64_t row_begin,
