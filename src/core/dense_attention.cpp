@@ -3,24 +3,17 @@
 
 #include <cstring>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
-
+#include "core/cpu_features.h"
 #include "core/dense_attention_kernel.h"
 
 namespace parlance {
 namespace {
 
-bool detect(bool f16c) {
+// The kernels need SLEEF's exp as well as the instructions.
+bool dense_kernels_usable() {
 #if defined(PARLANCE_WITH_SLEEF) && (defined(__x86_64__) || defined(__i386__))
-    __builtin_cpu_init();
-    // F16C by cpuid (leaf 1, ecx bit 29): clang's __builtin_cpu_supports does not know it.
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    const bool has_f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && (!f16c || has_f16c);
+    return cpu_has_avx2_kernels();
 #else
-    (void)f16c;
     return false;
 #endif
 }
@@ -81,13 +74,12 @@ void packed_attention_units(const PackedAttentionJob& job, int64_t begin, int64_
 }
 
 bool cpu_dense_attention_available() {
-    static const bool value = detect(false);
+    static const bool value = dense_kernels_usable();
     return value;
 }
 
 bool cpu_packed_attention_available() {
-    static const bool value = detect(true);
-    return value;
+    return cpu_dense_attention_available();  // the same instructions (F16C is part of the AVX2 kernels')
 }
 
 ggml_tensor* cpu_dense_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, float scale) {

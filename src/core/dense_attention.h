@@ -20,8 +20,8 @@
 
 namespace parlance {
 
-// Whether the kernel runs on this machine (x86 with AVX2 and FMA, built with SLEEF for exp);
-// otherwise callers keep ggml's fused attention.
+// Whether the kernel runs on this machine (x86 with AVX2, FMA and F16C — cpu_features.h — built
+// with SLEEF for exp); otherwise callers keep ggml's fused attention.
 bool cpu_dense_attention_available();
 
 // q [hd, H, Tq, B], k and v [hd, H, Tk, B], F32 and contiguous (a linear layer's output reshaped:
@@ -34,7 +34,7 @@ ggml_tensor* cpu_dense_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor*
 // runs, each over its own window (a request's beams share one); one op computes every run of a
 // layer. Each output row depends only on its own query and its window, in a fixed order.
 
-// Whether it runs on this machine (cpu_dense_attention_available() and F16C).
+// Whether it runs on this machine (where cpu_dense_attention does).
 bool cpu_packed_attention_available();
 
 // f16 tensors that hold one window's packed keys or values: tk keys of `heads` heads of hd

@@ -7,13 +7,14 @@
 
 #include "core/avx_reductions.h"
 #include "core/backend.h"
+#include "core/cpu_features.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <cpuid.h>
 #include <immintrin.h>
 #define PARLANCE_X86_KERNELS 1
 #if !defined(__clang__)
@@ -192,94 +193,10 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256 reduce8(const __m256 (&v)
     return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-// One k step of every accumulator of a tile, the same for whole vectors and the tail (`left` below
-// 8 zero-fills the rest), so the loop over whole vectors carries no tail check.
-template <ggml_type W, int R, int C>
-__attribute__((target("avx2,fma,f16c"), always_inline)) inline void step_avx2(__m256 (&acc)[R][C],
-                                                                              const char* const (&wr)[R],
-                                                                              const float* const (&xc)[C], int64_t k,
-                                                                              int64_t left) {
-    __m256 wv[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) wv[r] = load_w8<W>(wr[r], k, left);
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-        const __m256 xv = load_x8(xc[c] + k, left);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], xv, acc[r][c]);
-    }
-}
-
-// q8_0 weights (llama.cpp's blocks: an f16 scale, then 32 int8): one block of 32 k steps of
-// every accumulator. Each weight is decoded to f32 exactly (scale x int8 fits f32's mantissa), so
-// the tile computes what the AVX2 f32 tile computes on the decoded weights, in the same order, bit
-// for bit; the activations stay f32 (ggml's own q8_0 product rounds them to 8 bits).
-constexpr int64_t kQ8Block = 32;
-constexpr size_t kQ8BlockBytes = 34;
-
+// y[c * y_stride + r] = hsum8(acc[r][c]), joint reductions for larger tiles (the same bits).
 template <int R, int C>
-__attribute__((target("avx2,fma,f16c"), always_inline)) inline void block_step_q8(__m256 (&acc)[R][C],
-                                                                                  const char* const (&wr)[R],
-                                                                                  const float* const (&xc)[C],
-                                                                                  int64_t block) {
-    __m256 scale[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-        uint16_t h;
-        std::memcpy(&h, wr[r] + block * kQ8BlockBytes, sizeof h);
-        scale[r] = _mm256_set1_ps(_cvtsh_ss(h));
-    }
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-        __m256 wv[R];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-            const __m128i i8 =
-                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(wr[r] + block * kQ8BlockBytes + 2 + 8 * q));
-            wv[r] = _mm256_mul_ps(scale[r], _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(i8)));
-        }
-#pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) {
-            const __m256 xv = _mm256_loadu_ps(xc[c] + block * kQ8Block + 8 * q);
-#pragma GCC unroll 8
-            for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], xv, acc[r][c]);
-        }
-    }
-}
-
-template <ggml_type W, int R, int C>
-__attribute__((target("avx2,fma,f16c"))) void tile_avx2(const char* w, size_t w_row_bytes, int64_t in, const float* x,
-                                                        int64_t x_stride, float* y, int64_t y_stride, Prefetch pf) {
-    __m256 acc[R][C];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-    const char* wr[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) wr[r] = w + r * w_row_bytes;
-    const float* xc[C];
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) xc[c] = x + c * x_stride;
-    if constexpr (W == GGML_TYPE_Q8_0) {  // `in` is whole blocks
-        const size_t pf_block = pf.step_for(in / kQ8Block);
-        for (int64_t b = 0; b < in / kQ8Block; ++b) {
-            pf.issue(pf_block);
-            block_step_q8<R, C>(acc, wr, xc, b);
-        }
-    } else {
-        const size_t pf_step = pf.step_for((in + 7) / 8);
-        const int64_t whole = in & ~int64_t{7};
-        int64_t k = 0;
-        for (; k < whole; k += 8) {
-            pf.issue(pf_step);
-            step_avx2<W, R, C>(acc, wr, xc, k, 8);
-        }
-        if (k < in) {
-            pf.issue(pf_step);
-            step_avx2<W, R, C>(acc, wr, xc, k, in - k);
-        }
-    }
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline void store_sums8(const __m256 (&acc)[R][C], float* y,
+                                                                                int64_t y_stride) {
     if constexpr (R * C < kJointReduceMin8) {
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c)
@@ -305,21 +222,158 @@ __attribute__((target("avx2,fma,f16c"))) void tile_avx2(const char* w, size_t w_
     }
 }
 
+// One k step of every accumulator of a tile, the same for whole vectors and the tail (`left` below
+// 8 zero-fills the rest), so the loop over whole vectors carries no tail check.
+template <ggml_type W, int R, int C>
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline void step_avx2(__m256 (&acc)[R][C],
+                                                                              const char* const (&wr)[R],
+                                                                              const float* const (&xc)[C], int64_t k,
+                                                                              int64_t left) {
+    __m256 wv[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) wv[r] = load_w8<W>(wr[r], k, left);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+        const __m256 xv = load_x8(xc[c] + k, left);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], xv, acc[r][c]);
+    }
+}
+
+template <ggml_type W, int R, int C>
+__attribute__((target("avx2,fma,f16c"))) void tile_avx2(const char* w, size_t w_row_bytes, int64_t in, const float* x,
+                                                        int64_t x_stride, float* y, int64_t y_stride, Prefetch pf) {
+    __m256 acc[R][C];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+    const char* wr[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) wr[r] = w + r * w_row_bytes;
+    const float* xc[C];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) xc[c] = x + c * x_stride;
+    const size_t pf_step = pf.step_for((in + 7) / 8);
+    const int64_t whole = in & ~int64_t{7};
+    int64_t k = 0;
+    for (; k < whole; k += 8) {
+        pf.issue(pf_step);
+        step_avx2<W, R, C>(acc, wr, xc, k, 8);
+    }
+    if (k < in) {
+        pf.issue(pf_step);
+        step_avx2<W, R, C>(acc, wr, xc, k, in - k);
+    }
+    store_sums8(acc, y, y_stride);
+}
+
+// ---- q8_0 weights times q8_0 activations: ggml's own q8_0 product, AVX2 ------------------------
+//
+// llama.cpp's q8_0 block is an f16 scale d then 32 int8 q (weight d·q). ggml multiplies such
+// weights by activations it first rounds to the same blocks (quantize_row_q8_0), and on AVX2 sums
+// each dot product this way: per block, the 32 int8 products in 8 exact int32 lanes, converted to
+// f32 and added into 8 f32 lanes times d_w·d_x with one FMA; the lanes summed as hsum8 at the end.
+// These tiles round the activations the same way and compute the same sums, bit for bit — a q8_0
+// model computes here what it computes in llama.cpp on the CPU — but read each weight block once
+// for all of a step's columns (ggml: once per column) with several rows in flight. An int8
+// product per 32 weights is a few instructions where decoding them to f32 took about twenty: the
+// kernel keeps up with the memory that streams the weights.
+constexpr int64_t kQ8Block = 32;
+constexpr size_t kQ8BlockBytes = 34;
+
+// Activation columns rounded to q8_0: block b of column c is q[(c * blocks + b) * 32 ...] (32-byte
+// aligned) with scale d[c * blocks + b], the f16 scale as f32.
+struct Q8Columns {
+    const int8_t* q;
+    const float* d;
+    int64_t blocks;
+};
+
+// quantize_row_q8_0's rounding: per block of 32, d = max|x| / 127 stored as f16, and each value
+// round-half-even(x · 127 / max|x|) (the unrounded reciprocal, as ggml).
+__attribute__((target("avx2,fma,f16c"))) void quantize_q8(const float* x, int64_t blocks, int8_t* q, float* d) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // undoes the packs' lane interleave
+    for (int64_t b = 0; b < blocks; ++b, x += kQ8Block, q += kQ8Block) {
+        __m256 v[4];
+        __m256 m = _mm256_setzero_ps();
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+            v[i] = _mm256_loadu_ps(x + 8 * i);
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[i]));
+        }
+        const float amax = hmax8(m);
+        d[b] = _cvtsh_ss(_cvtss_sh(amax / 127.f, _MM_FROUND_TO_NEAREST_INT));
+        const __m256 mul = _mm256_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
+        __m256i n[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i)
+            n[i] = _mm256_cvtps_epi32(
+                _mm256_round_ps(_mm256_mul_ps(v[i], mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3]));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(q), _mm256_permutevar8x32_epi32(packed, order));
+    }
+}
+
+template <int R, int C>
+__attribute__((target("avx2,fma,f16c"))) void tile_q8(const char* w, size_t w_row_bytes, int64_t blocks,
+                                                      const Q8Columns& x, float* y, int64_t y_stride, Prefetch pf) {
+    __m256 acc[R][C];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi16(1);
+    const size_t pf_step = pf.step_for(blocks);
+    for (int64_t b = 0; b < blocks; ++b) {
+        pf.issue(pf_step);
+        __m256i wq[R], wabs[R];
+        __m256 wd[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            const char* block = w + r * w_row_bytes + b * kQ8BlockBytes;
+            uint16_t h;
+            std::memcpy(&h, block, sizeof h);
+            wd[r] = _mm256_set1_ps(_cvtsh_ss(h));
+            wq[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+            wabs[r] = _mm256_sign_epi8(wq[r], wq[r]);
+        }
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) {
+            const int64_t at = c * x.blocks + b;
+            const __m256i xq = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.q + at * kQ8Block));
+            const __m256 xd = _mm256_broadcast_ss(x.d + at);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) {
+                // |w| (unsigned) times x with w's sign: pairs summed to int16, then quads to int32.
+                const __m256i pairs = _mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(xq, wq[r]));
+                const __m256 sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+                acc[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(wd[r], xd), sums, acc[r][c]);
+            }
+        }
+    }
+    store_sums8(acc, y, y_stride);
+}
+
 // ---- Tiling, shared by both ISAs ---------------------------------------------------------------
 
+constexpr int64_t kRowBlock = 24;  // a multiple of every tile height
+
 using TileFn = void (*)(const char*, size_t, int64_t, const float*, int64_t, float*, int64_t, Prefetch);
+using Q8TileFn = void (*)(const char*, size_t, int64_t, const Q8Columns&, float*, int64_t, Prefetch);
 
 // Tile functions for C = 1..max_cols columns: a wide row tile (rows[C-1] rows, sized to the
 // vector registers: R*C accumulators + R weight vectors + 1) and a single-row tile for the rest.
-struct Tiles {
+template <class Fn>
+struct TileSet {
     int max_cols;
     int rows[8];
-    TileFn wide[8];
-    TileFn single[8];
+    Fn wide[8];
+    Fn single[8];
 };
+using Tiles = TileSet<TileFn>;
 
-// One column takes two rows at a time: more concurrent row streams (8 were tried) read the
-// weights slower at batch 1, on one thread and on two (Qwen3-0.6B decode 62 -> 50 ms/token).
 template <ggml_type W>
 Tiles avx512_tiles() {  // 32 registers
     return {8,
@@ -338,66 +392,101 @@ Tiles avx2_tiles() {  // 16 registers
             {tile_avx2<W, 1, 1>, tile_avx2<W, 1, 2>, tile_avx2<W, 1, 3>, tile_avx2<W, 1, 4>}};
 }
 
-// q8_0: fewer rows per tile, for the scales' registers (R scales + R weights + R x C sums + 1).
-Tiles avx2_q8_tiles() {
-    constexpr ggml_type Q = GGML_TYPE_Q8_0;
+// q8_0: R weight blocks, their absolute values and scales, R x C sums and the constant, in 16
+// registers; one column reuses nothing, so it takes more rows in flight.
+TileSet<Q8TileFn> avx2_q8_tiles() {
     return {4,
-            {4, 3, 3, 2},
-            {tile_avx2<Q, 4, 1>, tile_avx2<Q, 3, 2>, tile_avx2<Q, 3, 3>, tile_avx2<Q, 2, 4>},
-            {tile_avx2<Q, 1, 1>, tile_avx2<Q, 1, 2>, tile_avx2<Q, 1, 3>, tile_avx2<Q, 1, 4>}};
-}
-
-enum class Isa { none, avx2, avx512 };
-
-Isa detect_isa() {
-    __builtin_cpu_init();
-    // F16C by cpuid (leaf 1, ecx bit 29): clang's __builtin_cpu_supports does not know it.
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
-    const bool avx512 =
-        __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-    // PARLANCE_CPU_KERNELS=avx2 or =none takes a lower path than the CPU has (never a higher one):
-    // the tests run the AVX2 kernels on AVX-512 machines, and a result can be compared across the
-    // paths a deployment's CPUs would take.
-    const char* want = std::getenv("PARLANCE_CPU_KERNELS");
-    if (want && std::strcmp(want, "none") == 0) return Isa::none;
-    if (want && std::strcmp(want, "avx2") == 0) return avx2 ? Isa::avx2 : Isa::none;
-    if (avx512) return Isa::avx512;
-    return avx2 ? Isa::avx2 : Isa::none;
-}
-
-Isa isa() {
-    static const Isa value = detect_isa();
-    return value;
+            {4, 3, 2, 2},
+            {tile_q8<4, 1>, tile_q8<3, 2>, tile_q8<2, 3>, tile_q8<2, 4>},
+            {tile_q8<1, 1>, tile_q8<1, 2>, tile_q8<1, 3>, tile_q8<1, 4>}};
 }
 
 const Tiles* tiles_for(ggml_type w_type) {
     static const Tiles f16_512 = avx512_tiles<GGML_TYPE_F16>(), f32_512 = avx512_tiles<GGML_TYPE_F32>();
     static const Tiles f16_256 = avx2_tiles<GGML_TYPE_F16>(), f32_256 = avx2_tiles<GGML_TYPE_F32>();
-    static const Tiles q8_256 = avx2_q8_tiles();
-    if (w_type == GGML_TYPE_Q8_0) return isa() == Isa::none ? nullptr : &q8_256;  // AVX2's on AVX-512 too
     if (w_type != GGML_TYPE_F16 && w_type != GGML_TYPE_F32) return nullptr;
-    switch (isa()) {
-        case Isa::avx512:
+    switch (cpu_kernels()) {
+        case CpuKernels::avx512:
             return w_type == GGML_TYPE_F16 ? &f16_512 : &f32_512;
-        case Isa::avx2:
+        case CpuKernels::avx2:
             return w_type == GGML_TYPE_F16 ? &f16_256 : &f32_256;
-        case Isa::none:
+        case CpuKernels::none:
             return nullptr;
     }
     return nullptr;
 }
 
+// q8_0 takes the AVX2 tiles on AVX-512 CPUs too (ggml's sums are the AVX2 ones).
+const TileSet<Q8TileFn>* q8_tiles() {
+    static const TileSet<Q8TileFn> tiles = avx2_q8_tiles();
+    return cpu_has_avx2_kernels() ? &tiles : nullptr;
+}
+
+bool has_kernel(ggml_type w_type) {
+    return w_type == GGML_TYPE_Q8_0 ? q8_tiles() != nullptr : tiles_for(w_type) != nullptr;
+}
+
+// The q8_0 rounding of n_cols activation columns, in this thread's buffers (reused: a decoder
+// step rounds a few columns per product, every product of the step).
+Q8Columns quantize_columns(const float* x, int64_t x_stride, int64_t n_cols, int64_t in) {
+    struct alignas(32) Block {
+        int8_t q[kQ8Block];
+    };
+    struct Buffers {
+        std::vector<Block> q;
+        std::vector<float> d;
+    };
+    thread_local Buffers buf;
+    const int64_t blocks = in / kQ8Block;
+    buf.q.resize(static_cast<size_t>(n_cols * blocks));
+    buf.d.resize(static_cast<size_t>(n_cols * blocks));
+    for (int64_t c = 0; c < n_cols; ++c)
+        quantize_q8(x + c * x_stride, blocks, buf.q[static_cast<size_t>(c * blocks)].q, buf.d.data() + c * blocks);
+    return {buf.q.data()->q, buf.d.data(), blocks};
+}
+
+// Rows [row_begin, row_end) in blocks of 24 (a multiple of every tile height): each block meets
+// every column group while its weights are still in cache, and its tile calls share out the
+// fetching of the next block (rows stored back to back only; strided rows are attention heads,
+// already in cache). The order of the loops changes no result. call(fn, row, c, cols, pf) runs
+// one tile: rows from `row`, columns [c, c + cols).
+template <class Fn, class Call>
+void for_each_tile(const TileSet<Fn>& t, const char* wb, size_t row_bytes, bool contiguous, int64_t n_cols,
+                   int64_t row_begin, int64_t row_end, Call&& call) {
+    for (int64_t b = row_begin; b < row_end; b += kRowBlock) {
+        const int64_t b_end = std::min(row_end, b + kRowBlock);
+        int64_t calls = 0;
+        for (int64_t c = 0; c < n_cols; c += t.max_cols) {
+            const int64_t wide = t.rows[std::min<int64_t>(t.max_cols, n_cols - c) - 1];
+            calls += (b_end - b) / wide + (b_end - b) % wide;
+        }
+        const size_t next_bytes =
+            contiguous && calls > 0 ? static_cast<size_t>(std::min(row_end, b_end + kRowBlock) - b_end) * row_bytes : 0;
+        const size_t share = share_in_lines(next_bytes, calls);
+        const char* next = wb + b_end * row_bytes;
+        size_t fetched = 0;
+        auto prefetch = [&] {
+            Prefetch pf{next + fetched, std::min(share, next_bytes - fetched)};
+            fetched += pf.bytes;
+            return pf;
+        };
+        for (int64_t c = 0; c < n_cols; c += t.max_cols) {
+            const int cols = static_cast<int>(std::min<int64_t>(t.max_cols, n_cols - c));
+            const int64_t wide = t.rows[cols - 1];
+            int64_t r = b;
+            for (; r + wide <= b_end; r += wide) call(t.wide[cols - 1], r, c, prefetch());
+            for (; r < b_end; ++r) call(t.single[cols - 1], r, c, prefetch());
+        }
+    }
+}
+
 #else
 
-const void* tiles_for(ggml_type) {
-    return nullptr;
+bool has_kernel(ggml_type) {
+    return false;
 }
 
 #endif  // PARLANCE_X86_KERNELS
-
-constexpr int64_t kRowBlock = 24;  // a multiple of every tile height
 
 // How a (possibly batched) product is laid out: mats matrices of rows x in weights, each times
 // n_cols activation columns.
@@ -471,7 +560,7 @@ bool BatchInvariantProducts::active() {
 }
 
 bool weight_product_kernel_available() {
-    return tiles_for(GGML_TYPE_F16) != nullptr;
+    return has_kernel(GGML_TYPE_F16);
 }
 
 bool kernel_takes_weights(const ggml_tensor* w) {
@@ -483,44 +572,25 @@ bool weight_product_rows(ggml_type w_type, const void* w, size_t row_bytes, int6
                          int64_t x_stride, int64_t n_cols, float* y, int64_t y_stride, int64_t row_begin,
                          int64_t row_end) {
 #ifdef PARLANCE_X86_KERNELS
+    const char* wb = static_cast<const char*>(w);
+    const bool contiguous = row_bytes == ggml_row_size(w_type, in);
+    if (w_type == GGML_TYPE_Q8_0) {
+        const TileSet<Q8TileFn>* t = q8_tiles();
+        if (!t) return false;
+        const Q8Columns xq = quantize_columns(x, x_stride, n_cols, in);
+        for_each_tile(*t, wb, row_bytes, contiguous, n_cols, row_begin, row_end,
+                      [&](Q8TileFn fn, int64_t r, int64_t c, Prefetch pf) {
+                          const Q8Columns cols{xq.q + c * xq.blocks * kQ8Block, xq.d + c * xq.blocks, xq.blocks};
+                          fn(wb + r * row_bytes, row_bytes, xq.blocks, cols, y + c * y_stride + r, y_stride, pf);
+                      });
+        return true;
+    }
     const Tiles* t = tiles_for(w_type);
     if (!t) return false;
-    const char* wb = static_cast<const char*>(w);
-    // Rows in blocks of 24 (a multiple of every tile height): each block meets every column group
-    // while its weights are still in cache. The order of the loops changes no result.
-    const bool contiguous = row_bytes == ggml_row_size(w_type, in);
-    for (int64_t b = row_begin; b < row_end; b += kRowBlock) {
-        const int64_t b_end = std::min(row_end, b + kRowBlock);
-        // The block's tile calls share out the fetching of the next block (rows stored back to
-        // back only; strided rows are attention heads, already in cache).
-        int64_t calls = 0;
-        for (int64_t c = 0; c < n_cols; c += t->max_cols) {
-            const int64_t wide = t->rows[std::min<int64_t>(t->max_cols, n_cols - c) - 1];
-            calls += (b_end - b) / wide + (b_end - b) % wide;
-        }
-        const size_t next_bytes =
-            contiguous && calls > 0 ? static_cast<size_t>(std::min(row_end, b_end + kRowBlock) - b_end) * row_bytes : 0;
-        const size_t share = share_in_lines(next_bytes, calls);
-        const char* next = wb + b_end * row_bytes;
-        size_t fetched = 0;
-        auto prefetch = [&] {
-            Prefetch pf{next + fetched, std::min(share, next_bytes - fetched)};
-            fetched += pf.bytes;
-            return pf;
-        };
-        for (int64_t c = 0; c < n_cols; c += t->max_cols) {
-            const int cols = static_cast<int>(std::min<int64_t>(t->max_cols, n_cols - c));
-            const int64_t wide = t->rows[cols - 1];
-            const float* xc = x + c * x_stride;
-            int64_t r = b;
-            for (; r + wide <= b_end; r += wide)
-                t->wide[cols - 1](wb + r * row_bytes, row_bytes, in, xc, x_stride, y + c * y_stride + r, y_stride,
-                                  prefetch());
-            for (; r < b_end; ++r)
-                t->single[cols - 1](wb + r * row_bytes, row_bytes, in, xc, x_stride, y + c * y_stride + r, y_stride,
-                                    prefetch());
-        }
-    }
+    for_each_tile(
+        *t, wb, row_bytes, contiguous, n_cols, row_begin, row_end, [&](TileFn fn, int64_t r, int64_t c, Prefetch pf) {
+            fn(wb + r * row_bytes, row_bytes, in, x + c * x_stride, x_stride, y + c * y_stride + r, y_stride, pf);
+        });
     return true;
 #else
     (void)w_type, (void)w, (void)row_bytes, (void)in, (void)x, (void)x_stride, (void)n_cols, (void)y, (void)y_stride,
@@ -551,7 +621,7 @@ ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x) {
     auto ggml_product = [&] { return f32_product(ctx, w, x); };
     const bool host_weights = in_cpu_memory(w);
     const bool types = (w->type == GGML_TYPE_F16 || w->type == GGML_TYPE_F32 || w->type == GGML_TYPE_Q8_0) &&
-                       x->type == GGML_TYPE_F32 && tiles_for(w->type) != nullptr;
+                       x->type == GGML_TYPE_F32 && has_kernel(w->type);
     const bool shapes = w->nb[0] == ggml_type_size(w->type) && x->nb[0] == sizeof(float) && w->ne[3] == 1 &&
                         x->ne[3] == 1 && x->ne[2] % w->ne[2] == 0 &&
                         (w->ne[2] > 1 || x->ne[2] == 1 || ggml_is_contiguous(x)) && x->nb[1] % sizeof(float) == 0 &&

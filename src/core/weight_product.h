@@ -7,10 +7,12 @@
 // each weight block is converted once and multiplied into up to four columns, the activations stay
 // f32, and every output element is accumulated in the same order whatever the number of columns
 // or the tiling — so a sequence's results are identical alone or in a batch (batch invariance).
-// f16, f32 and q8_0 weights (q8_0 decoded exactly in registers; ggml's own q8_0 product rounds the
-// activations to 8 bits and reads the weights one row at a time). Elsewhere (GPU weights, large batches that ggml hands
-// to BLAS, other weight types, CPUs without AVX2/F16C) it is ggml_mul_mat — on a GPU inside a BatchInvariantProducts
-// scope with each column as its own one-column matrix, so the GPU's vector kernel computes every column the same way.
+// f16, f32 and q8_0 weights (q8_0: ggml's own q8_0 product, bit for bit — the activations rounded
+// to q8_0 blocks, int8 dot products — with each weight block read once for all columns and several
+// rows in flight; ggml reads the weights once per column). Elsewhere (GPU weights, large batches
+// that ggml hands to BLAS, other weight types, CPUs without AVX2/F16C) it is ggml_mul_mat — on a
+// GPU inside a BatchInvariantProducts scope with each column as its own one-column matrix, so the
+// GPU's vector kernel computes every column the same way.
 #pragma once
 
 #include <ggml.h>
@@ -35,8 +37,8 @@ ggml_tensor* f32_product(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b);
 
 // The kernel itself, for tests: y[c*y_stride + r] = sum_k w[r*row_bytes + k] * x[c*x_stride + k]
 // for rows [row_begin, row_end) and columns [0, n_cols). w_type is GGML_TYPE_F16, GGML_TYPE_F32 or
-// GGML_TYPE_Q8_0 (llama.cpp's blocks of 32, `in` a multiple of 32: each weight decoded exactly;
-// the AVX2 tiles on every x86 CPU, so on AVX2 the bits are the f32 tile's on the decoded weights).
+// GGML_TYPE_Q8_0 (llama.cpp's blocks of 32, `in` a multiple of 32: x rounded to q8_0 as ggml
+// rounds it, and each output ggml's AVX2 q8_0 dot product, bit for bit, on every x86 CPU).
 // Returns false when this CPU has no vector path (the caller falls back to ggml).
 bool weight_product_rows(ggml_type w_type, const void* w, size_t row_bytes, int64_t in, const float* x,
                          int64_t x_stride, int64_t n_cols, float* y, int64_t y_stride, int64_t row_begin,

@@ -6,13 +6,17 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <tuple>
 #include <vector>
 
 #include <ggml-backend.h>
+#include <ggml-cpu.h>
 #include <ggml.h>
 
 #include "core/backend.h"
 #include "core/cpu_attention.h"
+#include "core/cpu_attention_kernel.h"
+#include "core/cpu_features.h"
 #include "core/graph_ops.h"
 #include "core/step_batch.h"
 #include "core/weight_product.h"
@@ -43,6 +47,26 @@ double rel_error(const std::vector<float>& a, const std::vector<double>& b) {
     return d / m;
 }
 
+// Every column of `batch` (the product of all `cols` columns at once) is the same bits computed
+// alone over uneven row pieces, and in batches of 2-5 columns.
+void expect_columns_independent(ggml_type type, const void* w, size_t row_bytes, int64_t in,
+                                const std::vector<float>& x, int64_t rows, int64_t cols,
+                                const std::vector<float>& batch) {
+    for (const int64_t n : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}}) {
+        for (int64_t c0 = 0; c0 + n <= cols; c0 += n) {
+            std::vector<float> part(static_cast<size_t>(rows * n));
+            for (int64_t r0 = 0; r0 < rows;) {
+                const int64_t r1 = std::min(rows, r0 + 1 + r0 % 7);
+                ASSERT_TRUE(
+                    weight_product_rows(type, w, row_bytes, in, x.data() + c0 * in, in, n, part.data(), rows, r0, r1));
+                r0 = r1;
+            }
+            EXPECT_EQ(0, std::memcmp(part.data(), batch.data() + c0 * rows, part.size() * sizeof(float)))
+                << n << " columns from " << c0;
+        }
+    }
+}
+
 class WeightProductKernel : public ::testing::TestWithParam<ggml_type> {};
 
 // Odd sizes on purpose: rows not a multiple of any tile, `in` not a multiple of any vector width.
@@ -67,66 +91,81 @@ TEST_P(WeightProductKernel, EqualsFloat64AndEveryColumnIsTheSameAloneOrInABatch)
             ref[c * rows + r] = s;
         }
     EXPECT_LT(rel_error(batch, ref), 1e-6);
-
-    // One column at a time, and the rows in uneven pieces: the same bits.
-    for (int64_t c = 0; c < cols; ++c) {
-        std::vector<float> alone(static_cast<size_t>(rows));
-        for (int64_t r0 = 0; r0 < rows;) {
-            const int64_t r1 = std::min(rows, r0 + 1 + r0 % 7);
-            ASSERT_TRUE(
-                weight_product_rows(type, w, row_bytes, in, x.data() + c * in, in, 1, alone.data(), rows, r0, r1));
-            r0 = r1;
-        }
-        EXPECT_EQ(0, std::memcmp(alone.data(), batch.data() + c * rows, rows * sizeof(float))) << "column " << c;
-    }
-    // Columns 3..8 as a batch of their own.
-    std::vector<float> mid(static_cast<size_t>(rows * 6));
-    ASSERT_TRUE(weight_product_rows(type, w, row_bytes, in, x.data() + 3 * in, in, 6, mid.data(), rows, 0, rows));
-    EXPECT_EQ(0, std::memcmp(mid.data(), batch.data() + 3 * rows, mid.size() * sizeof(float)));
+    expect_columns_independent(type, w, row_bytes, in, x, rows, cols, batch);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, WeightProductKernel, ::testing::Values(GGML_TYPE_F16, GGML_TYPE_F32),
                          [](const auto& info) { return std::string(ggml_type_name(info.param)); });
 
-// llama.cpp's q8_0 blocks (ggml's own quantizer): the product of the weights the blocks decode to
-// (to f32 accuracy, activations unrounded), and every column the same bits alone, in batches of
-// any size and over uneven row pieces — so q8_0 decoder steps keep batch invariance. (On AVX2 the
-// bits are also the f32 tile's on the decoded weights; an AVX-512 CPU runs its own f32 tile.)
-TEST(WeightProduct, Q8_0ComputesItsDecodedWeightsAndEveryColumnIsTheSameAloneOrInABatch) {
+// ggml's q8_0 dot product on AVX2, written out: the activations rounded to q8_0 blocks
+// (quantize_row_q8_0: d = max|x| / 127 kept as f16, values round-half-even(x * 127 / max|x|)); per
+// block, lane i of 8 holds the exact int32 sum of products 4i..4i+3 and adds it into f32 lane i
+// times d_w * d_x with one fused multiply-add; the lanes summed (j + j+4, + j+2, + j+1).
+float ggml_q8_0_dot(const uint8_t* w_row, const float* x, int64_t in) {
+    float lanes[8] = {};
+    for (int64_t b = 0; b < in / 32; ++b) {
+        const float* xb = x + b * 32;
+        float amax = 0;
+        for (int k = 0; k < 32; ++k) amax = std::max(amax, std::abs(xb[k]));
+        const float dx = ggml_fp16_to_fp32(ggml_fp32_to_fp16(amax / 127.f));
+        const float id = amax != 0 ? 127.f / amax : 0.f;
+        ggml_fp16_t dw_h;
+        std::memcpy(&dw_h, w_row + b * 34, sizeof dw_h);
+        const float d = ggml_fp16_to_fp32(dw_h) * dx;
+        const auto* qw = reinterpret_cast<const int8_t*>(w_row + b * 34 + 2);
+        for (int l = 0; l < 8; ++l) {
+            int32_t sum = 0;
+            for (int k = 4 * l; k < 4 * l + 4; ++k) sum += qw[k] * static_cast<int32_t>(std::nearbyint(xb[k] * id));
+            lanes[l] = std::fma(d, static_cast<float>(sum), lanes[l]);
+        }
+    }
+    float t[4];
+    for (int j = 0; j < 4; ++j) t[j] = lanes[j] + lanes[j + 4];
+    return (t[0] + t[2]) + (t[1] + t[3]);
+}
+
+// llama.cpp's q8_0 blocks (ggml's own quantizer) times f32 activations: exactly ggml's q8_0 product
+// — the written-out sum above, bit for bit, and ggml's own CPU dot product (bit for bit where ggml
+// was built for AVX2, as setup.sh builds it on such a CPU) — and every column the same bits alone,
+// in batches of any size and over uneven row pieces, so q8_0 decoder steps keep batch invariance.
+// Activations of mixed magnitudes, a block of zeros and a constant block test the rounding's edges.
+TEST(WeightProduct, Q8_0IsGgmlsQ8_0ProductAndEveryColumnIsTheSameAloneOrInABatch) {
     if (!weight_product_kernel_available()) GTEST_SKIP() << "no AVX2/AVX-512 on this CPU";
-    const int64_t rows = 53, in = 96, cols = 13;
+    const int64_t rows = 53, in = 128, cols = 13;
     const std::vector<float> wf = testing::ramp(static_cast<size_t>(rows * in), 5);
     const size_t row_bytes = ggml_row_size(GGML_TYPE_Q8_0, in);
     std::vector<uint8_t> q(row_bytes * rows);
     ggml_quantize_chunk(GGML_TYPE_Q8_0, wf.data(), q.data(), 0, rows, in, nullptr);
-    std::vector<float> decoded(wf.size());
-    ggml_get_type_traits(GGML_TYPE_Q8_0)->to_float(q.data(), decoded.data(), rows * in);
-    const std::vector<float> x = testing::ramp(static_cast<size_t>(in * cols), 6);
+    std::vector<float> x = testing::ramp(static_cast<size_t>(in * cols), 6);
+    for (int64_t i = 0; i < in * cols; ++i) x[i] *= 1 + static_cast<float>(i % 37) * 0.5f;
+    std::fill(x.begin() + 32, x.begin() + 64, 0.0f);              // column 0, block 1: all zero
+    std::fill(x.begin() + in + 64, x.begin() + in + 96, -0.75f);  // column 1, block 2: constant
 
     std::vector<float> batch(static_cast<size_t>(rows * cols));
     ASSERT_TRUE(
         weight_product_rows(GGML_TYPE_Q8_0, q.data(), row_bytes, in, x.data(), in, cols, batch.data(), rows, 0, rows));
-    std::vector<double> ref(batch.size());
-    for (int64_t c = 0; c < cols; ++c)
+    ggml_cpu_init();  // ggml's f16 tables
+    const ggml_type_traits_cpu* cpu = ggml_get_type_traits_cpu(GGML_TYPE_Q8_0);
+    std::vector<uint8_t> xq(row_bytes);
+    int differ_from_ggml = 0;
+    double worst = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+        cpu->from_float(x.data() + c * in, xq.data(), in);
         for (int64_t r = 0; r < rows; ++r) {
-            double s = 0;
-            for (int64_t k = 0; k < in; ++k) s += static_cast<double>(decoded[r * in + k]) * x[c * in + k];
-            ref[c * rows + r] = s;
-        }
-    EXPECT_LT(rel_error(batch, ref), 1e-6);
-    for (const int64_t n : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}}) {
-        for (int64_t c0 = 0; c0 + n <= cols; c0 += n) {
-            std::vector<float> part(static_cast<size_t>(rows * n));
-            for (int64_t r0 = 0; r0 < rows;) {
-                const int64_t r1 = std::min(rows, r0 + 1 + r0 % 7);
-                ASSERT_TRUE(weight_product_rows(GGML_TYPE_Q8_0, q.data(), row_bytes, in, x.data() + c0 * in, in, n,
-                                                part.data(), rows, r0, r1));
-                r0 = r1;
-            }
-            EXPECT_EQ(0, std::memcmp(part.data(), batch.data() + c0 * rows, part.size() * sizeof(float)))
-                << n << " columns from " << c0;
+            const float got = batch[c * rows + r];
+            ASSERT_EQ(got, ggml_q8_0_dot(q.data() + r * row_bytes, x.data() + c * in, in))
+                << "row " << r << " col " << c;
+            float ggml_dot = 0;
+            cpu->vec_dot(static_cast<int>(in), &ggml_dot, 0, q.data() + r * row_bytes, 0, xq.data(), 0, 1);
+            differ_from_ggml += got != ggml_dot;
+            worst = std::max(worst, std::abs(double(got) - ggml_dot) / std::max(1e-30, std::abs(double(ggml_dot))));
         }
     }
+    if (ggml_cpu_has_avx2())
+        EXPECT_EQ(differ_from_ggml, 0);
+    else
+        EXPECT_LT(worst, 1e-5);
+    expect_columns_independent(GGML_TYPE_Q8_0, q.data(), row_bytes, in, x, rows, cols, batch);
 }
 
 // A graph on the CPU backend: weights in a backend buffer, `build` makes the output from them.
@@ -291,6 +330,87 @@ TEST_F(PagedAttentionCells, CpuEqualsFloat64AndATokensResultDoesNotDependOnItsBa
         EXPECT_EQ(0, std::memcmp(alone.data(), all.data() + i * per_token, per_token * sizeof(float))) << "token " << i;
     }
 }
+
+#if defined(__x86_64__)
+// The AVX2 kernel is the portable loops' arithmetic, bit for bit, and both equal float64 to f32
+// accuracy: f16 and f32 caches, groups of 1, 2 and 3 query heads per kv head, ranges of one to
+// three kv heads at once, cells scattered over the cache, windows of 0 to 300 cells (shorter and
+// longer than the prefetch distance).
+TEST(PagedAttentionKernel, Avx2IsThePortableLoopsBitForBit) {
+    if (!cpu_has_avx2_kernels()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
+    const int64_t hd = 64, kv_heads = 3, n_cells = 320;
+    const int64_t row = hd * kv_heads;
+    const std::vector<ggml_fp16_t> k = to_f16(testing::ramp(static_cast<size_t>(row * n_cells), 11));
+    const std::vector<ggml_fp16_t> v = to_f16(testing::ramp(static_cast<size_t>(row * n_cells), 12));
+    const std::vector<float> kf = from_f16(k), vf = from_f16(v);
+    std::vector<int32_t> read(static_cast<size_t>(n_cells));
+    for (int64_t j = 0; j < n_cells; ++j) read[j] = static_cast<int32_t>((j * 37 + 5) % n_cells);
+    for (const auto& [group, k_f16, v_f16] :
+         {std::tuple{int64_t{1}, true, true}, std::tuple{int64_t{2}, true, true}, std::tuple{int64_t{3}, true, true},
+          std::tuple{int64_t{2}, false, false}, std::tuple{int64_t{3}, false, true}}) {
+        auto cells = [&](bool f16, const std::vector<ggml_fp16_t>& h, const std::vector<float>& f) {
+            return f16 ? reinterpret_cast<const char*>(h.data()) : reinterpret_cast<const char*>(f.data());
+        };
+        PagedAttentionShape s{hd,
+                              group * kv_heads,
+                              group,
+                              cells(k_f16, k, kf),
+                              cells(v_f16, v, vf),
+                              row * (k_f16 ? sizeof(ggml_fp16_t) : sizeof(float)),
+                              row * (v_f16 ? sizeof(ggml_fp16_t) : sizeof(float)),
+                              k_f16,
+                              v_f16,
+                              read.data(),
+                              0.125f};
+        ASSERT_TRUE(avx2_kernel_takes(s));
+        const int64_t heads = group * kv_heads, per_kv = group * hd;
+        const std::vector<float> q = testing::ramp(static_cast<size_t>(heads * hd), 13 + group);
+        for (const int64_t count : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{17}, int64_t{300}}) {
+            SCOPED_TRACE("group " + std::to_string(group) + (k_f16 ? ", f16 K" : ", f32 K") +
+                         (v_f16 ? ", f16 V, " : ", f32 V, ") + std::to_string(count) + " cells");
+            const int64_t first = 7;
+            // The loops, one kv head at a time.
+            std::vector<float> loops(static_cast<size_t>(heads * hd), -1.0f);
+            std::vector<float> scores(static_cast<size_t>(group * count));
+            for (int64_t kvh = 0; kvh < kv_heads; ++kvh)
+                attend_group_portable(s, q.data() + kvh * per_kv, kvh, first, count, loops.data() + kvh * per_kv,
+                                      scores.data());
+            // The kernel over kv-head ranges: all three, one, the last two.
+            for (const auto& [kvh0, kvh1] : {std::pair{int64_t{0}, int64_t{3}}, std::pair{int64_t{1}, int64_t{2}},
+                                             std::pair{int64_t{1}, int64_t{3}}}) {
+                std::vector<float> kernel(loops.size(), -1.0f);
+                std::vector<float> sk(static_cast<size_t>((kvh1 - kvh0) * group * count));
+                attend_heads_avx2(s, q.data(), kvh0, kvh1, first, count, kernel.data(), sk.data());
+                EXPECT_EQ(0, std::memcmp(loops.data() + kvh0 * per_kv, kernel.data() + kvh0 * per_kv,
+                                         static_cast<size_t>((kvh1 - kvh0) * per_kv) * sizeof(float)))
+                    << "kv heads " << kvh0 << ".." << kvh1;
+                EXPECT_EQ(kernel[0], kvh0 == 0 ? loops[0] : -1.0f) << "wrote outside its heads";
+            }
+            if (count == 0) continue;
+            std::vector<double> ref(loops.size());
+            for (int64_t h = 0; h < heads; ++h) {
+                const int64_t kvh = h / group;
+                std::vector<double> p(static_cast<size_t>(count));
+                double m = -1e300, sum = 0;
+                for (int64_t j = 0; j < count; ++j) {
+                    double d = 0;
+                    for (int64_t e = 0; e < hd; ++e)
+                        d += double(q[h * hd + e]) * kf[read[first + j] * row + kvh * hd + e];
+                    p[j] = d * s.scale;
+                    m = std::max(m, p[j]);
+                }
+                for (double& x : p) sum += x = std::exp(x - m);
+                for (int64_t e = 0; e < hd; ++e) {
+                    double o = 0;
+                    for (int64_t j = 0; j < count; ++j) o += p[j] * vf[read[first + j] * row + kvh * hd + e];
+                    ref[h * hd + e] = o / sum;
+                }
+            }
+            EXPECT_LT(rel_error(loops, ref), 1e-5);
+        }
+    }
+}
+#endif
 
 // The GPU backends' attention (graph_ops' segmented_attention: each sequence gathered and attended
 // by itself), run here on the CPU backend: the same result as float64, and a sequence's output
