@@ -1,7 +1,12 @@
 // Backend selection and the scheduler (see backend.h).
 #include "core/backend.h"
 
+#include <cstdint>
 #include <cstdlib>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include <algorithm>
 #include <optional>
@@ -68,6 +73,28 @@ bool cpu_buffer_type(ggml_backend_buffer_type_t type) {
     // ggml's plain CPU buffer type has no device; every accelerator's has its own.
     return ggml_backend_buft_is_host(type) &&
            (dev == nullptr || ggml_backend_dev_type(dev) == GGML_BACKEND_DEVICE_TYPE_CPU);
+}
+
+void prefer_huge_pages(void* base, size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    static const bool off = [] {
+        const char* want = std::getenv("PARLANCE_HUGE_PAGES");
+        return want && std::string(want) == "off";
+    }();
+    if (off) return;
+    constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(base) + kHuge - 1) & ~(kHuge - 1);
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(base) + bytes) & ~(kHuge - 1);
+    // Advice only: a kernel without THP refuses it, and the buffer works the same.
+    if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#else
+    (void)base, (void)bytes;
+#endif
+}
+
+void prefer_huge_pages(ggml_backend_buffer_t buffer) {
+    if (buffer && cpu_buffer_type(ggml_backend_buffer_get_type(buffer)))
+        prefer_huge_pages(ggml_backend_buffer_get_base(buffer), ggml_backend_buffer_get_size(buffer));
 }
 
 bool Backend::available(const std::string& device) {

@@ -18,6 +18,15 @@ bool in_cpu_memory(const ggml_tensor* t);
 // Whether buffers of this type are the CPU device's memory (in_cpu_memory's test, before allocation).
 bool cpu_buffer_type(ggml_backend_buffer_type_t type);
 
+// Asks the kernel to back a CPU buffer with 2 MiB pages (Linux's transparent huge pages, which
+// Debian grants only where madvise asks; a no-op elsewhere and for device buffers). Call it before
+// the buffer is written. Weights and KV caches are read in streams that change 4 KiB page every few
+// rows (a KV cell's row is one page): every step walks the page tables again, and the hardware
+// prefetcher stops at each page's end. PARLANCE_HUGE_PAGES=off keeps 4 KiB pages (to measure the
+// difference, or where memory must follow use more finely). BENCHMARKS.md ("Huge pages").
+void prefer_huge_pages(ggml_backend_buffer_t buffer);
+void prefer_huge_pages(void* base, size_t bytes);
+
 struct BackendOptions {
     std::string device = "cpu";  // "cpu", "cuda", "metal" (the latter two only when built with them)
     int threads = 0;             // CPU threads; 0 = hardware concurrency (capped at 8)

@@ -54,6 +54,7 @@ void KvStorage::allocate(Backend& backend) {
         void* p = mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) throw no_memory();
         mapped_ = p;
+        prefer_huge_pages(mapped_, mapped_bytes_);
         buffer_ = ggml_backend_cpu_buffer_from_ptr(mapped_, mapped_bytes_);
         if (!buffer_) throw no_memory();
         ggml_tallocr places = ggml_tallocr_new(buffer_);

@@ -22,8 +22,8 @@ std::vector<float> tensor_to_f32(const TensorInfo& t) {
     } else if (traits && traits->to_float) {
         traits->to_float(t.data, out.data(), static_cast<int64_t>(out.size()));
     } else {
-        throw Error(ErrorKind::Unsupported, t.file + ": tensor " + t.name + " has type " +
-                                                ggml_type_name(t.type) + ", which cannot be read");
+        throw Error(ErrorKind::Unsupported,
+                    t.file + ": tensor " + t.name + " has type " + ggml_type_name(t.type) + ", which cannot be read");
     }
     return out;
 }
@@ -64,8 +64,8 @@ ggml_type parse_weight_type(const std::string& name) {
     throw Error(ErrorKind::InvalidArgument, "unknown quantization '" + name + "' (f32|f16|q8_0|q5_k|q4_k)");
 }
 
-WeightSet::WeightSet(const TensorStore& store, std::span<const WeightSpec> table, Backend& backend,
-                     ggml_type quantize, std::string_view what, std::span<const std::string> ignored) {
+WeightSet::WeightSet(const TensorStore& store, std::span<const WeightSpec> table, Backend& backend, ggml_type quantize,
+                     std::string_view what, std::span<const std::string> ignored) {
     struct Resolved {
         const WeightSpec* spec;
         const TensorInfo* info;
@@ -90,7 +90,9 @@ WeightSet::WeightSet(const TensorStore& store, std::span<const WeightSpec> table
         ggml_type type = info->type;
         if (type == GGML_TYPE_BF16) type = GGML_TYPE_F32;
         switch (s.kind) {
-            case WeightKind::Vector: type = GGML_TYPE_F32; break;
+            case WeightKind::Vector:
+                type = GGML_TYPE_F32;
+                break;
             case WeightKind::Embedding:
                 if (quantize == GGML_TYPE_F32 || quantize == GGML_TYPE_F16) type = quantize;
                 break;
@@ -107,8 +109,8 @@ WeightSet::WeightSet(const TensorStore& store, std::span<const WeightSpec> table
     }
     for (const TensorInfo& t : store.tensors())
         if (!used.count(t.name))
-            throw Error(ErrorKind::InvalidModel,
-                        t.file + ": unexpected tensor " + t.name + " (not part of the " + std::string(what) + " layout)");
+            throw Error(ErrorKind::InvalidModel, t.file + ": unexpected tensor " + t.name + " (not part of the " +
+                                                     std::string(what) + " layout)");
 
     ggml_init_params params{ggml_tensor_overhead() * (resolved.size() + 8), nullptr, true};
     ctx_ = ggml_init(params);
@@ -121,6 +123,7 @@ WeightSet::WeightSet(const TensorStore& store, std::span<const WeightSpec> table
     buffer_ = ggml_backend_alloc_ctx_tensors(ctx_, backend.primary());
     if (!buffer_) throw Error(ErrorKind::Io, "could not allocate device memory for the weights");
     ggml_backend_buffer_set_usage(buffer_, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+    prefer_huge_pages(buffer_);
     for (Resolved& r : resolved) {
         upload_weight(*r.spec->slot, *r.info);
         store.release(*r.info);  // its mapped pages leave memory: the peak holds the weights once
@@ -132,8 +135,12 @@ WeightSet::~WeightSet() {
     if (ctx_) ggml_free(ctx_);
 }
 
-size_t WeightSet::device_bytes() const { return buffer_ ? ggml_backend_buffer_get_size(buffer_) : 0; }
+size_t WeightSet::device_bytes() const {
+    return buffer_ ? ggml_backend_buffer_get_size(buffer_) : 0;
+}
 
-std::string WeightSet::type_summary() const { return tensor_type_summary(ctx_); }
+std::string WeightSet::type_summary() const {
+    return tensor_type_summary(ctx_);
+}
 
 }  // namespace parlance
