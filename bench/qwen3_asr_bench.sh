@@ -10,13 +10,15 @@
 # early stop). Per phase, from each program's own timers (parlance `transcribe --timings`,
 # llama.cpp's "slice encoded in" and llama_perf lines): the audio encoder, the prompt steps, decode
 # ms/token; and the whole process's wall time and peak RSS (GNU time). One warm-up run each, then
-# the two programs in turn --reps times; medians, and the median of the pairwise ratios.
+# the two programs in turn --reps times; medians, and the median of the pairwise ratios. Both
+# keep the decoder's KV cache in the same type (--kv: parlance --kv-cache-type, llama.cpp -ctk/-ctv;
+# f32 is parlance's default, f16 llama.cpp's).
 # Usage: bench/qwen3_asr_bench.sh [--sizes "0.6b 1.7b"] [--types "f16 q8_0"] [--threads "1 2"]
-#                                 [--tokens 33] [--reps 3]
+#                                 [--kv "f32 f16"] [--tokens 33] [--reps 3]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${PARLANCE_CACHE:-$HOME/.cache/parlance}"
-TOKENS=33; THREADS="1 2"; REPS=3; SIZES="0.6b"; TYPES="f16"
+TOKENS=33; THREADS="1 2"; REPS=3; SIZES="0.6b"; TYPES="f16"; KVS="f32"
 while [ $# -gt 0 ]; do
   case "$1" in
     --tokens) TOKENS="$2"; shift 2 ;;
@@ -24,6 +26,7 @@ while [ $# -gt 0 ]; do
     --reps) REPS="$2"; shift 2 ;;
     --sizes) SIZES="$2"; shift 2 ;;
     --types) TYPES="$2"; shift 2 ;;
+    --kv) KVS="$2"; shift 2 ;;
     *) echo "bench/qwen3_asr_bench.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -98,38 +101,40 @@ else:
 print(wall_rss[0], wall_rss[1], enc, ptok, pms, dec)
 PY
 }
-parlance_run() {  # PAIR THREADS CLIP TOKENS
+parlance_run() {  # PAIR THREADS CLIP TOKENS KV
   timed parlance "$B/parlance" transcribe --model "$1" --threads "$2" --max-new-tokens "$4" --min-new-tokens "$4" \
-    --timings --format json "$3"
+    --kv-cache-type "$5" --timings --format json "$3"
 }
-mtmd_run() {  # PAIR THREADS CLIP TOKENS (a prompt of the same shape: transcribe, greedy, no early stop)
+mtmd_run() {  # PAIR THREADS CLIP TOKENS KV (a prompt of the same shape: transcribe, greedy, no early stop)
   timed llama "$MTMD" -m "$1/model.gguf" --mmproj "$1/mmproj.gguf" --audio "$3" -p "Transcribe the audio." \
-    -n "$4" --ignore-eos --temp 0 -t "$2" --no-warmup -c 4096 --perf -lv 4  # -lv 4: its timing lines
+    -n "$4" --ignore-eos --temp 0 -t "$2" -ctk "$5" -ctv "$5" --no-warmup -c 4096 --perf -lv 4  # -lv 4: timings
 }
-echo "| layout | text weights | threads | clip | encode ms (parlance / llama.cpp) | ratio | prompt steps ms (tokens) | decode ms/token | ratio | whole run s | ratio | peak RSS MiB |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| layout | text weights | KV cache | threads | clip | encode ms (parlance / llama.cpp) | ratio | prompt steps ms (tokens) | decode ms/token | ratio | whole run s | ratio | peak RSS MiB |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for size in $SIZES; do
   for type in $TYPES; do
     M="$(pair_of "$size" "$type")"
+    for kv in $KVS; do
     for th in $THREADS; do
       for clip in 10 30; do
-        parlance_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS" >/dev/null  # warm-up: the files in the page cache
-        mtmd_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS" >/dev/null
+        parlance_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS" "$kv" >/dev/null  # warm-up: the files in the page cache
+        mtmd_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS" "$kv" >/dev/null
         rows=()
         for _ in $(seq 1 "$REPS"); do  # in turn, so a drift of the machine's speed hits both
-          rows+=("$(parlance_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS") $(mtmd_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS")")
+          rows+=("$(parlance_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS" "$kv") $(mtmd_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS" "$kv")")
         done
         printf '%s\n' "${rows[@]}" | python3 -c '
 import statistics, sys
-size, wtype, th, clip = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+size, wtype, th, clip, kv = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 r = [list(map(float, l.split())) for l in sys.stdin if l.strip()]
 med = lambda i: statistics.median(x[i] for x in r)
 ratio = lambda i: statistics.median(x[i] / x[i + 6] for x in r)
-print(f"| {size} | {wtype} | {th} | {clip} s | {med(2):.0f} / {med(8):.0f} | **{ratio(2):.2f}x** "
+print(f"| {size} | {wtype} | {kv} | {th} | {clip} s | {med(2):.0f} / {med(8):.0f} | **{ratio(2):.2f}x** "
       f"| {med(4):.0f} ({med(3):.0f}) / {med(10):.0f} ({med(9):.0f}) | {med(5):.1f} / {med(11):.1f} | **{ratio(5):.2f}x** "
       f"| {med(0):.2f} / {med(6):.2f} | {ratio(0):.2f}x | {med(1) / 1024:.0f} / {med(7) / 1024:.0f} |")
-' "$size" "$type" "$th" "$clip"
+' "$size" "$type" "$th" "$clip" "$kv"
       done
+    done
     done
   done
 done

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/default_model.h"
 #include "core/backend.h"
 #include "core/error.h"
 #include "engine/generation_engine.h"
@@ -47,7 +48,7 @@ void run(const GenerateArgs& a) {
     std::unique_ptr<LanguageModel> model = load_language_model(a.model, backend, {a.quantize});
     GenerationEngineOptions eo;
     eo.kv_cache_bytes = static_cast<size_t>(a.kv_cache_mb) << 20;
-    eo.kv_type = a.kv_cache_type == "f16" ? GGML_TYPE_F16 : GGML_TYPE_F32;
+    eo.kv_type = kv_cache_type_of(a.kv_cache_type);
     std::unique_ptr<LanguageModel> draft;
     if (!a.draft_model.empty()) {
         if (a.speculative <= 0) throw Error(ErrorKind::InvalidArgument, "--draft-model needs --speculative N (N > 0)");

@@ -25,6 +25,7 @@ struct ServeArgs {
     std::vector<std::string> models;  // PATH or ID=PATH, each --model
     std::string mmproj;
     double audio_window = 0;
+    std::string kv_cache_type = "f32";
     server::ServerOptions server;
     EngineOptions engine;
     int threads = 0;
@@ -100,7 +101,7 @@ std::unique_ptr<ChatSide> load_chat(const ServeArgs& a, Logger& log) {
     if (!(a.chat_kv_cache_mb > 0)) throw Error(ErrorKind::InvalidArgument, "--chat-kv-cache-mb must be > 0");
     GenerationServiceOptions so;
     so.engine.kv_cache_bytes = static_cast<size_t>(a.chat_kv_cache_mb * 1024 * 1024);
-    so.engine.kv_type = a.chat_kv_cache_type == "f16" ? GGML_TYPE_F16 : GGML_TYPE_F32;
+    so.engine.kv_type = kv_cache_type_of(a.chat_kv_cache_type);
     so.max_queue = a.chat_max_queue;
     if (!a.chat_draft_model.empty()) {
         if (a.chat_speculative <= 0)
@@ -192,7 +193,8 @@ void run(ServeArgs& a, GlobalOptions& globals) {
         bo.device = a.server.device;
         bo.threads = a.threads;
         sp.backend = std::make_unique<Backend>(bo);
-        sp.model = open_speech_model(path, *sp.backend, {a.quantize, a.mmproj, a.audio_window});
+        sp.model = open_speech_model(path, *sp.backend,
+                                     {a.quantize, a.mmproj, a.audio_window, kv_cache_type_of(a.kv_cache_type)});
         // Requests decode with the model's default beam size (clients of the OpenAI API cannot
         // ask for another): room for four of them at once, and never fewer slots than before.
         sp.beams = sp.model->default_beam_size();
@@ -269,6 +271,9 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                         "extension); a request's `model` picks it, whisper-1 and OpenAI's other names mean the first");
     cmd->add_option("--mmproj", a->mmproj, kMmprojHelp);
     cmd->add_option("--audio-window", a->audio_window, kAudioWindowHelp)->type_name("S");
+    cmd->add_option("--kv-cache-type", a->kv_cache_type, kKvCacheTypeHelp)
+        ->default_val("f32")
+        ->check(CLI::IsMember({"f32", "f16"}));
     cmd->add_option("--host", a->server.host, "Address to listen on")->default_val("127.0.0.1");
     cmd->add_option("--port", a->server.port, "Port (0 = any free port)")->default_val(8000);
     cmd->add_option("--api-key", a->server.api_key,

@@ -48,6 +48,7 @@ struct StreamArgs {
     double commit_guard = server::RealtimeOptions{}.commit_guard_seconds;
     int silence_ms = 500;
     double audio_window = 0;
+    std::string kv_cache_type = "f32";
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -63,6 +64,7 @@ void run(StreamArgs& a, GlobalOptions& globals) {
     Backend backend(bo);
     SpeechModelOptions so;
     so.audio_window_seconds = a.audio_window;
+    so.kv_cache_type = kv_cache_type_of(a.kv_cache_type);
     auto model = open_speech_model(resolve_model(a.model), backend, so);
     EngineOptions eo;
     eo.cache_slots = std::max(16, 4 * model->default_beam_size());
@@ -245,6 +247,9 @@ void register_stream(CLI::App& app, GlobalOptions& globals) {
     cmd->add_option("file", a->file, "Audio file (any format FFmpeg reads)")->required();
     cmd->add_option("-m,--model", a->model, "Speech model (default: $PARLANCE_MODEL, else the bundled one)");
     cmd->add_option("--audio-window", a->audio_window, kAudioWindowHelp)->type_name("S");
+    cmd->add_option("--kv-cache-type", a->kv_cache_type, kKvCacheTypeHelp)
+        ->default_val("f32")
+        ->check(CLI::IsMember({"f32", "f16"}));
     cmd->add_option("--vad-model", a->vad_model, "silero_vad_v5.onnx (default: $PARLANCE_VAD_MODEL, else setup.sh's)");
     cmd->add_flag("--realtime", a->realtime, "Pace the audio at real time (default: as fast as the session takes it)");
     cmd->add_flag("--lockstep", a->lockstep,

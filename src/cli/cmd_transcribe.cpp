@@ -28,6 +28,7 @@ struct TranscribeArgs {
     std::string quantize;
     std::string mmproj;
     double audio_window = 0;
+    std::string kv_cache_type = "f32";
     int threads = 0;
     double max_seconds = 4 * 3600;
     TranscribeOptions options;
@@ -80,7 +81,8 @@ void run(TranscribeArgs& a) {
     bo.device = a.device;
     bo.threads = a.threads;
     Backend backend(bo);
-    auto model = open_speech_model(a.model, backend, {a.quantize, a.mmproj, a.audio_window});
+    auto model =
+        open_speech_model(a.model, backend, {a.quantize, a.mmproj, a.audio_window, kv_cache_type_of(a.kv_cache_type)});
     const bool tty = isatty(fileno(stderr));
     std::fprintf(stderr, "loaded %s (%s) in %.2f s on %s, %d threads\n", a.model.c_str(), model->description().c_str(),
                  model->load_seconds(), backend.device_name().c_str(), backend.threads());
@@ -128,6 +130,9 @@ void register_transcribe(CLI::App& app, GlobalOptions&) {
     cmd->add_option("-m,--model", a->model, kSpeechModelHelp);
     cmd->add_option("--mmproj", a->mmproj, kMmprojHelp);
     cmd->add_option("--audio-window", a->audio_window, kAudioWindowHelp)->type_name("S");
+    cmd->add_option("--kv-cache-type", a->kv_cache_type, kKvCacheTypeHelp)
+        ->default_val("f32")
+        ->check(CLI::IsMember({"f32", "f16"}));
     cmd->add_option("-f,--format", a->format, "json|text|srt|vtt|verbose_json")->default_val("text");
     cmd->add_option("-o,--output", a->output, "Write here instead of stdout");
     cmd->add_option("-l,--language", a->options.language, "Spoken language code (default: detect)");

@@ -36,6 +36,10 @@ std::vector<fs::path> candidates() {
 
 }  // namespace
 
+ggml_type kv_cache_type_of(const std::string& name) {
+    return name == "f16" ? GGML_TYPE_F16 : GGML_TYPE_F32;
+}
+
 std::string resolve_model(const std::string& given) {
     if (!given.empty()) return given;
     if (const char* env = std::getenv("PARLANCE_MODEL"); env && *env) return env;

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include <ggml.h>
+
 namespace parlance::cli {
 
 // Name of the bundled model's folder under models/.
@@ -21,6 +23,14 @@ inline constexpr const char* kAudioWindowHelp =
     "the first S x 50, as whisper.cpp's --audio-ctx). Each encoder pass costs about S/30 as much, which pays "
     "for short audio and live sessions; longer audio is decoded in more windows. Check the accuracy on your "
     "audio first: BENCHMARKS.md measures the bundled model at 10 s";
+
+inline constexpr const char* kKvCacheTypeHelp =
+    "The decoder's KV cache cells where the generation engine decodes (Qwen3-ASR, Whisper): f32, as transformers "
+    "computes (parity), or f16: half the bytes every decode step reads and twice the tokens per MiB, as llama.cpp "
+    "keeps them; logits move by about 1e-3 (BENCHMARKS.md)";
+
+// --kv-cache-type's value (checked by the option: f32 or f16) as a ggml type.
+ggml_type kv_cache_type_of(const std::string& name);
 
 // `given` when it is not empty; otherwise $PARLANCE_MODEL, otherwise the bundled model found
 // next to the executable (installed: <prefix>/share/parlance/models/NAME) or in the source tree

@@ -65,10 +65,11 @@ DecodeServiceStats GenerationDecodeService::stats() const {
     return s;
 }
 
-DecodeServiceFactory generation_decode_service_factory() {
-    return [](LanguageModel& model, Backend& backend, const DecodeServiceOptions& o) {
+DecodeServiceFactory generation_decode_service_factory(ggml_type kv_type) {
+    return [kv_type](LanguageModel& model, Backend& backend, const DecodeServiceOptions& o) {
         GenerationEngineOptions g;
         g.kv_cache_bytes = o.kv_cache_bytes;
+        g.kv_type = kv_type;
         g.max_running = std::max(1, o.max_sequences);
         g.token_budget = std::max(g.token_budget, o.token_budget);
         return std::make_unique<GenerationDecodeService>(model, backend, g);

@@ -35,6 +35,6 @@ private:
 
 // What EngineOptions::decode_service / SpeechModelOptions::decode_service take: a generation
 // engine over the model's decoder, its KV cache of the given cap, up to max_sequences at once.
-DecodeServiceFactory generation_decode_service_factory();
+DecodeServiceFactory generation_decode_service_factory(ggml_type kv_type = GGML_TYPE_F32);
 
 }  // namespace parlance

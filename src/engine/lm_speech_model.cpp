@@ -126,9 +126,10 @@ std::exception_ptr failure_of(SeqState s) {
     return nullptr;
 }
 
-GenerationEngineOptions generation_options(size_t kv_bytes) {
+GenerationEngineOptions generation_options(size_t kv_bytes, ggml_type kv_type) {
     GenerationEngineOptions g;
     g.kv_cache_bytes = kv_bytes > 0 ? kv_bytes : kDefaultKvBytes;
+    g.kv_type = kv_type;
     return g;
 }
 
@@ -136,12 +137,13 @@ GenerationEngineOptions generation_options(size_t kv_bytes) {
 // same steps as every other request's.
 class LmSpeechEngine final : public SpeechEngine {
 public:
-    LmSpeechEngine(AudioLanguageModel& model, Backend& backend, const EngineOptions& options, Logger& log)
+    LmSpeechEngine(AudioLanguageModel& model, Backend& backend, ggml_type kv_type, const EngineOptions& options,
+                   Logger& log)
         : model_(model),
           options_(options),
           log_(log),
           max_active_(std::max(1, options.cache_slots / 2)),
-          engine_(model.decoder(), backend, generation_options(options.kv_cache_bytes)) {
+          engine_(model.decoder(), backend, generation_options(options.kv_cache_bytes, kv_type)) {
         const GenerationStats g = engine_.stats();
         stats_.kv = g.kv;
         stats_.kv_capacity_bytes = g.kv_bytes;
@@ -201,7 +203,7 @@ private:
         std::string forced;
         std::promise<Transcript> promise;
         std::shared_ptr<PcmSource> audio;  // what the pieces are cut from: request.audio, or over request.pcm
-        std::optional<Pieces> pieces;    // reset when the job is abandoned after an error
+        std::optional<Pieces> pieces;      // reset when the job is abandoned after an error
         std::vector<std::optional<GenerationResult>> results;
         size_t emitted = 0;  // pieces whose segments went out (in order)
         int in_flight = 0;   // pieces in the engine
@@ -423,13 +425,13 @@ private:
 
 }  // namespace
 
-LmSpeechModel::LmSpeechModel(std::unique_ptr<AudioLanguageModel> model, Backend& backend)
-    : model_(std::move(model)), backend_(backend) {}
+LmSpeechModel::LmSpeechModel(std::unique_ptr<AudioLanguageModel> model, Backend& backend, ggml_type kv_type)
+    : model_(std::move(model)), backend_(backend), kv_type_(kv_type) {}
 
 Transcript LmSpeechModel::transcribe(PcmSource& audio16k, const TranscribeOptions& options) {
     const std::string forced = check_options(*model_, options);
     Pieces pieces(*model_, audio16k, options, forced);
-    GenerationEngine engine(model_->decoder(), backend_, generation_options(0));
+    GenerationEngine engine(model_->decoder(), backend_, generation_options(0, kv_type_));
     AudioLanguageModel::EmbedTimes embed_times;
     std::map<SeqId, size_t> index;
     size_t emitted = 0;
@@ -484,17 +486,18 @@ Transcript LmSpeechModel::transcribe(PcmSource& audio16k, const TranscribeOption
 }
 
 std::unique_ptr<SpeechEngine> LmSpeechModel::start_engine(const EngineOptions& options, Logger& logger) {
-    return std::make_unique<LmSpeechEngine>(*model_, backend_, options, logger);
+    return std::make_unique<LmSpeechEngine>(*model_, backend_, kv_type_, options, logger);
 }
 
 std::unique_ptr<SpeechModel> open_speech_model(const std::filesystem::path& path, Backend& backend,
                                                const SpeechModelOptions& options) {
     const ArchitectureEntry* e = architecture_of(path, options.mmproj);
     if (e && e->capabilities.audio_lm)
-        return std::make_unique<LmSpeechModel>(load_audio_language_model(path, backend, options), backend);
+        return std::make_unique<LmSpeechModel>(load_audio_language_model(path, backend, options), backend,
+                                               options.kv_cache_type);
     // Whisper's decodes run on the generation engine (models/ cannot see it: handed in).
     SpeechModelOptions o = options;
-    if (!o.decode_service) o.decode_service = generation_decode_service_factory();
+    if (!o.decode_service) o.decode_service = generation_decode_service_factory(options.kv_cache_type);
     return load_speech_model(path, backend, o);
 }
 

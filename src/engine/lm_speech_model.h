@@ -32,7 +32,8 @@ inline constexpr int kEmbedsPerStep = 1;
 
 class LmSpeechModel : public SpeechModel {
 public:
-    LmSpeechModel(std::unique_ptr<AudioLanguageModel> model, Backend& backend);
+    // kv_type: the decoder's KV cache cells (SpeechModelOptions::kv_cache_type).
+    LmSpeechModel(std::unique_ptr<AudioLanguageModel> model, Backend& backend, ggml_type kv_type = GGML_TYPE_F32);
 
     std::string description() const override { return model_->description(); }
     double load_seconds() const override { return model_->load_seconds(); }
@@ -46,6 +47,7 @@ public:
 private:
     std::unique_ptr<AudioLanguageModel> model_;
     Backend& backend_;
+    ggml_type kv_type_;
 };
 
 // Any speech model by path (Whisper, Qwen3-ASR, ...). Throws as the loaders do.

@@ -64,6 +64,10 @@ struct SpeechModelOptions {
     std::filesystem::path mmproj = {};
     // Whisper models: encode windows of this many seconds instead of the model's (0: its own).
     double audio_window_seconds = 0;
+    // Storage of the decoder's KV cache cells where the generation engine decodes (Qwen3-ASR;
+    // Whisper through open_speech_model): f32, as transformers computes (parity), or f16 — half
+    // the bytes every decode step reads, as llama.cpp keeps them (logits move by about 1e-3).
+    ggml_type kv_cache_type = GGML_TYPE_F32;
     // Where a Whisper model's decodes run (the engine layer's generation engine; open_speech_model
     // sets it). Unset: in the model's own runner slots.
     DecodeServiceFactory decode_service = {};

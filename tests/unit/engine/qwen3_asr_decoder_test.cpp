@@ -6,8 +6,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <future>
 #include <cmath>
+#include <future>
 
 #include <nlohmann/json.hpp>
 
@@ -189,6 +189,36 @@ TEST(Qwen3Asr, TranscribeCutsLongAudioAndRefusesWhatItCannotDo) {
     refused([](TranscribeOptions& b) { b.beam_size = 4; }, "beam_size 4");
     refused([](TranscribeOptions& b) { b.task = "translate"; }, "translate");
     refused([](TranscribeOptions& b) { b.word_timestamps = true; }, "word timestamps");
+}
+
+// --kv-cache-type f16: the decoder's cells take half the bytes (the server's engine reports its
+// blocks at half the size), and the clip decodes to the reference's greedy ids all the same (the
+// cells round to f16; the random model's margins here are far wider than that).
+TEST(Qwen3Asr, AnF16KvCacheHalvesTheCellsAndTranscribesTheSame) {
+    TempDir dir;
+    const auto path = write_qwen3_asr("tiny", dir.path());
+    const json ref = qwen3_asr_reference("tiny");
+    const json& c = ref["cases"][0];
+    const std::vector<float> pcm = clip_samples(c);
+    TranscribeOptions o;
+    o.max_new_tokens = c["greedy_auto"]["max_new_tokens"];
+    Logger log(LogLevel::Error);
+    size_t block_bytes[2] = {};
+    for (const ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16}) {
+        SCOPED_TRACE(ggml_type_name(type));
+        Backend backend(BackendOptions{"cpu", 2, true, false});
+        SpeechModelOptions so;
+        so.kv_cache_type = type;
+        auto model = open_speech_model(path, backend, so);
+        const Transcript t = model->transcribe(pcm, o);
+        ASSERT_EQ(t.segments.size(), 1u);
+        EXPECT_EQ(t.segments[0].tokens, c["greedy_auto"]["ids"].get<std::vector<int>>());
+        auto engine = model->start_engine(EngineOptions{}, log);
+        block_bytes[type == GGML_TYPE_F16] = engine->stats().kv_block_bytes;
+        engine->shutdown(false);
+    }
+    EXPECT_GT(block_bytes[0], 0u);
+    EXPECT_EQ(block_bytes[1] * 2, block_bytes[0]);
 }
 
 // Counts embed_audio calls of a real model (the audio-LM interface is the seam).
