@@ -29,12 +29,12 @@ void attend_group_portable(const PagedAttentionShape& s, const float* q, int64_t
                            float* out, float* scores);
 
 // The same bits for the query heads of kv heads [kvh0, kvh1) of one token at once (q and out
-// [heads][hd] for the token; scores (kvh1 - kvh0) x group x count floats), hd a multiple of 16,
-// f16 or f32 K and V, on a CPU with AVX2, FMA and F16C.
+// [heads][hd] for the token; scores (kvh1 - kvh0) x group x count floats), hd a multiple of 32 and
+// 1 to 4 query heads per kv head, f16 or f32 K and V, on a CPU with AVX2, FMA and F16C.
 void attend_heads_avx2(const PagedAttentionShape& s, const float* q, int64_t kvh0, int64_t kvh1, int64_t first,
                        int64_t count, float* out, float* scores);
 inline bool avx2_kernel_takes(const PagedAttentionShape& s) {
-    return s.hd % 16 == 0;
+    return s.hd % 32 == 0 && s.group >= 1 && s.group <= 4;
 }
 
 // Each of `rows` rows of `count` scores becomes exp(score - max) in place; inv[r] = 1 / the row's

@@ -120,11 +120,10 @@ void decoder_graph(const WhisperConfig& c, const WhisperWeights& w, Backend& bac
         if (r.cross->packed != packed)
             throw Error(ErrorKind::Internal, "whisper decoder: mixed cross-attention layouts");
     std::vector<PackedAttentionArgs> packed_args(packed ? c.decoder_layers : 0);  // read while the graph runs
-    if (capture && packed) {
-        // The kernel writes the captured heads' weights straight into the caller's rows.
-        const size_t slab = static_cast<size_t>(N) * c.max_source_positions;
-        capture->weights->assign(capture->heads.size(), std::vector<float>(slab));
-    }
+    // Each captured head's weights, N rows of max_source_positions: the packed kernel writes them
+    // straight into these rows while the graph runs; the products' path copies them in after it.
+    const size_t slab = static_cast<size_t>(N) * c.max_source_positions;
+    if (capture) capture->weights->assign(capture->heads.size(), std::vector<float>(slab));
 
     GraphContext g(graph_buf, decoder_nodes(c, runs.size(), batch.segments.size(), kv));
     ggml_context* ctx = g.ctx;
@@ -188,8 +187,6 @@ void decoder_graph(const WhisperConfig& c, const WhisperWeights& w, Backend& bac
     ggml_backend_tensor_get(out, logits.data() + first, 0, static_cast<size_t>(n_out) * c.vocab_size * sizeof(float));
     if (capture && !packed) {
         // kq ne [T, n, H]: head h is the contiguous slab of n rows of T at h * nb[2].
-        const size_t slab = static_cast<size_t>(N) * c.max_source_positions;
-        capture->weights->assign(capture->heads.size(), std::vector<float>(slab));
         for (size_t i = 0; i < capture->heads.size(); ++i) {
             const auto& lh = capture->heads[i];
             ggml_tensor* kq = captured[lh.first];

@@ -333,7 +333,7 @@ TEST_F(PagedAttentionCells, CpuEqualsFloat64AndATokensResultDoesNotDependOnItsBa
 
 #if defined(__x86_64__)
 // The AVX2 kernel is the portable loops' arithmetic, bit for bit, and both equal float64 to f32
-// accuracy: f16 and f32 caches, groups of 1, 2 and 3 query heads per kv head, ranges of one to
+// accuracy: f16 and f32 caches, groups of 1 to 4 query heads per kv head, ranges of one to
 // three kv heads at once, cells scattered over the cache, windows of 0 to 300 cells (shorter and
 // longer than the prefetch distance).
 TEST(PagedAttentionKernel, Avx2IsThePortableLoopsBitForBit) {
@@ -347,7 +347,8 @@ TEST(PagedAttentionKernel, Avx2IsThePortableLoopsBitForBit) {
     for (int64_t j = 0; j < n_cells; ++j) read[j] = static_cast<int32_t>((j * 37 + 5) % n_cells);
     for (const auto& [group, k_f16, v_f16] :
          {std::tuple{int64_t{1}, true, true}, std::tuple{int64_t{2}, true, true}, std::tuple{int64_t{3}, true, true},
-          std::tuple{int64_t{2}, false, false}, std::tuple{int64_t{3}, false, true}}) {
+          std::tuple{int64_t{2}, false, false}, std::tuple{int64_t{3}, false, true},
+          std::tuple{int64_t{4}, true, false}}) {
         auto cells = [&](bool f16, const std::vector<ggml_fp16_t>& h, const std::vector<float>& f) {
             return f16 ? reinterpret_cast<const char*>(h.data()) : reinterpret_cast<const char*>(f.data());
         };
