@@ -7,11 +7,10 @@
 // and cell). Here a thread takes a range of kv heads at once and reads each cell's piece of that
 // range in one contiguous run, F16C converting eight values in a register; a K piece serves every
 // query head of its group; the weighted sums stay in registers across blocks of 32 cells whose V
-// pieces stay in L1 for every slice of components. The arithmetic is
-// the loops' own, operation for operation: the dot product's lanes 0-7 and 8-15 are two FMA chains
-// in component order, added and summed as hsum8 (the loops' tree: lane l + l+8, then + l+4, + l+2,
-// + l+1), times the scale; each weighted sum starts at zero and takes one FMA per cell in cell
-// order, then the 1/sum.
+// pieces stay in L1 for every slice of components. The arithmetic is the loops' own, operation for
+// operation: the dot product's lanes 0-7 and 8-15 are two FMA chains in component order, added and
+// summed as hsum8 (the loops' tree: lane l + l+8, then + l+4, + l+2, + l+1), times the scale; each
+// weighted sum starts at zero and takes one FMA per cell in cell order, then the 1/sum.
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
 #include <immintrin.h>
@@ -38,11 +37,16 @@ inline __m256 load8(const float* p) {
     return _mm256_loadu_ps(p);
 }
 
-template <int Hint = _MM_HINT_T0, class T>
+// Asks for n elements from p: into L1, or into L2 (a block ahead, more than L1 holds).
+template <bool ToL2 = false, class T>
 inline void prefetch_piece(const T* p, int64_t n) {
     const char* c = reinterpret_cast<const char*>(p);
-    for (int64_t b = 0; b < n * static_cast<int64_t>(sizeof(T)); b += 64)
-        _mm_prefetch(c + b, static_cast<_mm_hint>(Hint));
+    for (int64_t b = 0; b < n * static_cast<int64_t>(sizeof(T)); b += 64) {
+        if constexpr (ToL2)
+            _mm_prefetch(c + b, _MM_HINT_T1);
+        else
+            _mm_prefetch(c + b, _MM_HINT_T0);
+    }
 }
 
 // Scores of one cell for the G query heads of a kv head: the K piece is loaded (and converted)
@@ -110,7 +114,7 @@ void attend(const PagedAttentionShape& s, const float* q, int64_t kvh0, int64_t 
     for (int64_t j0 = 0; j0 < count; j0 += kValueBlock) {
         const int64_t j1 = std::min(count, j0 + kValueBlock);
         for (int64_t j = j1; j < std::min(count, j1 + kValueBlock); ++j)
-            prefetch_piece<_MM_HINT_T1>(head<V>(s.v, s.v_row, s.read[first + j], kvh0, hd), kvn * hd);
+            prefetch_piece<true>(head<V>(s.v, s.v_row, s.read[first + j], kvh0, hd), kvn * hd);
         for (int64_t kv = 0; kv < kvn; ++kv)
             for (int64_t d0 = 0; d0 < hd; d0 += 32)
                 weighted_slice<V, G>(s, kvh0 + kv, first, j0, j1, scores + kv * G * count, count, d0,
