@@ -16,20 +16,22 @@ namespace {
 constexpr int kLanes = 16;
 
 // Dot product in 16 independent lanes summed by a fixed tree: the same order for every call, and
-// a loop shape the compiler vectorises without reassociating anything.
+// a loop shape the compiler vectorises without reassociating anything. Each step a fused
+// multiply-add, written out (std::fma) rather than left to the compiler's contraction, which GCC
+// and clang decide differently: so these loops are the AVX2 kernel's bits under either.
 inline float dot(const float* a, const float* b, int64_t n) {
     float acc[kLanes] = {};
     int64_t k = 0;
     for (; k + kLanes <= n; k += kLanes)
-        for (int l = 0; l < kLanes; ++l) acc[l] += a[k + l] * b[k + l];
-    for (; k < n; ++k) acc[k % kLanes] += a[k] * b[k];
+        for (int l = 0; l < kLanes; ++l) acc[l] = std::fma(a[k + l], b[k + l], acc[l]);
+    for (; k < n; ++k) acc[k % kLanes] = std::fma(a[k], b[k], acc[k % kLanes]);
     for (int w = kLanes / 2; w > 0; w /= 2)
         for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
     return acc[0];
 }
 
 inline void axpy(float* y, float a, const float* x, int64_t n) {
-    for (int64_t k = 0; k < n; ++k) y[k] += a * x[k];
+    for (int64_t k = 0; k < n; ++k) y[k] = std::fma(a, x[k], y[k]);
 }
 
 // Asks for one cell's K or V head kPrefetchCells ahead (without this the loops wait on memory —

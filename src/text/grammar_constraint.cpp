@@ -127,7 +127,10 @@ public:
         Decoded scratch;
         const llama_grammar_candidates c{candidate(t, scratch)};
         if (c[0].partial_utf8.n_remain < 0) return false;
-        return reject(c).empty();
+        // Allowed when some parse stack accepts it (rejects nothing of the one candidate).
+        for (const auto& stack : g_->stacks)
+            if (llama_grammar_reject_candidates_for_stack(g_->rules, stack, c).empty()) return true;
+        return false;
     }
 
     void mask(std::span<float> logits) const override {
