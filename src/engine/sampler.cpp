@@ -1,6 +1,8 @@
 // Token selection (see sampler.h).
 #include "engine/sampler.h"
 
+#include "decoding/logits.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,13 +17,6 @@ uint64_t splitmix64(uint64_t x) {
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
     x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
     return x ^ (x >> 31);
-}
-
-int32_t first_argmax(std::span<const float> x) {
-    int32_t best = 0;
-    for (size_t i = 1; i < x.size(); ++i)
-        if (x[i] > x[best]) best = static_cast<int32_t>(i);
-    return best;
 }
 
 }  // namespace
@@ -69,7 +64,7 @@ int32_t sample_next(std::span<float> logits, const SamplingParams& p, std::span<
     if (generated < p.min_tokens)
         for (int32_t id : p.stop_ids)
             if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[id] = neg_inf;
-    if (p.temperature <= 0.0f) return first_argmax(logits);
+    if (p.temperature <= 0.0f) return argmax(logits);
 
     // Candidates by descending logit (ties: lower id first), cut by top-k, then softmax at the
     // temperature, then the top-p nucleus.
