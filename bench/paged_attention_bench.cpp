@@ -1,0 +1,173 @@
+// Times core/cpu_attention's AVX2 kernel alone on a decode step's shape: one query token over
+// CELLS cached tokens in every layer of a Qwen3-0.6B-shaped cache (28 layers, 16 query heads,
+// 8 kv heads of 128), the threads splitting each layer's kv heads as the ggml op does for one token,
+// a barrier between layers as ggml's between nodes. Between steps the threads stream a 256 MiB
+// buffer, as a step's weights would, so the cells come from memory, as in a real step. Prints the
+// median step, the cells' bytes per step and the rate they were read at, next to the same threads
+// reading the same bytes contiguously with AVX2 loads in the same run (the memory's own rate: the
+// anchor).
+//
+//   paged_attention_bench CELLS [REPS=30] [THREADS=2] [f16|f32] [LAYERS=28]
+//
+// `--cells-split` instead gives each thread all kv heads over its share of the cells (a read
+// pattern only: the partial results are not combined, so it times what a split over cells would
+// read, not a correct attention).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ggml.h>
+
+#include "src/core/backend.h"
+#include "src/core/cpu_attention_kernel.h"
+#include "src/core/cpu_features.h"
+
+namespace {
+
+constexpr int64_t kHeads = 16, kKvHeads = 8, kHd = 128;
+
+__attribute__((target("avx2"))) float read_all(const char* p, size_t bytes) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 64 <= bytes; i += 64) {
+        acc0 = _mm256_add_ps(acc0, _mm256_loadu_ps(reinterpret_cast<const float*>(p + i)));
+        acc1 = _mm256_add_ps(acc1, _mm256_loadu_ps(reinterpret_cast<const float*>(p + i + 32)));
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, _mm256_add_ps(acc0, acc1));
+    return lanes[0] + lanes[7];
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> args;
+    bool cells_split = false;
+    for (int i = 1; i < argc; ++i) {
+        if (std::string(argv[i]) == "--cells-split")
+            cells_split = true;
+        else
+            args.push_back(argv[i]);
+    }
+    if (args.empty()) {
+        std::fprintf(stderr,
+                     "usage: paged_attention_bench CELLS [REPS] [THREADS] [f16|f32] [LAYERS] [--cells-split]\n");
+        return 2;
+    }
+    const int64_t cells = std::atoll(args[0].c_str());
+    const int reps = args.size() > 1 ? std::atoi(args[1].c_str()) : 30;
+    const int threads = args.size() > 2 ? std::atoi(args[2].c_str()) : 2;
+    const bool f16 = !(args.size() > 3 && args[3] == "f32");
+    const int layers = args.size() > 4 ? std::atoi(args[4].c_str()) : 28;
+    if (!parlance::cpu_has_avx2_kernels()) {
+        std::fprintf(stderr, "no AVX2 kernel on this CPU\n");
+        return 3;
+    }
+    const size_t elt = f16 ? 2 : 4, row = static_cast<size_t>(kKvHeads * kHd) * elt;
+    const size_t layer_bytes = static_cast<size_t>(cells) * row;
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    // K then V of every layer, each layer's cells back to back (a sequence's blocks in order).
+    // 2 MiB-aligned and asking for huge pages, as the server's KvStorage does.
+    const size_t kv_bytes = (2 * layers * layer_bytes + (size_t(2) << 20) - 1) / (size_t(2) << 20) * (size_t(2) << 20);
+    std::unique_ptr<char, decltype(&std::free)> kv_mem(
+        static_cast<char*>(std::aligned_alloc(size_t(2) << 20, kv_bytes)), &std::free);
+    parlance::prefer_huge_pages(kv_mem.get(), kv_bytes);
+    std::span<char> kv(kv_mem.get(), 2 * layers * layer_bytes);
+    for (size_t i = 0; i < kv.size(); i += elt) {
+        if (f16) {
+            const ggml_fp16_t h = ggml_fp32_to_fp16(u(rng));
+            std::memcpy(&kv[i], &h, 2);
+        } else {
+            const float f = u(rng);
+            std::memcpy(&kv[i], &f, 4);
+        }
+    }
+    std::vector<int32_t> read(static_cast<size_t>(cells));
+    for (int64_t j = 0; j < cells; ++j) read[static_cast<size_t>(j)] = static_cast<int32_t>(j);
+    std::vector<float> q(static_cast<size_t>(kHeads * kHd)), out(q.size() * static_cast<size_t>(threads));
+    for (float& v : q) v = u(rng);
+    std::vector<char> evict(size_t(256) << 20, 1);
+
+    std::barrier sync(threads);
+    std::vector<double> attend_ms, read_ms;
+    float sink = 0;
+    auto worker = [&](int t) {
+        thread_local std::vector<float> scores;
+        scores.resize(static_cast<size_t>(kHeads * cells));
+        float local = 0;
+        for (int rep = 0; rep < 2 * reps; ++rep) {
+            const bool attend = rep % 2 == 0;  // steps of both kinds in turn
+            const size_t e0 = evict.size() * t / threads, e1 = evict.size() * (t + 1) / threads;
+            local += read_all(evict.data() + e0, e1 - e0);
+            sync.arrive_and_wait();
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int l = 0; l < layers; ++l) {
+                const char* k = kv.data() + 2 * l * layer_bytes;
+                const char* v = k + layer_bytes;
+                if (attend) {
+                    parlance::PagedAttentionShape s{kHd,
+                                                    kHeads,
+                                                    kHeads / kKvHeads,
+                                                    k,
+                                                    v,
+                                                    row,
+                                                    row,
+                                                    f16,
+                                                    f16,
+                                                    read.data(),
+                                                    1.0f / std::sqrt(static_cast<float>(kHd))};
+                    int64_t kvh0 = kKvHeads * t / threads, kvh1 = kKvHeads * (t + 1) / threads;
+                    int64_t first = 0, count = cells;
+                    if (cells_split) {
+                        kvh0 = 0, kvh1 = kKvHeads;
+                        first = cells * t / threads, count = cells * (t + 1) / threads - first;
+                    }
+                    parlance::attend_heads_avx2(s, q.data(), kvh0, kvh1, first, count,
+                                                out.data() + static_cast<size_t>(t) * q.size(), scores.data());
+                } else {
+                    const size_t b0 = layer_bytes * t / threads / 64 * 64;
+                    const size_t b1 = t + 1 == threads ? layer_bytes : layer_bytes * (t + 1) / threads / 64 * 64;
+                    local += read_all(k + b0, b1 - b0) + read_all(v + b0, b1 - b0);
+                }
+                sync.arrive_and_wait();
+            }
+            if (t == 0) {
+                const double ms =
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                (attend ? attend_ms : read_ms).push_back(ms);
+            }
+        }
+        sync.arrive_and_wait();
+        if (t == 0) sink += local;
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(worker, t);
+    worker(0);
+    for (auto& t : pool) t.join();
+
+    const double bytes = 2.0 * layers * static_cast<double>(layer_bytes);
+    const double a = median(attend_ms), r = median(read_ms);
+    std::printf(
+        "{\"cells\":%lld,\"layers\":%d,\"threads\":%d,\"cache\":\"%s\",\"split\":\"%s\",\"kv_mb\":%.1f,"
+        "\"attend_ms\":%.3f,\"attend_gbs\":%.1f,\"read_ms\":%.3f,\"read_gbs\":%.1f,\"ratio\":%.2f,\"sink\":%g}\n",
+        static_cast<long long>(cells), layers, threads, f16 ? "f16" : "f32", cells_split ? "cells" : "kv heads",
+        bytes / 1e6, a, bytes / a / 1e6, r, bytes / r / 1e6, a / r, static_cast<double>(sink != 0));
+}
