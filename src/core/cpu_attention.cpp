@@ -135,12 +135,14 @@ void softmax_rows(float* scores, int64_t rows, int64_t count, float* inv) {
         float* sc = scores + g * count;
         float m = -INFINITY;
         for (int64_t j = 0; j < count; ++j) m = std::max(m, sc[j]);
-        float sum = 0.0f;
+        float lane[8] = {};
         for (int64_t j = 0; j < count; ++j) {
-            sc[j] = std::exp(sc[j] - m);
-            sum += sc[j];
+            sc[j] = softmax_exp(sc[j] - m);
+            lane[j % 8] += sc[j];
         }
-        inv[g] = sum > 0.0f ? 1.0f / sum : 0.0f;
+        for (int w = 4; w > 0; w /= 2)
+            for (int l = 0; l < w; ++l) lane[l] += lane[l + w];
+        inv[g] = lane[0] > 0.0f ? 1.0f / lane[0] : 0.0f;
     }
 }
 

@@ -4,8 +4,10 @@
 // cell's piece of them in one run.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace parlance {
 
@@ -33,12 +35,49 @@ void attend_group_portable(const PagedAttentionShape& s, const float* q, int64_t
 // 1 to 4 query heads per kv head, f16 or f32 K and V, on a CPU with AVX2, FMA and F16C.
 void attend_heads_avx2(const PagedAttentionShape& s, const float* q, int64_t kvh0, int64_t kvh1, int64_t first,
                        int64_t count, float* out, float* scores);
+void softmax_rows_avx2(float* scores, int64_t rows, int64_t count, float* inv);
 inline bool avx2_kernel_takes(const PagedAttentionShape& s) {
     return s.hd % 32 == 0 && s.group >= 1 && s.group <= 4;
 }
 
-// Each of `rows` rows of `count` scores becomes exp(score - max) in place; inv[r] = 1 / the row's
-// sum (0 for an empty row). One definition for both paths: the exp and the sum in cell order.
+// exp(x) for the softmax's x = score - max <= 0, one definition that the portable loops and the AVX2
+// kernel compute operation for operation (libm's expf is neither vectorisable nor the same on
+// every system): x = n ln2 + r with n = round(x / ln2) and ln2 in two parts, e^r a degree-7
+// polynomial in r (minimax coefficients, as in Cephes' expf), times 2^n built in the exponent bits. Relative error
+// below 1e-7 against the exact value (ctest PagedAttentionKernel.SoftmaxExpIsExpToAFewUlps); x = 0 gives exactly 1; x
+// is taken no lower than -87 (2^-126 e^r, ~1e-38: nothing beside the row's 1 notices it).
+struct SoftmaxExp {
+    static constexpr float kLowest = -87.0f;
+    static constexpr float kLog2e = 1.44269504088896341f;
+    static constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+    // e^r = 1 + r + r^2 (p5 + p4 r + ... + p0 r^5) on |r| <= ln2/2.
+    static constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f,
+                           kP3 = 4.1665795894e-2f, kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
+};
+
+inline float softmax_exp(float x) {
+    using E = SoftmaxExp;
+    x = x < E::kLowest ? E::kLowest : x;
+    const float n = std::nearbyint(x * E::kLog2e);
+    float r = std::fma(n, -E::kLn2Hi, x);
+    r = std::fma(n, -E::kLn2Lo, r);
+    const float r2 = r * r;
+    float y = std::fma(E::kP0, r, E::kP1);
+    y = std::fma(y, r, E::kP2);
+    y = std::fma(y, r, E::kP3);
+    y = std::fma(y, r, E::kP4);
+    y = std::fma(y, r, E::kP5);
+    y = std::fma(y, r2, r) + 1.0f;
+    const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, sizeof scale);
+    return y * scale;
+}
+
+// Each of `rows` rows of `count` scores becomes softmax_exp(score - max) in place; inv[r] = 1 / the
+// row's sum (0 for an empty row). The sum in eight lanes (cell j into lane j % 8) added as hsum8
+// adds them (lane l + l+4, then + l+2, then + l+1): the AVX2 kernel's softmax_rows_avx2 computes
+// the same bits eight cells at a time.
 void softmax_rows(float* scores, int64_t rows, int64_t count, float* inv);
 
 // Cells ahead of the one being read whose K or V head is asked for: a head is a short piece of

@@ -331,6 +331,51 @@ TEST_F(PagedAttentionCells, CpuEqualsFloat64AndATokensResultDoesNotDependOnItsBa
     }
 }
 
+// The softmax's exp against the exact value over its whole domain: every float from 0 down to -87
+// in steps that hit every binade, within 2e-7 relative; exactly 1 at 0; below -87 it stays tiny.
+TEST(PagedAttentionKernel, SoftmaxExpIsExpToAFewUlps) {
+    EXPECT_EQ(softmax_exp(0.0f), 1.0f);
+    EXPECT_EQ(softmax_exp(-0.0f), 1.0f);
+    double worst = 0;
+    float at = 0;
+    for (float x = -87.0f; x < 0.0f; x = std::nextafter(x, 1.0f) + (x < -1e-3f ? 1.3e-4f : -x * 0.01f)) {
+        const double exact = std::exp(static_cast<double>(x));
+        const double err = std::abs(softmax_exp(x) - exact) / exact;
+        if (err > worst) worst = err, at = x;
+    }
+    EXPECT_LT(worst, 2e-7) << "at x = " << at;
+    EXPECT_GE(softmax_exp(-1000.0f), 0.0f);
+    EXPECT_LT(softmax_exp(-1000.0f), 1e-37f);
+}
+
+#if defined(__x86_64__)
+// The AVX2 softmax is the portable one bit for bit: rows of 0 to 40 scores (whole groups of eight
+// and tails), scores far below the maximum (the exp's floor), equal scores, one row or several.
+TEST(PagedAttentionKernel, SoftmaxRowsAvx2IsThePortableRowsBitForBit) {
+    if (!cpu_has_avx2_kernels()) GTEST_SKIP() << "no AVX2/FMA/F16C on this CPU";
+    for (int64_t count = 0; count <= 40; ++count)
+        for (const int64_t rows : {int64_t{1}, int64_t{3}}) {
+            std::vector<float> scores = testing::ramp(static_cast<size_t>(rows * count), static_cast<int>(count));
+            for (size_t i = 0; i < scores.size(); ++i) {
+                if (i % 7 == 3) scores[i] = -150.0f;  // exp below the floor
+                if (i % 11 == 5) scores[i] = 2.5f;    // ties
+                scores[i] *= 4.0f;
+            }
+            std::vector<float> portable = scores, avx2 = scores;
+            std::vector<float> inv_p(static_cast<size_t>(rows), -1.0f), inv_a(static_cast<size_t>(rows), -2.0f);
+            softmax_rows(portable.data(), rows, count, inv_p.data());
+            softmax_rows_avx2(avx2.data(), rows, count, inv_a.data());
+            ASSERT_EQ(0, std::memcmp(portable.data(), avx2.data(), portable.size() * sizeof(float)))
+                << count << " scores, " << rows << " rows";
+            ASSERT_EQ(0, std::memcmp(inv_p.data(), inv_a.data(), inv_p.size() * sizeof(float)))
+                << count << " scores, " << rows << " rows";
+            if (count == 0) {
+                EXPECT_EQ(inv_p[0], 0.0f);
+            }
+        }
+}
+#endif
+
 #if defined(__x86_64__)
 // The AVX2 kernel is the portable loops' arithmetic, bit for bit, and both equal float64 to f32
 // accuracy: f16 and f32 caches, groups of 1 to 4 query heads per kv head, ranges of one to
