@@ -202,6 +202,7 @@ void Backend::alloc_graph(ggml_cgraph* graph, bool batch_invariant) {
         make_schedulers(n);
     }
     current_ = batch_invariant ? sched_invariant_ : sched_;
+    ++allocation_;
     ggml_backend_sched_reset(current_);
     if (!ggml_backend_sched_alloc_graph(current_, graph))
         throw Error(ErrorKind::Internal, "could not allocate the compute graph");

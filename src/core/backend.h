@@ -58,6 +58,10 @@ public:
     // depend on how many rows share the graph (BLAS takes only products of >= 32 rows, and its
     // summation order differs): decoder steps use it so batched requests equal solo ones.
     void alloc_graph(ggml_cgraph* graph, bool batch_invariant = false);
+    // Which allocation the intermediate tensors have: every alloc_graph makes a new one, and a
+    // graph allocated before it must be allocated again before it computes. A model that keeps
+    // its graph from one step to the next (StepShape) compares this with the value it allocated at.
+    uint64_t allocation() const { return allocation_; }
     // Runs the graph allocated by alloc_graph; throws Error(Internal) on failure.
     void compute(ggml_cgraph* graph);
 
@@ -77,6 +81,7 @@ private:
     ggml_backend_sched_t sched_invariant_ = nullptr;  // without BLAS; == sched_ when no BLAS
     ggml_backend_sched_t current_ = nullptr;          // the one the last alloc_graph used
     size_t sched_nodes_ = 0;                          // graph size the schedulers are made for
+    uint64_t allocation_ = 0;
     std::string device_name_;
     std::string device_description_;
     int threads_ = 1;

@@ -8,8 +8,10 @@
 
 #include <ggml-backend.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace parlance {
 
@@ -85,7 +87,7 @@ StepTensors StepTensors::create(ggml_context* ctx, const StepBatch& b, const KvS
     t.tokens = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n);
     t.positions = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n);
     t.write = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, n);
-    t.read = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, b.n_kv());
+    t.read = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, read_capacity(b.n_kv()));
     if (!gpu_layout(cache.k(0))) {
         t.visible = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 2, n);
     } else {
@@ -102,13 +104,25 @@ void StepTensors::upload(const StepBatch& b) const {
     ggml_backend_tensor_set(tokens, b.tokens.data(), 0, b.tokens.size() * sizeof(int32_t));
     ggml_backend_tensor_set(positions, b.positions.data(), 0, b.positions.size() * sizeof(int32_t));
     ggml_backend_tensor_set(write, b.write_cells.data(), 0, b.write_cells.size() * sizeof(int64_t));
-    ggml_backend_tensor_set(read, b.read_cells.data(), 0, b.read_cells.size() * sizeof(int32_t));
+    std::vector<int32_t> cells(static_cast<size_t>(ggml_nelements(read)), 0);
+    std::copy(b.read_cells.begin(), b.read_cells.end(), cells.begin());
+    ggml_backend_tensor_set(read, cells.data(), 0, cells.size() * sizeof(int32_t));
     if (mask) {
         const std::vector<float> m = b.segment_masks();
         ggml_backend_tensor_set(mask, m.data(), 0, m.size() * sizeof(float));
     }
     if (visible) ggml_backend_tensor_set(visible, b.visible.data(), 0, b.visible.size() * sizeof(int32_t));
     ggml_backend_tensor_set(outputs, b.outputs.data(), 0, b.outputs.size() * sizeof(int32_t));
+}
+
+int64_t read_capacity(int64_t n_kv) {
+    constexpr int64_t kRound = 256;
+    return std::max<int64_t>(1, (n_kv + kRound - 1) / kRound * kRound);
+}
+
+std::optional<StepShape> reusable_shape(const StepBatch& b, const KvStorage& cache) {
+    if (!b.embeddings.empty() || gpu_layout(cache.k(0))) return std::nullopt;
+    return StepShape{b.n_tokens(), static_cast<int64_t>(b.outputs.size()), read_capacity(b.n_kv()), cache.id()};
 }
 
 ggml_tensor* paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, const KvStorage& cache,

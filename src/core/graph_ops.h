@@ -6,6 +6,7 @@
 
 #include <ggml.h>
 
+#include <optional>
 #include <span>
 
 #include "core/kv_storage.h"
@@ -59,8 +60,27 @@ struct StepTensors {
     // The attention path follows where the cache lives: a host cache is read in place by
     // cpu_paged_attention, a device cache is gathered and masked.
     static StepTensors create(ggml_context* ctx, const StepBatch& batch, const KvStorage& cache);
+    // `read` holds room for read_capacity(n_kv) cells; the rest of it is uploaded as zeros (no
+    // token's visible range reaches it).
     void upload(const StepBatch& batch) const;
 };
+
+// Cells the read tensor holds for n_kv cells read: rounded up to 256, so the decode steps of the
+// same sequences build the same graph for 256 steps in a row (StepShape).
+int64_t read_capacity(int64_t n_kv);
+
+// What a step's graph depends on besides its inputs' values. Two steps of one shape differ only in
+// the tokens, positions and cells uploaded into the same graph: a model keeps the last step's
+// graph, built and allocated, and reuses it while the shape holds (a decode step's graph building
+// and allocation took ~0.4 ms of each ~27 ms Qwen3-0.6B step on two cores; BENCHMARKS.md).
+struct StepShape {
+    int64_t tokens = 0, outputs = 0, read = 0;
+    uint64_t cache = 0;  // KvStorage::id()
+    bool operator==(const StepShape&) const = default;
+};
+// The shape of `batch`'s graph, or nullopt where the graph follows more than the shape: caches on a
+// GPU (its attention is built per sequence) and steps that carry embedding spans.
+std::optional<StepShape> reusable_shape(const StepBatch& batch, const KvStorage& cache);
 
 // Grouped-query attention of one layer for every token of the batch: writes k and v (this step's,
 // [hd, kv_heads, n]) into the layer's cache cells and attends q [hd, heads, n] over each token's

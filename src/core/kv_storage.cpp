@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <string>
 
@@ -12,13 +13,21 @@
 #include "core/error.h"
 
 namespace parlance {
+namespace {
+
+uint64_t next_id() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
 
 size_t KvSpec::bytes_per_token() const {
     return 2 * static_cast<size_t>(n_layers) * ggml_row_size(type, kv_dim);
 }
 
 KvStorage::KvStorage(const KvSpec& spec, int64_t n_cells, Backend& backend)
-    : spec_(spec), n_cells_(n_cells), graph_buf_(graph_context_size(4096)) {
+    : spec_(spec), n_cells_(n_cells), id_(next_id()), graph_buf_(graph_context_size(4096)) {
     if (spec.n_layers < 1 || spec.kv_dim < 1 || n_cells < 1)
         throw Error(ErrorKind::InvalidArgument, "a KV cache needs layers, width and cells");
     ggml_init_params p{ggml_tensor_overhead() * (2 * spec.n_layers + 2), nullptr, true};

@@ -37,6 +37,9 @@ public:
     KvStorage& operator=(const KvStorage&) = delete;
 
     const KvSpec& spec() const { return spec_; }
+    // Unique among the process's caches, past and present (a new cache may take a freed one's
+    // address): what a kept step graph (StepShape) names its cells by.
+    uint64_t id() const { return id_; }
     int64_t n_cells() const { return n_cells_; }
     size_t bytes() const;
     ggml_tensor* k(int layer) const { return k_[layer]; }
@@ -56,6 +59,7 @@ private:
 
     KvSpec spec_;
     int64_t n_cells_;
+    uint64_t id_;
     std::vector<ggml_tensor*> k_, v_;
     ggml_context* ctx_ = nullptr;
     ggml_backend_buffer_t buffer_ = nullptr;

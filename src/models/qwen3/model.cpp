@@ -112,33 +112,41 @@ std::unique_ptr<Qwen3Model> Qwen3Model::load(ModelFiles files, Backend& backend,
     return m;
 }
 
+struct Qwen3Model::StepGraph {
+    std::unique_ptr<GraphContext> gc;
+    StepTensors in;
+    ggml_tensor* out = nullptr;
+    ggml_tensor* span_rows = nullptr;  // embedding spans (prompt steps of audio models)
+    ggml_tensor* span_data = nullptr;
+    std::optional<StepShape> shape;  // nullopt: built for its step alone
+    uint64_t allocation = 0;         // backend_.allocation() it was allocated at (0: not yet)
+};
+
+Qwen3Model::Qwen3Model(Backend& backend) : backend_(backend) {}
 Qwen3Model::~Qwen3Model() = default;
 
-void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& logits) {
+void Qwen3Model::build_step(const StepBatch& b, const KvStorage& kv, const std::optional<StepShape>& shape) {
     const int64_t n = b.n_tokens(), d = c_.hidden_size, hd = c_.head_dim;
     const int H = c_.num_heads, Hkv = c_.num_kv_heads;
-    if (n == 0 || b.outputs.empty()) throw Error(ErrorKind::Internal, "qwen3: an empty step");
-    for (int32_t t : b.tokens)
-        if (t < 0 || t >= c_.vocab_size) throw Error(ErrorKind::Internal, "qwen3: token id out of range");
-
-    GraphContext gc(graph_buf_, static_cast<size_t>(c_.num_layers) * (80 + paged_attention_nodes(b, kv)) + 512);
-    ggml_context* ctx = gc.ctx;
-    ggml_cgraph* graph = gc.graph;
-    const BatchInvariantProducts invariant;  // allocated with batch_invariant below
-    const StepTensors in = StepTensors::create(ctx, b, kv);
+    step_.reset();  // its context lives in graph_buf_
+    auto step = std::make_unique<StepGraph>();
+    step->gc = std::make_unique<GraphContext>(
+        graph_buf_, static_cast<size_t>(c_.num_layers) * (80 + paged_attention_nodes(b, kv)) + 512);
+    step->shape = shape;
+    ggml_context* ctx = step->gc->ctx;
+    const BatchInvariantProducts invariant;  // allocated with batch_invariant in forward()
+    step->in = StepTensors::create(ctx, b, kv);
+    const StepTensors& in = step->in;
 
     ggml_tensor* x = ggml_get_rows(ctx, embed_, in.tokens);  // [d, n]
-    ggml_tensor* span_rows = nullptr;
-    ggml_tensor* span_data = nullptr;
-    std::vector<int64_t> rows;
     if (!b.embeddings.empty()) {
-        for (const auto& e : b.embeddings)
-            for (int i = 0; i < e.rows; ++i) rows.push_back(e.row + i);
-        span_rows = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, static_cast<int64_t>(rows.size()));
-        span_data = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, d, static_cast<int64_t>(rows.size()));
-        ggml_set_input(span_rows);
-        ggml_set_input(span_data);
-        x = ggml_set_rows(ctx, x, span_data, span_rows);
+        int64_t rows = 0;
+        for (const auto& e : b.embeddings) rows += e.rows;
+        step->span_rows = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, rows);
+        step->span_data = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, d, rows);
+        ggml_set_input(step->span_rows);
+        ggml_set_input(step->span_data);
+        x = ggml_set_rows(ctx, x, step->span_data, step->span_rows);
     }
     const RopeParams rp{c_.rope_theta, c_.rope_freq_scale, 0, true};
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -157,24 +165,42 @@ void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& 
     }
     x = ggml_get_rows(ctx, x, in.outputs);  // [d, n_out]
     x = rms_norm(ctx, x, final_norm_, c_.rms_norm_eps);
-    ggml_tensor* out = weight_product(ctx, output_, x);  // [V, n_out]
-    ggml_set_output(out);
-    ggml_build_forward_expand(graph, out);
+    step->out = weight_product(ctx, output_, x);  // [V, n_out]
+    ggml_set_output(step->out);
+    ggml_build_forward_expand(step->gc->graph, step->out);
+    step_ = std::move(step);
+}
 
-    backend_.alloc_graph(graph, /*batch_invariant=*/true);
-    in.upload(b);
-    if (span_rows) {
-        ggml_backend_tensor_set(span_rows, rows.data(), 0, rows.size() * sizeof(int64_t));
+void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& logits) {
+    const int64_t n = b.n_tokens(), d = c_.hidden_size;
+    if (n == 0 || b.outputs.empty()) throw Error(ErrorKind::Internal, "qwen3: an empty step");
+    for (int32_t t : b.tokens)
+        if (t < 0 || t >= c_.vocab_size) throw Error(ErrorKind::Internal, "qwen3: token id out of range");
+
+    const std::optional<StepShape> shape = reusable_shape(b, kv);
+    if (!step_ || !shape || step_->shape != shape) build_step(b, kv, shape);
+    StepGraph& step = *step_;
+    if (step.allocation == 0 || step.allocation != backend_.allocation()) {
+        step.allocation = 0;  // until it succeeds
+        backend_.alloc_graph(step.gc->graph, /*batch_invariant=*/true);
+        step.allocation = backend_.allocation();
+    }
+    step.in.upload(b);
+    if (step.span_rows) {
+        std::vector<int64_t> rows;
+        for (const auto& e : b.embeddings)
+            for (int i = 0; i < e.rows; ++i) rows.push_back(e.row + i);
+        ggml_backend_tensor_set(step.span_rows, rows.data(), 0, rows.size() * sizeof(int64_t));
         size_t off = 0;
         for (const auto& e : b.embeddings) {
             const size_t bytes = static_cast<size_t>(e.rows) * d * sizeof(float);
-            ggml_backend_tensor_set(span_data, e.data, off, bytes);
+            ggml_backend_tensor_set(step.span_data, e.data, off, bytes);
             off += bytes;
         }
     }
-    backend_.compute(graph);
+    backend_.compute(step.gc->graph);
     logits.resize(static_cast<size_t>(c_.vocab_size) * b.outputs.size());
-    ggml_backend_tensor_get(out, logits.data(), 0, logits.size() * sizeof(float));
+    ggml_backend_tensor_get(step.out, logits.data(), 0, logits.size() * sizeof(float));
 }
 
 }  // namespace parlance::qwen3

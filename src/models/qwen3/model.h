@@ -6,10 +6,12 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/backend.h"
+#include "core/graph_ops.h"
 #include "core/model_files.h"
 #include "core/weight_set.h"
 #include "models/language_model.h"
@@ -68,7 +70,12 @@ private:
         ggml_tensor* down = nullptr;
     };
 
-    Qwen3Model(Backend& backend) : backend_(backend) {}
+    // The last step's graph, built in graph_buf_ and allocated, kept for the next step of its
+    // shape (StepShape): a decode step then only uploads its inputs.
+    struct StepGraph;
+    void build_step(const StepBatch& b, const KvStorage& kv, const std::optional<StepShape>& shape);
+
+    Qwen3Model(Backend& backend);
 
     Backend& backend_;
     ModelFiles files_;
@@ -81,6 +88,7 @@ private:
     std::vector<Layer> layers_;
     std::unique_ptr<WeightSet> weights_;
     std::vector<uint8_t> graph_buf_;
+    std::unique_ptr<StepGraph> step_;
 };
 
 }  // namespace parlance::qwen3

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "core/backend.h"
@@ -211,6 +212,82 @@ TEST(Qwen3Engine, BatchedEqualsSoloAndChunkedPrefillEqualsWhole) {
         const GenerationResult again = e.run_to_completion().at(0);
         EXPECT_EQ(again.cached_prompt_tokens, 64);
         EXPECT_EQ(again.tokens, solo[3]);
+    }
+}
+
+// One sequence's step: tokens at positions [pos, pos + n) into cells of the same numbers, reading
+// cells 0 .. pos + n - 1; the last token's logits.
+StepBatch sequence_step(const std::vector<int32_t>& tokens, int pos) {
+    StepBatch b;
+    const int n = static_cast<int>(tokens.size()), seen = pos + n;
+    const int seg = (seen + StepBatch::kSegmentAlign - 1) / StepBatch::kSegmentAlign * StepBatch::kSegmentAlign;
+    for (int i = 0; i < n; ++i) {
+        b.tokens.push_back(tokens[i]);
+        b.positions.push_back(pos + i);
+        b.write_cells.push_back(pos + i);
+        b.visible.insert(b.visible.end(), {0, pos + i + 1});
+    }
+    for (int p = 0; p < seg; ++p) b.read_cells.push_back(p < seen ? p : 0);
+    b.segments.push_back({0, n, 0, seg});
+    b.outputs.push_back(n - 1);
+    return b;
+}
+
+// A model keeps its last step's graph for the next step of the same shape (StepShape) and only
+// uploads the new inputs. That must never change a logit: decode steps alternating between two
+// caches, another graph allocated on the backend between two steps, and a cache freed and another
+// made in its place (perhaps at its address) all give, bit for bit, what each sequence gives
+// alone on a model of its own.
+TEST(Qwen3Engine, AKeptStepGraphGivesEveryStepItsOwnLogits) {
+    TempDir d;
+    const auto path = testing::write_qwen3("tiny", d.path());
+    const std::vector<int32_t> a = {11, 23, 5, 80}, b = {7, 7, 42};
+    const std::vector<int32_t> a_next = {3, 9, 14}, b_next = {60, 2, 31};
+    // Alone: prefill, then three decodes, on a model and caches of its own.
+    auto alone = [&](const std::vector<int32_t>& prompt, const std::vector<int32_t>& next) {
+        auto l = load(path);
+        KvStorage kv(l->model->kv_spec(), 256, l->backend);
+        std::vector<std::vector<float>> out(1 + next.size());
+        l->model->forward(sequence_step(prompt, 0), kv, out[0]);
+        for (size_t i = 0; i < next.size(); ++i)
+            l->model->forward(sequence_step({next[i]}, static_cast<int>(prompt.size() + i)), kv, out[1 + i]);
+        return out;
+    };
+    const auto ref_a = alone(a, a_next), ref_b = alone(b, b_next);
+
+    auto l = load(path);
+    LanguageModel& m = *l->model;
+    auto kv_a = std::make_unique<KvStorage>(m.kv_spec(), 256, l->backend);
+    KvStorage kv_b(m.kv_spec(), 256, l->backend), other(m.kv_spec(), 64, l->backend);
+    std::vector<float> logits;
+    auto expect_logits = [&](const std::vector<float>& want, const char* what) {
+        ASSERT_EQ(logits.size(), want.size()) << what;
+        EXPECT_EQ(0, std::memcmp(logits.data(), want.data(), want.size() * sizeof(float))) << what;
+    };
+    m.forward(sequence_step(a, 0), *kv_a, logits);
+    expect_logits(ref_a[0], "a's prompt");
+    m.forward(sequence_step(b, 0), kv_b, logits);
+    expect_logits(ref_b[0], "b's prompt");
+    for (int i = 0; i < 2; ++i) {  // the same shape, the caches in turn
+        m.forward(sequence_step({a_next[i]}, static_cast<int>(a.size()) + i), *kv_a, logits);
+        expect_logits(ref_a[1 + i], "a's decode");
+        m.forward(sequence_step({b_next[i]}, static_cast<int>(b.size()) + i), kv_b, logits);
+        expect_logits(ref_b[1 + i], "b's decode");
+    }
+    // Another graph on the backend between two steps of the same cache.
+    m.forward(sequence_step({b_next[2]}, static_cast<int>(b.size()) + 2), kv_b, logits);
+    const KvStorage::CellCopy copy{0, 8, 4};
+    other.copy_cells({&copy, 1}, l->backend);
+    m.forward(sequence_step({b_next[2]}, static_cast<int>(b.size()) + 2), kv_b, logits);
+    expect_logits(ref_b[3], "b's decode after another graph's allocation");
+    // a's cache freed, a new one made; a's steps again in it.
+    kv_a.reset();
+    auto kv_c = std::make_unique<KvStorage>(m.kv_spec(), 256, l->backend);
+    m.forward(sequence_step(a, 0), *kv_c, logits);
+    expect_logits(ref_a[0], "a's prompt in a new cache");
+    for (int i = 0; i < 3; ++i) {
+        m.forward(sequence_step({a_next[i]}, static_cast<int>(a.size()) + i), *kv_c, logits);
+        expect_logits(ref_a[1 + i], "a's decode in a new cache");
     }
 }
 
