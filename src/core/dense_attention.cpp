@@ -67,7 +67,7 @@ void dense_attention_units(const DenseAttentionJob& job, int64_t begin, int64_t 
 
 void packed_attention_units(const PackedAttentionJob& job, int64_t begin, int64_t end) {
 #if defined(PARLANCE_WITH_SLEEF) && (defined(__x86_64__) || defined(__i386__))
-    if (begin < end && cpu_packed_attention_available()) packed_attention_avx2(job, begin, end);
+    if (begin < end && cpu_dense_attention_available()) packed_attention_avx2(job, begin, end);
 #else
     (void)job, (void)begin, (void)end;
 #endif
@@ -76,10 +76,6 @@ void packed_attention_units(const PackedAttentionJob& job, int64_t begin, int64_
 bool cpu_dense_attention_available() {
     static const bool value = dense_kernels_usable();
     return value;
-}
-
-bool cpu_packed_attention_available() {
-    return cpu_dense_attention_available();  // the same instructions (F16C is part of the AVX2 kernels')
 }
 
 ggml_tensor* cpu_dense_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, float scale) {
@@ -138,7 +134,7 @@ void PackedAttentionArgs::add_run(int64_t row, int64_t n, const ggml_tensor* k, 
 
 ggml_tensor* cpu_packed_attention(ggml_context* ctx, ggml_tensor* q, const PackedAttentionArgs& args) {
     const int64_t hd = args.hd;
-    GGML_ASSERT(cpu_packed_attention_available());
+    GGML_ASSERT(cpu_dense_attention_available());
     GGML_ASSERT(q->type == GGML_TYPE_F32 && ggml_is_contiguous(q) && ggml_n_dims(q) <= 2);
     GGML_ASSERT(!args.runs.empty() && q->ne[0] == hd * args.heads);
     GGML_ASSERT(args.probabilities.empty() || static_cast<int64_t>(args.probabilities.size()) == args.heads);

@@ -33,9 +33,7 @@ ggml_tensor* cpu_dense_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor*
 // encoder writes them, so a step reads them in order and packs nothing. A step's queries come in
 // runs, each over its own window (a request's beams share one); one op computes every run of a
 // layer. Each output row depends only on its own query and its window, in a fixed order.
-
-// Whether it runs on this machine (where cpu_dense_attention does).
-bool cpu_packed_attention_available();
+// It runs where cpu_dense_attention does (cpu_dense_attention_available: the same instructions).
 
 // f16 tensors that hold one window's packed keys or values: tk keys of `heads` heads of hd
 // components (hd a multiple of 16). Keys ne [16, hd, tiles, heads], values ne [16, tk, hd / 16, heads].

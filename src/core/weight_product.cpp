@@ -97,30 +97,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 reduce16(cons
     return _mm512_permutexvar_ps(order, r);
 }
 
-template <ggml_type W, int R, int C>
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void tile_avx512(const char* w, size_t w_row_bytes, int64_t in,
-                                                                      const float* x, int64_t x_stride, float* y,
-                                                                      int64_t y_stride, Prefetch pf) {
-    __m512 acc[R][C];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-    const size_t pf_step = pf.step_for((in + 15) / 16);
-    for (int64_t k = 0; k < in; k += 16) {
-        const int64_t left = in - k;
-        const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
-        pf.issue(pf_step);
-        __m512 wv[R];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) wv[r] = load_w16<W>(w + r * w_row_bytes, k, m);
-#pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) {
-            const __m512 xv = _mm512_maskz_loadu_ps(m, x + c * x_stride + k);
-#pragma GCC unroll 8
-            for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
-        }
-    }
+// y[c * y_stride + r] = the sum of acc[r][c]'s lanes (_mm512_reduce_add_ps's order), joint
+// reductions for larger tiles (the same bits); store_sums8 is its AVX2 twin.
+template <int R, int C>
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void store_sums16(
+    const __m512 (&acc)[R][C], float* y, int64_t y_stride) {
     if constexpr (R * C < kJointReduceMin) {
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c)
@@ -145,6 +126,33 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void tile_avx512(const char
 #pragma GCC unroll 8
             for (int r = 0; r < R; ++r) y[c * y_stride + r] = sums[c * R + r];
     }
+}
+
+template <ggml_type W, int R, int C>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void tile_avx512(const char* w, size_t w_row_bytes, int64_t in,
+                                                                      const float* x, int64_t x_stride, float* y,
+                                                                      int64_t y_stride, Prefetch pf) {
+    __m512 acc[R][C];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    const size_t pf_step = pf.step_for((in + 15) / 16);
+    for (int64_t k = 0; k < in; k += 16) {
+        const int64_t left = in - k;
+        const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+        pf.issue(pf_step);
+        __m512 wv[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) wv[r] = load_w16<W>(w + r * w_row_bytes, k, m);
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) {
+            const __m512 xv = _mm512_maskz_loadu_ps(m, x + c * x_stride + k);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
+        }
+    }
+    store_sums16(acc, y, y_stride);
 }
 
 // ---- AVX2 + FMA + F16C: 8 lanes ----------------------------------------------------------------
@@ -193,7 +201,8 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256 reduce8(const __m256 (&v)
     return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-// y[c * y_stride + r] = hsum8(acc[r][c]), joint reductions for larger tiles (the same bits).
+// y[c * y_stride + r] = hsum8(acc[r][c]), joint reductions for larger tiles (the same bits);
+// store_sums16's AVX2 twin.
 template <int R, int C>
 __attribute__((target("avx2,fma,f16c"), always_inline)) inline void store_sums8(const __m256 (&acc)[R][C], float* y,
                                                                                 int64_t y_stride) {
@@ -203,7 +212,7 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline void store_sums8(
 #pragma GCC unroll 8
             for (int r = 0; r < R; ++r) y[c * y_stride + r] = hsum8(acc[r][c]);
     } else {
-        constexpr int N = R * C, G = (N + 7) / 8;  // entry c * R + r, as tile_avx512
+        constexpr int N = R * C, G = (N + 7) / 8;  // entry c * R + r, as store_sums16
         alignas(32) float sums[G * 8];
 #pragma GCC unroll 4
         for (int g = 0; g < G; ++g) {

@@ -17,7 +17,7 @@ CrossKv::CrossKv(const WhisperConfig& c, Backend& backend) {
     ggml_init_params p{ggml_tensor_overhead() * (2 * c.decoder_layers + 2), nullptr, true};
     ctx_ = ggml_init(p);
     const int64_t hd = c.decoder_head_dim(), heads = c.decoder_heads, T = c.max_source_positions;
-    packed = cpu_buffer_type(backend.primary_buffer_type()) && cpu_packed_attention_available() &&
+    packed = cpu_buffer_type(backend.primary_buffer_type()) && cpu_dense_attention_available() &&
              hd % kPackedValueSlice == 0;
     // f16, as whisper.cpp keeps them: every decoder step reads all of them, and f32 made batch-1
     // decode ~12% slower (BENCHMARKS.md); parity still identical (logit error ~4e-4).

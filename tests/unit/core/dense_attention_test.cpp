@@ -197,7 +197,7 @@ std::vector<float> run_packed(ggml_context* ctx, const std::vector<float>& q, in
 class PackedAttention : public ::testing::Test {
 protected:
     void SetUp() override {
-        if (!cpu_packed_attention_available())
+        if (!cpu_dense_attention_available())
             GTEST_SKIP() << "no AVX2 + FMA + F16C with SLEEF here: the decoder keeps its graph products";
         ggml_init_params p{size_t(64) << 20, nullptr, false};
         ctx_ = ggml_init(p);
