@@ -100,8 +100,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 reduce16(cons
 // y[c * y_stride + r] = the sum of acc[r][c]'s lanes (_mm512_reduce_add_ps's order), joint
 // reductions for larger tiles (the same bits); store_sums8 is its AVX2 twin.
 template <int R, int C>
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void store_sums16(
-    const __m512 (&acc)[R][C], float* y, int64_t y_stride) {
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void store_sums16(const __m512 (&acc)[R][C],
+                                                                                             float* y,
+                                                                                             int64_t y_stride) {
     if constexpr (R * C < kJointReduceMin) {
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c)
