@@ -62,6 +62,13 @@ GraphContext::~GraphContext() {
     ggml_free(ctx);
 }
 
+void GraphContext::unplace() {
+    for (ggml_tensor* t = ggml_get_first_tensor(ctx); t != nullptr; t = ggml_get_next_tensor(ctx, t)) {
+        t->data = nullptr;
+        t->buffer = nullptr;
+    }
+}
+
 bool in_cpu_memory(const ggml_tensor* t) {
     const ggml_tensor* base = t->view_src ? t->view_src : t;
     if (base->buffer == nullptr) return false;

@@ -105,6 +105,11 @@ struct GraphContext {
     ~GraphContext();
     GraphContext(const GraphContext&) = delete;
     GraphContext& operator=(const GraphContext&) = delete;
+    // Forgets where the last allocation put the graph's own tensors (weights and caches live in
+    // other contexts and keep theirs), so that alloc_graph places them again: ggml's allocator
+    // leaves a tensor that has data where it is, and another graph allocated since may have grown
+    // the compute buffer into new memory and freed the old. Call before allocating a kept graph again.
+    void unplace();
     ggml_context* ctx = nullptr;
     ggml_cgraph* graph = nullptr;
 };

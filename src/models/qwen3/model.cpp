@@ -181,7 +181,8 @@ void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& 
     if (!step_ || !shape || step_->shape != shape) build_step(b, kv, shape);
     StepGraph& step = *step_;
     if (step.allocation == 0 || step.allocation != backend_.allocation()) {
-        step.allocation = 0;  // until it succeeds
+        if (step.allocation != 0) step.gc->unplace();  // placed in a compute buffer since reused
+        step.allocation = 0;                           // until it succeeds
         backend_.alloc_graph(step.gc->graph, /*batch_invariant=*/true);
         step.allocation = backend_.allocation();
     }

@@ -235,9 +235,9 @@ StepBatch sequence_step(const std::vector<int32_t>& tokens, int pos) {
 
 // A model keeps its last step's graph for the next step of the same shape (StepShape) and only
 // uploads the new inputs. That must never change a logit: decode steps alternating between two
-// caches, another graph allocated on the backend between two steps, and a cache freed and another
-// made in its place (perhaps at its address) all give, bit for bit, what each sequence gives
-// alone on a model of its own.
+// caches, another graph allocated on the backend between two steps, a cache freed and another
+// made in its place (perhaps at its address), and another model's larger graph on the same
+// backend all give, bit for bit, what each sequence gives alone on a model of its own.
 TEST(Qwen3Engine, AKeptStepGraphGivesEveryStepItsOwnLogits) {
     TempDir d;
     const auto path = testing::write_qwen3("tiny", d.path());
@@ -280,6 +280,18 @@ TEST(Qwen3Engine, AKeptStepGraphGivesEveryStepItsOwnLogits) {
     other.copy_cells({&copy, 1}, l->backend);
     m.forward(sequence_step({b_next[2]}, static_cast<int>(b.size()) + 2), kv_b, logits);
     expect_logits(ref_b[3], "b's decode after another graph's allocation");
+    // Another model on the same backend between two steps, its graph larger (a 60-token prompt):
+    // the compute buffer grows into new memory and the old is freed (a draft model beside its
+    // target does this).
+    auto second = load_language_model(path, l->backend, {});
+    KvStorage kv_second(second->kv_spec(), 256, l->backend);
+    std::vector<int32_t> long_prompt(60);
+    for (size_t i = 0; i < long_prompt.size(); ++i) long_prompt[i] = static_cast<int32_t>(3 + 7 * i % 90);
+    std::vector<float> second_logits;
+    m.forward(sequence_step({b_next[2]}, static_cast<int>(b.size()) + 2), kv_b, logits);
+    second->forward(sequence_step(long_prompt, 0), kv_second, second_logits);
+    m.forward(sequence_step({b_next[2]}, static_cast<int>(b.size()) + 2), kv_b, logits);
+    expect_logits(ref_b[3], "b's decode after a larger graph of another model");
     // a's cache freed, a new one made; a's steps again in it.
     kv_a.reset();
     auto kv_c = std::make_unique<KvStorage>(m.kv_spec(), 256, l->backend);
