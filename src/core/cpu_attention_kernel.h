@@ -40,12 +40,14 @@ inline bool avx2_kernel_takes(const PagedAttentionShape& s) {
     return s.hd % 32 == 0 && s.group >= 1 && s.group <= 4;
 }
 
-// exp(x) for the softmax's x = score - max <= 0, one definition that the portable loops and the AVX2
-// kernel compute operation for operation (libm's expf is neither vectorisable nor the same on
-// every system; SLEEF's vector exp, the dense kernel's, has no scalar twin promised to give its bits): x = n ln2 + r with n = round(x / ln2) and ln2 in two parts, e^r a degree-7
-// polynomial in r (minimax coefficients, as in Cephes' expf), times 2^n built in the exponent bits. Relative error
-// below 1e-7 against the exact value (ctest PagedAttentionKernel.SoftmaxExpIsExpToAFewUlps); x = 0 gives exactly 1; x
-// is taken no lower than -87 (2^-126 e^r, ~1e-38: nothing beside the row's 1 notices it).
+// exp(x) for the softmax's x = score - max <= 0, one definition that the portable loops and the
+// AVX2 kernel compute operation for operation (libm's expf is neither vectorisable nor the same on
+// every system; SLEEF's vector exp, the dense kernel's, has no scalar twin promised to give its
+// bits): x = n ln2 + r with n = round(x / ln2) and ln2 in two parts, e^r a degree-7 polynomial in
+// r (minimax coefficients, as in Cephes' expf), times 2^n built in the exponent bits. Relative
+// error below 1e-7 against the exact value (ctest PagedAttentionKernel.SoftmaxExpIsExpToAFewUlps);
+// x = 0 gives exactly 1; x is taken no lower than -87 (2^-126 e^r, ~1e-38: nothing beside the
+// row's 1 notices it).
 struct SoftmaxExp {
     static constexpr float kLowest = -87.0f;
     static constexpr float kLog2e = 1.44269504088896341f;

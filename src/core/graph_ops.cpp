@@ -104,9 +104,12 @@ void StepTensors::upload(const StepBatch& b) const {
     ggml_backend_tensor_set(tokens, b.tokens.data(), 0, b.tokens.size() * sizeof(int32_t));
     ggml_backend_tensor_set(positions, b.positions.data(), 0, b.positions.size() * sizeof(int32_t));
     ggml_backend_tensor_set(write, b.write_cells.data(), 0, b.write_cells.size() * sizeof(int64_t));
-    std::vector<int32_t> cells(static_cast<size_t>(ggml_nelements(read)), 0);
-    std::copy(b.read_cells.begin(), b.read_cells.end(), cells.begin());
-    ggml_backend_tensor_set(read, cells.data(), 0, cells.size() * sizeof(int32_t));
+    // The cells read, then zeros up to the tensor's capacity (read_capacity): set in place, not
+    // through a padded copy of the list (a decode step of a long context would copy it every step).
+    const size_t read_bytes = b.read_cells.size() * sizeof(int32_t);
+    if (read_bytes > ggml_nbytes(read)) throw Error(ErrorKind::Internal, "step: more cells read than the graph holds");
+    if (read_bytes > 0) ggml_backend_tensor_set(read, b.read_cells.data(), 0, read_bytes);
+    if (read_bytes < ggml_nbytes(read)) ggml_backend_tensor_memset(read, 0, read_bytes, ggml_nbytes(read) - read_bytes);
     if (mask) {
         const std::vector<float> m = b.segment_masks();
         ggml_backend_tensor_set(mask, m.data(), 0, m.size() * sizeof(float));

@@ -46,23 +46,29 @@ GenerationRequest greedy(const json& c, const char* which) {
     return r;
 }
 
+// One sequence's step: tokens at positions [pos, pos + n) into cells of the same numbers, reading
+// cells 0 .. pos + n - 1; the last token's logits.
+StepBatch sequence_step(const std::vector<int32_t>& tokens, int pos) {
+    StepBatch b;
+    const int n = static_cast<int>(tokens.size()), seen = pos + n;
+    const int seg = (seen + StepBatch::kSegmentAlign - 1) / StepBatch::kSegmentAlign * StepBatch::kSegmentAlign;
+    for (int i = 0; i < n; ++i) {
+        b.tokens.push_back(tokens[i]);
+        b.positions.push_back(pos + i);
+        b.write_cells.push_back(pos + i);
+        b.visible.insert(b.visible.end(), {0, pos + i + 1});
+    }
+    for (int p = 0; p < seg; ++p) b.read_cells.push_back(p < seen ? p : 0);
+    b.segments.push_back({0, n, 0, seg});
+    b.outputs.push_back(n - 1);
+    return b;
+}
+
 // Relative error of the prompt's last-position logits against the reference's (every stride-th id
 // and the top 10): max |a - b| / max |b|. One model step over the whole prompt in cells 0..n-1.
 double logits_error(LanguageModel& m, Backend& backend, const json& c, int stride) {
-    const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
     KvStorage kv(m.kv_spec(), 256, backend);
-    StepBatch b;
-    const int n = static_cast<int>(prompt.size());
-    const int seg = (n + StepBatch::kSegmentAlign - 1) / StepBatch::kSegmentAlign * StepBatch::kSegmentAlign;
-    for (int i = 0; i < n; ++i) {
-        b.tokens.push_back(prompt[i]);
-        b.positions.push_back(i);
-        b.write_cells.push_back(i);
-    }
-    for (int p = 0; p < seg; ++p) b.read_cells.push_back(p < n ? p : 0);
-    for (int i = 0; i < n; ++i) b.visible.insert(b.visible.end(), {0, i + 1});
-    b.segments.push_back({0, n, 0, seg});
-    b.outputs.push_back(n - 1);
+    const StepBatch b = sequence_step(c["prompt_ids"].get<std::vector<int32_t>>(), 0);
     std::vector<float> logits;
     m.forward(b, kv, logits);
     // Against transformers run in float64 on the same weights (the exact values).
@@ -213,24 +219,6 @@ TEST(Qwen3Engine, BatchedEqualsSoloAndChunkedPrefillEqualsWhole) {
         EXPECT_EQ(again.cached_prompt_tokens, 64);
         EXPECT_EQ(again.tokens, solo[3]);
     }
-}
-
-// One sequence's step: tokens at positions [pos, pos + n) into cells of the same numbers, reading
-// cells 0 .. pos + n - 1; the last token's logits.
-StepBatch sequence_step(const std::vector<int32_t>& tokens, int pos) {
-    StepBatch b;
-    const int n = static_cast<int>(tokens.size()), seen = pos + n;
-    const int seg = (seen + StepBatch::kSegmentAlign - 1) / StepBatch::kSegmentAlign * StepBatch::kSegmentAlign;
-    for (int i = 0; i < n; ++i) {
-        b.tokens.push_back(tokens[i]);
-        b.positions.push_back(pos + i);
-        b.write_cells.push_back(pos + i);
-        b.visible.insert(b.visible.end(), {0, pos + i + 1});
-    }
-    for (int p = 0; p < seg; ++p) b.read_cells.push_back(p < seen ? p : 0);
-    b.segments.push_back({0, n, 0, seg});
-    b.outputs.push_back(n - 1);
-    return b;
 }
 
 // A model keeps its last step's graph for the next step of the same shape (StepShape) and only
