@@ -12,7 +12,10 @@
 # ms/token; and the whole process's wall time and peak RSS (GNU time). One warm-up run each, then
 # the two programs in turn --reps times; medians, and the median of the pairwise ratios. Both
 # keep the decoder's KV cache in the same type (--kv: parlance --kv-cache-type, llama.cpp -ctk/-ctv;
-# f32 is parlance's default, f16 llama.cpp's).
+# f32 is parlance's default, f16 llama.cpp's). Beside every pair of runs, the same threads read the
+# text model's tensor bytes once (bench/read_floor.cpp, best of 5): the floor under any exact decode
+# step of one sequence, which reads every weight once whatever the program; the table gives it and
+# llama.cpp's decode over it (below 1.25x, a decode 0.8x llama.cpp's would be under the floor).
 # Usage: bench/qwen3_asr_bench.sh [--sizes "0.6b 1.7b"] [--types "f16 q8_0"] [--threads "1 2"]
 #                                 [--kv "f32 f16"] [--tokens 33] [--reps 3]
 set -euo pipefail
@@ -41,6 +44,7 @@ log "building parlance and write_qwen3_fixture (Release, $B)"
 cmake -S "$ROOT" -B "$B" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$B" --target parlance write_qwen3_fixture -j"${JOBS:-$(nproc)}" >/dev/null
 MTMD="$(bash "$ROOT/bench/build_llama_bench.sh" llama-mtmd-cli)"
+g++ -std=c++20 -O2 -march=native -pthread "$ROOT/bench/read_floor.cpp" -o "$B/read_floor"
 # The text model's dimensions per size (the audio encoder's and the projector's output follow).
 layout_of() {
   case "$1" in
@@ -109,11 +113,22 @@ mtmd_run() {  # PAIR THREADS CLIP TOKENS KV (a prompt of the same shape: transcr
   timed llama "$MTMD" -m "$1/model.gguf" --mmproj "$1/mmproj.gguf" --audio "$3" -p "Transcribe the audio." \
     -n "$4" --ignore-eos --temp 0 -t "$2" -ctk "$5" -ctv "$5" --no-warmup -c 4096 --perf -lv 4  # -lv 4: timings
 }
-echo "| layout | text weights | KV cache | threads | clip | encode ms (parlance / llama.cpp) | ratio | prompt steps ms (tokens) | decode ms/token | ratio | whole run s | ratio | peak RSS MiB |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+# The text model's tensor bytes (`parlance info`'s dtype table): what one decode step reads.
+weight_bytes() {  # MODEL.gguf
+  "$B/parlance" info "$1" | awk '/^ *dtype +tensors +bytes/ {t = 1; next} t && NF == 3 {gsub(",", "", $3); s += $3; next}
+                                 t {exit} END {printf "%d", s}'
+}
+# The floor under a decode step: the same threads reading those bytes once (bench/read_floor.cpp),
+# best of 5 passes, measured beside every pair of runs.
+floor_ms() {  # BYTES THREADS
+  "$B/read_floor" "$1" "$2" 5 | python3 -c 'import json, sys; print(json.load(sys.stdin)["best_ms"])'
+}
+echo "| layout | text weights | KV cache | threads | clip | encode ms (parlance / llama.cpp) | ratio | prompt steps ms (tokens) | decode ms/token | ratio | weights read once ms | llama.cpp decode / that | whole run s | ratio | peak RSS MiB |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for size in $SIZES; do
   for type in $TYPES; do
     M="$(pair_of "$size" "$type")"
+    BYTES="$(weight_bytes "$M/model.gguf")"
     for kv in $KVS; do
     for th in $THREADS; do
       for clip in 10 30; do
@@ -121,7 +136,7 @@ for size in $SIZES; do
         mtmd_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS" "$kv" >/dev/null
         rows=()
         for _ in $(seq 1 "$REPS"); do  # in turn, so a drift of the machine's speed hits both
-          rows+=("$(parlance_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS" "$kv") $(mtmd_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS" "$kv")")
+          rows+=("$(parlance_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS" "$kv") $(mtmd_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS" "$kv") $(floor_ms "$BYTES" "$th")")
         done
         printf '%s\n' "${rows[@]}" | python3 -c '
 import statistics, sys
@@ -131,6 +146,7 @@ med = lambda i: statistics.median(x[i] for x in r)
 ratio = lambda i: statistics.median(x[i] / x[i + 6] for x in r)
 print(f"| {size} | {wtype} | {kv} | {th} | {clip} s | {med(2):.0f} / {med(8):.0f} | **{ratio(2):.2f}x** "
       f"| {med(4):.0f} ({med(3):.0f}) / {med(10):.0f} ({med(9):.0f}) | {med(5):.1f} / {med(11):.1f} | **{ratio(5):.2f}x** "
+      f"| {med(12):.1f} | {statistics.median(x[11] / x[12] for x in r):.2f}x "
       f"| {med(0):.2f} / {med(6):.2f} | {ratio(0):.2f}x | {med(1) / 1024:.0f} / {med(7) / 1024:.0f} |")
 ' "$size" "$type" "$th" "$clip" "$kv"
       done
