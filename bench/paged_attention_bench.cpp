@@ -1,18 +1,16 @@
-// Times core/cpu_attention's AVX2 kernel alone on a decode step's shape: one query token over
-// CELLS cached tokens in every layer of a Qwen3-0.6B-shaped cache (28 layers, 16 query heads,
-// 8 kv heads of 128), the threads splitting each layer's kv heads as the ggml op does for one token,
-// a barrier between layers as ggml's between nodes. Between steps the threads stream a 256 MiB
-// buffer, as a step's weights would, so the cells come from memory, as in a real step. Prints the
-// median step, the cells' bytes per step and the rate they were read at, next to the same threads
-// reading the same bytes contiguously with AVX2 loads in the same run (the memory's own rate: the
-// anchor).
+// Times core/cpu_attention's CPU work alone on a decode step's shape: one query token over CELLS
+// cached tokens in every layer of a Qwen3-0.6B-shaped cache (28 layers, 16 query heads, 8 kv heads
+// of 128), each layer the op's two passes as its ggml nodes run them (attend_pieces: the threads
+// share the pieces of the token's cells and their kv heads; a barrier; combine_pieces; a barrier).
+// Between steps the threads stream a 256 MiB buffer, as a step's weights would, so the cells come
+// from memory, as in a real step. Prints the median step, the cells' bytes per step and the rate
+// they were read at, next to the same threads reading the same bytes contiguously with AVX2 loads
+// in the same run (the memory's own rate: the anchor).
 //
-//   paged_attention_bench CELLS [REPS=30] [THREADS=2] [f16|f32] [LAYERS=28] [--hot] [--cells-split]
+//   paged_attention_bench CELLS [REPS=30] [THREADS=2] [f16|f32] [LAYERS=28] [--hot]
 //
 // `--hot` leaves the cells in cache between steps (with LAYERS=4, 300 cells' 5 MB stay in L3): the
-// kernel's arithmetic alone, without the memory. `--cells-split` instead gives each thread all kv heads over its share
-// of the cells (a read pattern only: the partial results are not combined, so it times what a split over cells would
-// read, not a correct attention).
+// kernel's arithmetic alone, without the memory.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -60,18 +58,15 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
     std::vector<std::string> args;
-    bool cells_split = false, hot = false;
+    bool hot = false;
     for (int i = 1; i < argc; ++i) {
-        if (std::string(argv[i]) == "--cells-split")
-            cells_split = true;
-        else if (std::string(argv[i]) == "--hot")
+        if (std::string(argv[i]) == "--hot")
             hot = true;
         else
             args.push_back(argv[i]);
     }
     if (args.empty()) {
-        std::fprintf(
-            stderr, "usage: paged_attention_bench CELLS [REPS] [THREADS] [f16|f32] [LAYERS] [--hot] [--cells-split]\n");
+        std::fprintf(stderr, "usage: paged_attention_bench CELLS [REPS] [THREADS] [f16|f32] [LAYERS] [--hot]\n");
         return 2;
     }
     const int64_t cells = std::atoll(args[0].c_str());
@@ -105,7 +100,9 @@ int main(int argc, char** argv) {
     }
     std::vector<int32_t> read(static_cast<size_t>(cells));
     for (int64_t j = 0; j < cells; ++j) read[static_cast<size_t>(j)] = static_cast<int32_t>(j);
-    std::vector<float> q(static_cast<size_t>(kHeads * kHd)), out(q.size() * static_cast<size_t>(threads));
+    std::vector<float> q(static_cast<size_t>(kHeads * kHd)), out(q.size());
+    std::vector<float> pieces(static_cast<size_t>(parlance::attention_piece_floats(kHeads, kHd)));
+    const int32_t visible[2] = {0, static_cast<int32_t>(cells)};
     for (float& v : q) v = u(rng);
     std::vector<char> evict(size_t(256) << 20, 1);
 
@@ -113,8 +110,6 @@ int main(int argc, char** argv) {
     std::vector<double> attend_ms, read_ms;
     float sink = 0;
     auto worker = [&](int t) {
-        thread_local std::vector<float> scores;
-        scores.resize(static_cast<size_t>(kHeads * cells));
         float local = 0;
         for (int rep = 0; rep < 2 * reps; ++rep) {
             const bool attend = rep % 2 == 0;  // steps of both kinds in turn
@@ -137,14 +132,9 @@ int main(int argc, char** argv) {
                                                     f16,
                                                     read.data(),
                                                     1.0f / std::sqrt(static_cast<float>(kHd))};
-                    int64_t kvh0 = kKvHeads * t / threads, kvh1 = kKvHeads * (t + 1) / threads;
-                    int64_t first = 0, count = cells;
-                    if (cells_split) {
-                        kvh0 = 0, kvh1 = kKvHeads;
-                        first = cells * t / threads, count = cells * (t + 1) / threads - first;
-                    }
-                    parlance::attend_heads_avx2(s, q.data(), kvh0, kvh1, first, count,
-                                                out.data() + static_cast<size_t>(t) * q.size(), scores.data());
+                    parlance::attend_pieces(s, q.data(), visible, 1, pieces.data(), t, threads);
+                    sync.arrive_and_wait();
+                    parlance::combine_pieces(kHeads, kHd, pieces.data(), visible, 1, out.data(), t, threads);
                 } else {
                     const size_t b0 = layer_bytes * t / threads / 64 * 64;
                     const size_t b1 = t + 1 == threads ? layer_bytes : layer_bytes * (t + 1) / threads / 64 * 64;
@@ -169,9 +159,9 @@ int main(int argc, char** argv) {
     const double bytes = 2.0 * layers * static_cast<double>(layer_bytes);
     const double a = median(attend_ms), r = median(read_ms);
     std::printf(
-        "{\"cells\":%lld,\"layers\":%d,\"threads\":%d,\"cache\":\"%s\",\"split\":\"%s\",\"hot\":%s,\"kv_mb\":%.1f,"
+        "{\"cells\":%lld,\"layers\":%d,\"threads\":%d,\"cache\":\"%s\",\"pieces\":%lld,\"hot\":%s,\"kv_mb\":%.1f,"
         "\"attend_ms\":%.3f,\"attend_gbs\":%.1f,\"read_ms\":%.3f,\"read_gbs\":%.1f,\"ratio\":%.2f,\"sink\":%g}\n",
-        static_cast<long long>(cells), layers, threads, f16 ? "f16" : "f32", cells_split ? "cells" : "kv heads",
-        hot ? "true" : "false", bytes / 1e6, a, bytes / a / 1e6, r, bytes / r / 1e6, a / r,
-        static_cast<double>(sink != 0));
+        static_cast<long long>(cells), layers, threads, f16 ? "f16" : "f32",
+        static_cast<long long>(parlance::attention_pieces(cells)), hot ? "true" : "false", bytes / 1e6, a,
+        bytes / a / 1e6, r, bytes / r / 1e6, a / r, static_cast<double>(sink != 0));
 }

@@ -3,10 +3,14 @@
 // cache through the step's read list, scores them, softmaxes and sums V, with no gather, no
 // transposed V copy and no mask over the whole batch's cells.
 //
-// Every output depends only on that token's query and its own cells, in a fixed order, so a
-// sequence's results are identical whatever else is in the step and however its prompt was
-// chunked. graph_ops' paged_attention uses it whenever the cache lives in host memory; the GPU
-// backends keep the gather-and-mask graph.
+// Two nodes: a token's cells are attended in up to four pieces of consecutive cells, which the
+// threads share with the kv heads (each thread reading whole rows of the cache), and then each
+// head's pieces are combined (their maxima, sums and undivided weighted sums: the softmax of the
+// whole row). How a token's cells are cut depends on their count alone (cpu_attention_kernel.h),
+// and every piece is computed in a fixed order, so every output depends only on that token's query
+// and its own cells: a sequence's results are identical whatever else is in the step, however its
+// prompt was chunked and on any number of threads. graph_ops' paged_attention uses it whenever the
+// cache lives in host memory; the GPU backends keep the gather-and-mask graph.
 #pragma once
 
 #include <ggml.h>

@@ -10,7 +10,8 @@
 // pieces stay in L1 for every slice of components. The arithmetic is the loops' own, operation for
 // operation: the dot product's lanes 0-7 and 8-15 are two FMA chains in component order, added and
 // summed as hsum8 (the loops' tree: lane l + l+8, then + l+4, + l+2, + l+1), times the scale; each
-// weighted sum starts at zero and takes one FMA per cell in cell order, then the 1/sum.
+// weighted sum starts at zero and takes one FMA per cell in cell order (left undivided: the pieces
+// of a token's cells are combined after, cpu_attention.cpp).
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
 #include <immintrin.h>
@@ -94,10 +95,11 @@ inline void weighted_slice(const PagedAttentionShape& s, int64_t kvh, int64_t fi
 // Query heads [kvh0 * G, kvh1 * G) of one token: those of kv heads kvh0 .. kvh1 - 1.
 template <class K, class V, int G>
 void attend(const PagedAttentionShape& s, const float* q, int64_t kvh0, int64_t kvh1, int64_t first, int64_t count,
-            float* out, float* scores) {
+            float* out, float* stats, float* scores) {
     const int64_t hd = s.hd, kvn = kvh1 - kvh0, H = kvn * G;
     q += kvh0 * G * hd;
     out += kvh0 * G * hd;
+    stats += kvh0 * G * 2;
     // The range's K heads sit side by side in each cell's row: one contiguous piece per cell.
     for (int64_t j = 0; j < count; ++j) {
         if (j + kPrefetchCells < count)
@@ -106,9 +108,10 @@ void attend(const PagedAttentionShape& s, const float* q, int64_t kvh0, int64_t 
         for (int64_t kv = 0; kv < kvn; ++kv)
             cell_scores<K, G>(q + kv * G * hd, kr + kv * hd, hd, s.scale, scores + kv * G * count + j, count);
     }
-    thread_local std::vector<float> inv;
-    inv.resize(static_cast<size_t>(H));
-    softmax_rows_avx2(scores, H, count, inv.data());
+    thread_local std::vector<float> max, sum;
+    max.resize(static_cast<size_t>(H));
+    sum.resize(static_cast<size_t>(H));
+    softmax_rows_avx2(scores, H, count, max.data(), sum.data());
     // The weighted sums: blocks of cells, each block's V pieces read from memory once (fetched a
     // block ahead) and then from L1 by every slice of 32 components.
     std::fill(out, out + H * hd, 0.0f);
@@ -122,24 +125,23 @@ void attend(const PagedAttentionShape& s, const float* q, int64_t kvh0, int64_t 
                                      out + kv * G * hd);
     }
     for (int64_t h = 0; h < H; ++h) {
-        const __m256 scale = _mm256_set1_ps(inv[h]);
-        for (int64_t d = 0; d < hd; d += 8)
-            _mm256_storeu_ps(out + h * hd + d, _mm256_mul_ps(_mm256_loadu_ps(out + h * hd + d), scale));
+        stats[2 * h] = max[h];
+        stats[2 * h + 1] = sum[h];
     }
 }
 
 template <class K, class V>
 void attend_heads(const PagedAttentionShape& s, const float* q, int64_t kvh0, int64_t kvh1, int64_t first,
-                  int64_t count, float* out, float* scores) {
+                  int64_t count, float* out, float* stats, float* scores) {
     switch (s.group) {  // avx2_kernel_takes: 1 to 4
         case 1:
-            return attend<K, V, 1>(s, q, kvh0, kvh1, first, count, out, scores);
+            return attend<K, V, 1>(s, q, kvh0, kvh1, first, count, out, stats, scores);
         case 2:
-            return attend<K, V, 2>(s, q, kvh0, kvh1, first, count, out, scores);
+            return attend<K, V, 2>(s, q, kvh0, kvh1, first, count, out, stats, scores);
         case 3:
-            return attend<K, V, 3>(s, q, kvh0, kvh1, first, count, out, scores);
+            return attend<K, V, 3>(s, q, kvh0, kvh1, first, count, out, stats, scores);
         default:
-            return attend<K, V, 4>(s, q, kvh0, kvh1, first, count, out, scores);
+            return attend<K, V, 4>(s, q, kvh0, kvh1, first, count, out, stats, scores);
     }
 }
 
@@ -164,7 +166,7 @@ inline __m256 exp8(__m256 x) {
 
 }  // namespace
 
-void softmax_rows_avx2(float* scores, int64_t rows, int64_t count, float* inv) {
+void softmax_rows_avx2(float* scores, int64_t rows, int64_t count, float* max, float* sum) {
     const int64_t whole = count / 8 * 8;
     // The last cells' lanes: loaded, computed and stored only where they are cells.
     alignas(32) int32_t lanes[8];
@@ -177,29 +179,29 @@ void softmax_rows_avx2(float* scores, int64_t rows, int64_t count, float* inv) {
         float m = hmax8(mv);
         for (int64_t j = whole; j < count; ++j) m = std::max(m, sc[j]);
         const __m256 mb = _mm256_set1_ps(m);
-        __m256 sum = _mm256_setzero_ps();
+        __m256 lanes_sum = _mm256_setzero_ps();
         for (int64_t j = 0; j < whole; j += 8) {
             const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), mb));
             _mm256_storeu_ps(sc + j, e);
-            sum = _mm256_add_ps(sum, e);
+            lanes_sum = _mm256_add_ps(lanes_sum, e);
         }
         if (whole < count) {
             const __m256 e =
                 _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(sc + whole, tail), mb)), _mm256_castsi256_ps(tail));
             _mm256_maskstore_ps(sc + whole, tail, e);
-            sum = _mm256_add_ps(sum, e);
+            lanes_sum = _mm256_add_ps(lanes_sum, e);
         }
-        const float total = hsum8(sum);
-        inv[g] = total > 0.0f ? 1.0f / total : 0.0f;
+        max[g] = m;
+        sum[g] = hsum8(lanes_sum);
     }
 }
 
 void attend_heads_avx2(const PagedAttentionShape& s, const float* q, int64_t kvh0, int64_t kvh1, int64_t first,
-                       int64_t count, float* out, float* scores) {
-    if (s.k_f16 && s.v_f16) return attend_heads<uint16_t, uint16_t>(s, q, kvh0, kvh1, first, count, out, scores);
-    if (s.k_f16) return attend_heads<uint16_t, float>(s, q, kvh0, kvh1, first, count, out, scores);
-    if (s.v_f16) return attend_heads<float, uint16_t>(s, q, kvh0, kvh1, first, count, out, scores);
-    attend_heads<float, float>(s, q, kvh0, kvh1, first, count, out, scores);
+                       int64_t count, float* out, float* stats, float* scores) {
+    if (s.k_f16 && s.v_f16) return attend_heads<uint16_t, uint16_t>(s, q, kvh0, kvh1, first, count, out, stats, scores);
+    if (s.k_f16) return attend_heads<uint16_t, float>(s, q, kvh0, kvh1, first, count, out, stats, scores);
+    if (s.v_f16) return attend_heads<float, uint16_t>(s, q, kvh0, kvh1, first, count, out, stats, scores);
+    attend_heads<float, float>(s, q, kvh0, kvh1, first, count, out, stats, scores);
 }
 
 }  // namespace parlance

@@ -21,21 +21,23 @@ struct PagedAttentionShape {
     float scale;
 };
 
-// Attention of the s.group query heads of one token that share kv head `kvh` (GQA) over cells
-// read[first .. first + count): q [group][hd] -> out [group][hd]; scores holds group x count
-// floats. Each cell's K and V rows are read once for the whole group; every head's arithmetic is
-// the sequence it has alone: a dot per cell in cell order (16 lanes, then a fixed tree) times the
-// scale, the softmax (softmax_rows), one multiply-add per cell and component in cell order, then
-// the 1/sum.
+// One piece of a token's attention: the s.group query heads that share kv head `kvh` (GQA) over
+// cells read[first .. first + count): q [group][hd] -> out [group][hd], the weighted sums of V not
+// yet divided by the softmax's sum, and stats [group][2] = {max score, sum of exp(score - max)}
+// (combine_attention_pieces finishes them); scores holds group x count floats. Each cell's K and V
+// rows are read once for the whole group; every head's arithmetic is the sequence it has alone: a
+// dot per cell in cell order (16 lanes, then a fixed tree) times the scale, the softmax's exps and
+// sum (softmax_rows), one multiply-add per cell and component in cell order.
 void attend_group_portable(const PagedAttentionShape& s, const float* q, int64_t kvh, int64_t first, int64_t count,
-                           float* out, float* scores);
+                           float* out, float* stats, float* scores);
 
 // The same bits for the query heads of kv heads [kvh0, kvh1) of one token at once (q and out
-// [heads][hd] for the token; scores (kvh1 - kvh0) x group x count floats), hd a multiple of 32 and
-// 1 to 4 query heads per kv head, f16 or f32 K and V, on a CPU with AVX2, FMA and F16C.
+// [heads][hd], stats [heads][2] for the token; scores (kvh1 - kvh0) x group x count floats), hd a
+// multiple of 32 and 1 to 4 query heads per kv head, f16 or f32 K and V, on a CPU with AVX2, FMA
+// and F16C.
 void attend_heads_avx2(const PagedAttentionShape& s, const float* q, int64_t kvh0, int64_t kvh1, int64_t first,
-                       int64_t count, float* out, float* scores);
-void softmax_rows_avx2(float* scores, int64_t rows, int64_t count, float* inv);
+                       int64_t count, float* out, float* stats, float* scores);
+void softmax_rows_avx2(float* scores, int64_t rows, int64_t count, float* max, float* sum);
 inline bool avx2_kernel_takes(const PagedAttentionShape& s) {
     return s.hd % 32 == 0 && s.group >= 1 && s.group <= 4;
 }
@@ -76,11 +78,41 @@ inline float softmax_exp(float x) {
     return y * scale;
 }
 
-// Each of `rows` rows of `count` scores becomes softmax_exp(score - max) in place; inv[r] = 1 / the
-// row's sum (0 for an empty row). The sum in eight lanes (cell j into lane j % 8) added as hsum8
-// adds them (lane l + l+4, then + l+2, then + l+1): the AVX2 kernel's softmax_rows_avx2 computes
-// the same bits eight cells at a time.
-void softmax_rows(float* scores, int64_t rows, int64_t count, float* inv);
+// Each of `rows` rows of `count` scores becomes softmax_exp(score - max) in place; max[r] = the
+// row's largest score (-inf for an empty row), sum[r] = the sum of its exps (0 for an empty row),
+// in eight lanes (cell j into lane j % 8) added as hsum8 adds them (lane l + l+4, then + l+2, then
+// + l+1): the AVX2 kernel's softmax_rows_avx2 computes the same bits eight cells at a time.
+void softmax_rows(float* scores, int64_t rows, int64_t count, float* max, float* sum);
+
+// A token's cells are attended in pieces of consecutive cells (at most kAttentionPieces, none under
+// kAttentionPieceCells unless the token has fewer cells), so that the threads can share one
+// token's cells — each reading whole rows of the cache (every kv head of a cell: one run) rather
+// than every cell's share of the heads — and then the pieces are combined. How a token's cells are
+// cut depends on their count alone, never on the threads or the rest of the step, so a token's
+// result stays the same bits alone or in any batch.
+inline constexpr int64_t kAttentionPieces = 4;
+inline constexpr int64_t kAttentionPieceCells = 64;
+inline int64_t attention_pieces(int64_t count) {
+    const int64_t n = count / kAttentionPieceCells;
+    return n < 1 ? 1 : (n > kAttentionPieces ? kAttentionPieces : n);
+}
+// Piece c of `pieces` over `count` cells: [begin, end).
+inline int64_t attention_piece_begin(int64_t count, int64_t pieces, int64_t c) {
+    return count * c / pieces;
+}
+
+// The op's two passes, callable without ggml (bench/paged_attention_bench): thread ith of nth
+// attends its share of the pieces of n tokens (q [n][heads][hd]; visible [n][2]: token i attends
+// cells read[visible[2i] .. + visible[2i+1])) into `pieces` [n][kAttentionPieces][heads * (hd + 2)]
+// (each piece's undivided sums [heads][hd], then {max, sum} per head); then, after every thread's
+// pieces are written, its share of combining them into out [n][heads][hd].
+void attend_pieces(const PagedAttentionShape& s, const float* q, const int32_t* visible, int64_t n, float* pieces,
+                   int ith, int nth);
+void combine_pieces(int64_t heads, int64_t hd, const float* pieces, const int32_t* visible, int64_t n, float* out,
+                    int ith, int nth);
+inline int64_t attention_piece_floats(int64_t heads, int64_t hd) {
+    return kAttentionPieces * heads * (hd + 2);
+}
 
 // Cells ahead of the one being read whose K or V head is asked for: a head is a short piece of
 // each cell's row (512 of 4,096 bytes for Qwen3-0.6B), so consecutive cells are a page apart and

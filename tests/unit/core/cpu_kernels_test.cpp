@@ -170,12 +170,12 @@ TEST(WeightProduct, Q8_0IsGgmlsQ8_0ProductAndEveryColumnIsTheSameAloneOrInABatch
 
 // A graph on the CPU backend: weights in a backend buffer, `build` makes the output from them.
 struct CpuGraph {
-    Backend backend{BackendOptions{"cpu", 2, false, false}};
+    Backend backend;
     ggml_context* weights_ctx = nullptr;
     ggml_backend_buffer_t weights_buf = nullptr;
     std::vector<uint8_t> meta = std::vector<uint8_t>(ggml_tensor_overhead() * 256 + ggml_graph_overhead());
 
-    CpuGraph() {
+    explicit CpuGraph(int threads = 2) : backend(BackendOptions{"cpu", threads, false, false}) {
         ggml_init_params p{ggml_tensor_overhead() * 16, nullptr, true};
         weights_ctx = ggml_init(p);
     }
@@ -296,6 +296,64 @@ protected:
     void SetUp() override { cg.upload_weights({{kc, k.data()}, {vc, v.data()}}); }
 };
 
+// cpu_paged_attention on `graph`'s cells: q [hd, heads, tokens], the read list, visible [2, tokens].
+std::vector<float> paged_attention_on(CpuGraph& graph, ggml_tensor* kc, ggml_tensor* vc, const std::vector<float>& q,
+                                      const std::vector<int32_t>& read, const std::vector<int32_t>& vis, int64_t hd,
+                                      int64_t heads, float scale) {
+    ggml_tensor *qt = nullptr, *rt = nullptr, *vt = nullptr;
+    const int64_t m = static_cast<int64_t>(vis.size() / 2);
+    return graph.run(
+        [&](ggml_context* ctx) {
+            qt = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, heads, m);
+            rt = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, static_cast<int64_t>(read.size()));
+            vt = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 2, m);
+            for (ggml_tensor* t : {qt, rt, vt}) ggml_set_input(t);
+            return cpu_paged_attention(ctx, qt, kc, vc, rt, vt, scale);
+        },
+        [&] {
+            ggml_backend_tensor_set(qt, q.data(), 0, q.size() * sizeof(float));
+            ggml_backend_tensor_set(rt, read.data(), 0, read.size() * sizeof(int32_t));
+            ggml_backend_tensor_set(vt, vis.data(), 0, vis.size() * sizeof(int32_t));
+        });
+}
+
+// A long context is attended in pieces of its cells (attention_pieces: 1 to 4, by the count
+// alone) that the threads share, then combined: still float64's result to f32 accuracy, and a
+// token's bits the same alone or batched, on 1, 2 or 3 threads.
+TEST_F(PagedAttentionCells, PiecesOfLongContextsEqualFloat64AloneOrBatchedOnAnyThreads) {
+    std::vector<int32_t> read, visible;
+    for (const int32_t count : {63, 130, 300, 200, 64}) {  // 1, 2, 4 (the cap), 3 and 1 pieces
+        visible.insert(visible.end(), {static_cast<int32_t>(read.size()), count});
+        for (int32_t j = 0; j < count; ++j) read.push_back((j * 37 + count) % static_cast<int32_t>(n_cells));
+    }
+    EXPECT_EQ(attention_pieces(63), 1);
+    EXPECT_EQ(attention_pieces(130), 2);
+    EXPECT_EQ(attention_pieces(300), 4);
+    EXPECT_EQ(attention_pieces(200), 3);
+    const int64_t n = static_cast<int64_t>(visible.size() / 2);
+    // Queries scaled up, so that the softmaxes are peaked and the pieces' maxima differ.
+    std::vector<float> q = testing::ramp(static_cast<size_t>(hd * heads * n), 10);
+    for (float& x : q) x *= 8.0f;
+    const std::vector<float> all = paged_attention_on(cg, kc, vc, q, read, visible, hd, heads, scale);
+    EXPECT_LT(rel_error(all, reference_attention(q, k, v, read, visible, hd, heads, kv_heads, scale)), 1e-6);
+    const size_t per_token = static_cast<size_t>(hd * heads);
+    for (int64_t i = 0; i < n; ++i) {
+        const std::vector<float> qi(q.begin() + i * per_token, q.begin() + (i + 1) * per_token);
+        const std::vector<float> alone =
+            paged_attention_on(cg, kc, vc, qi, read, {visible[2 * i], visible[2 * i + 1]}, hd, heads, scale);
+        EXPECT_EQ(0, std::memcmp(alone.data(), all.data() + i * per_token, per_token * sizeof(float))) << "token " << i;
+    }
+    for (const int threads : {1, 3}) {
+        CpuGraph other(threads);
+        ggml_tensor* k_other = ggml_new_tensor_2d(other.weights_ctx, GGML_TYPE_F32, kv_dim, n_cells);
+        ggml_tensor* v_other = ggml_new_tensor_2d(other.weights_ctx, GGML_TYPE_F32, kv_dim, n_cells);
+        other.upload_weights({{k_other, k.data()}, {v_other, v.data()}});
+        const std::vector<float> out = paged_attention_on(other, k_other, v_other, q, read, visible, hd, heads, scale);
+        ASSERT_EQ(out.size(), all.size());
+        EXPECT_EQ(0, std::memcmp(out.data(), all.data(), all.size() * sizeof(float))) << threads << " threads";
+    }
+}
+
 TEST_F(PagedAttentionCells, CpuEqualsFloat64AndATokensResultDoesNotDependOnItsBatch) {
     // Three sequences with scattered cells (as paged blocks are); two tokens of the first (a
     // prompt chunk), one of each other (decodes).
@@ -305,21 +363,7 @@ TEST_F(PagedAttentionCells, CpuEqualsFloat64AndATokensResultDoesNotDependOnItsBa
     const std::vector<float> q = testing::ramp(static_cast<size_t>(hd * heads * n), 9);
 
     auto attend = [&](const std::vector<float>& qs, const std::vector<int32_t>& vis) {
-        ggml_tensor *qt = nullptr, *rt = nullptr, *vt = nullptr;
-        const int64_t m = static_cast<int64_t>(vis.size() / 2);
-        return cg.run(
-            [&](ggml_context* ctx) {
-                qt = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, heads, m);
-                rt = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, static_cast<int64_t>(read.size()));
-                vt = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 2, m);
-                for (ggml_tensor* t : {qt, rt, vt}) ggml_set_input(t);
-                return cpu_paged_attention(ctx, qt, kc, vc, rt, vt, scale);
-            },
-            [&] {
-                ggml_backend_tensor_set(qt, qs.data(), 0, qs.size() * sizeof(float));
-                ggml_backend_tensor_set(rt, read.data(), 0, read.size() * sizeof(int32_t));
-                ggml_backend_tensor_set(vt, vis.data(), 0, vis.size() * sizeof(int32_t));
-            });
+        return paged_attention_on(cg, kc, vc, qs, read, vis, hd, heads, scale);
     };
     const std::vector<float> all = attend(q, visible);
     EXPECT_LT(rel_error(all, reference_attention(q, k, v, read, visible, hd, heads, kv_heads, scale)), 1e-6);
@@ -362,17 +406,21 @@ TEST(PagedAttentionKernel, SoftmaxRowsAvx2IsThePortableRowsBitForBit) {
                 scores[i] *= 4.0f;
             }
             std::vector<float> portable = scores, avx2 = scores;
-            std::vector<float> inv_p(static_cast<size_t>(rows), -1.0f), inv_a(static_cast<size_t>(rows), -2.0f);
-            softmax_rows(portable.data(), rows, count, inv_p.data());
-            softmax_rows_avx2(avx2.data(), rows, count, inv_a.data());
+            std::vector<float> max_p(static_cast<size_t>(rows), -1.0f), max_a(static_cast<size_t>(rows), -2.0f);
+            std::vector<float> sum_p(static_cast<size_t>(rows), -1.0f), sum_a(static_cast<size_t>(rows), -2.0f);
+            softmax_rows(portable.data(), rows, count, max_p.data(), sum_p.data());
+            softmax_rows_avx2(avx2.data(), rows, count, max_a.data(), sum_a.data());
             if (!portable.empty()) {  // (an empty vector's data() may be null: not memcmp's to read)
                 ASSERT_EQ(0, std::memcmp(portable.data(), avx2.data(), portable.size() * sizeof(float)))
                     << count << " scores, " << rows << " rows";
             }
-            ASSERT_EQ(0, std::memcmp(inv_p.data(), inv_a.data(), inv_p.size() * sizeof(float)))
+            ASSERT_EQ(0, std::memcmp(max_p.data(), max_a.data(), max_p.size() * sizeof(float)))
+                << count << " scores, " << rows << " rows";
+            ASSERT_EQ(0, std::memcmp(sum_p.data(), sum_a.data(), sum_p.size() * sizeof(float)))
                 << count << " scores, " << rows << " rows";
             if (count == 0) {
-                EXPECT_EQ(inv_p[0], 0.0f);
+                EXPECT_EQ(sum_p[0], 0.0f);
+                EXPECT_EQ(max_p[0], -INFINITY);
             }
         }
 }
@@ -419,22 +467,30 @@ TEST(PagedAttentionKernel, Avx2IsThePortableLoopsBitForBit) {
             const int64_t first = 7;
             // The loops, one kv head at a time.
             std::vector<float> loops(static_cast<size_t>(heads * hd), -1.0f);
+            std::vector<float> loops_stats(static_cast<size_t>(heads * 2), -1.0f);
             std::vector<float> scores(static_cast<size_t>(group * count));
             for (int64_t kvh = 0; kvh < kv_heads; ++kvh)
                 attend_group_portable(s, q.data() + kvh * per_kv, kvh, first, count, loops.data() + kvh * per_kv,
-                                      scores.data());
+                                      loops_stats.data() + kvh * group * 2, scores.data());
             // The kernel over kv-head ranges: all three, one, the last two.
             for (const auto& [kvh0, kvh1] : {std::pair{int64_t{0}, int64_t{3}}, std::pair{int64_t{1}, int64_t{2}},
                                              std::pair{int64_t{1}, int64_t{3}}}) {
-                std::vector<float> kernel(loops.size(), -1.0f);
+                std::vector<float> kernel(loops.size(), -1.0f), kernel_stats(loops_stats.size(), -1.0f);
                 std::vector<float> sk(static_cast<size_t>((kvh1 - kvh0) * group * count));
-                attend_heads_avx2(s, q.data(), kvh0, kvh1, first, count, kernel.data(), sk.data());
+                attend_heads_avx2(s, q.data(), kvh0, kvh1, first, count, kernel.data(), kernel_stats.data(), sk.data());
                 EXPECT_EQ(0, std::memcmp(loops.data() + kvh0 * per_kv, kernel.data() + kvh0 * per_kv,
                                          static_cast<size_t>((kvh1 - kvh0) * per_kv) * sizeof(float)))
                     << "kv heads " << kvh0 << ".." << kvh1;
+                EXPECT_EQ(0, std::memcmp(loops_stats.data() + kvh0 * group * 2, kernel_stats.data() + kvh0 * group * 2,
+                                         static_cast<size_t>((kvh1 - kvh0) * group * 2) * sizeof(float)))
+                    << "kv heads " << kvh0 << ".." << kvh1;
                 EXPECT_EQ(kernel[0], kvh0 == 0 ? loops[0] : -1.0f) << "wrote outside its heads";
+                EXPECT_EQ(kernel_stats[0], kvh0 == 0 ? loops_stats[0] : -1.0f) << "wrote outside its heads";
             }
             if (count == 0) continue;
+            // The pieces' sums divided by their softmax sums.
+            for (int64_t h = 0; h < heads; ++h)
+                for (int64_t e = 0; e < hd; ++e) loops[h * hd + e] /= loops_stats[2 * h + 1];
             std::vector<double> ref(loops.size());
             for (int64_t h = 0; h < heads; ++h) {
                 const int64_t kvh = h / group;
