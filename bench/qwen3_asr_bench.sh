@@ -115,8 +115,8 @@ mtmd_run() {  # PAIR THREADS CLIP TOKENS KV (a prompt of the same shape: transcr
 }
 # The text model's tensor bytes (`parlance info`'s dtype table): what one decode step reads.
 weight_bytes() {  # MODEL.gguf
-  "$B/parlance" info "$1" | awk '/^ *dtype +tensors +bytes/ {t = 1; next} t && NF == 3 {gsub(",", "", $3); s += $3; next}
-                                 t {exit} END {printf "%d", s}'
+  "$B/parlance" info "$1" | awk 't == 0 && /^ *dtype +tensors +bytes/ {t = 1; next} t == 1 && NF == 3 {gsub(",", "", $3); s += $3; next}
+                                 t == 1 {t = 2} END {printf "%d", s}'
 }
 # The floor under a decode step: the same threads reading those bytes once (bench/read_floor.cpp),
 # best of 5 passes, measured beside every pair of runs.

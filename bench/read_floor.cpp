@@ -23,7 +23,7 @@
 
 namespace {
 
-using Lanes = long long __attribute__((vector_size(32)));
+using Lanes = unsigned long long __attribute__((vector_size(32)));
 
 // A page-aligned buffer on 2 MiB pages where the kernel grants them, every page touched.
 char* huge_buffer(size_t bytes) {
@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
     auto worker = [&](int t) {
         const size_t lo = bytes * t / threads / 128 * 128;
         const size_t hi = t + 1 == threads ? bytes : bytes * (t + 1) / threads / 128 * 128;
-        const size_t elo = evict_bytes * t / threads, ehi = evict_bytes * (t + 1) / threads;
+        const size_t elo = evict_bytes * t / threads / 128 * 128;
+        const size_t ehi = t + 1 == threads ? evict_bytes : evict_bytes * (t + 1) / threads / 128 * 128;
         Lanes sink{};
         for (int pass = 0; pass < passes; ++pass) {
             sink += read_all(evict + elo, ehi - elo);
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
     worker(0);
     for (auto& t : pool) t.join();
 
-    long long keep = 0;
+    unsigned long long keep = 0;
     for (const Lanes& s : sinks) keep ^= s[0] ^ s[1] ^ s[2] ^ s[3];
     std::sort(ms.begin(), ms.end());
     const double best = ms.front(), median = ms[ms.size() / 2];

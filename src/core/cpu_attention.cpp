@@ -175,8 +175,9 @@ void attend_pieces(const PagedAttentionShape& s, const float* q, const int32_t* 
     const PieceSlots<float> slots{s.heads, s.hd, pieces};
     // Work items: (token, piece, kv head), each the group of query heads that read that kv head
     // over that piece of the token's cells; each thread a contiguous range of them, taken a
-    // piece's kv heads at once. A decode over 200 cells on two threads: one piece of 100 cells
-    // each, every cell's row read whole (under 128 cells, one piece: kv heads 0-3 and 4-7).
+    // piece's kv heads at once. A decode over 256 cells on two threads: one piece of 128 cells
+    // each, every cell's row read whole (under 128 cells, one piece: kv heads 0-3 and 4-7; three
+    // pieces: the middle one split by kv heads).
     int64_t n_items = 0;
     for (int64_t i = 0; i < n; ++i) n_items += attention_pieces(visible[2 * i + 1]) * kv_heads;
     const int64_t begin = n_items * ith / nth, end = n_items * (ith + 1) / nth;

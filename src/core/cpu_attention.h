@@ -1,5 +1,5 @@
 // Attention over the paged KV cache, computed in place on the CPU (vLLM's paged-attention idea,
-// as one ggml custom op): each (token, head) reads its own sequence's cells straight from the
+// as two ggml custom ops): each (token, head) reads its own sequence's cells straight from the
 // cache through the step's read list, scores them, softmaxes and sums V, with no gather, no
 // transposed V copy and no mask over the whole batch's cells.
 //

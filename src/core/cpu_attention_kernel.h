@@ -24,7 +24,7 @@ struct PagedAttentionShape {
 // One piece of a token's attention: the s.group query heads that share kv head `kvh` (GQA) over
 // cells read[first .. first + count): q [group][hd] -> out [group][hd], the weighted sums of V not
 // yet divided by the softmax's sum, and stats [group][2] = {max score, sum of exp(score - max)}
-// (combine_attention_pieces finishes them); scores holds group x count floats. Each cell's K and V
+// (combine_pieces finishes them); scores holds group x count floats. Each cell's K and V
 // rows are read once for the whole group; every head's arithmetic is the sequence it has alone: a
 // dot per cell in cell order (16 lanes, then a fixed tree) times the scale, the softmax's exps and
 // sum (softmax_rows), one multiply-add per cell and component in cell order.

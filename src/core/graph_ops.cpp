@@ -198,6 +198,8 @@ size_t paged_attention_nodes(const StepBatch& batch, const KvStorage& cache) {
 }
 
 size_t paged_attention_nodes(size_t segments, const KvStorage& cache) {
+    // Host caches: two reshapes and two set_rows (this step's K/V into their cells), q's cont, the
+    // attention's pieces and their combine (cpu_paged_attention) — 7, and one spare.
     if (!gpu_layout(cache.k(0))) return 8;
     // Per segment: the gathers, views, pads and reshapes of segmented_attention.
     return 4 + 24 * segments;
