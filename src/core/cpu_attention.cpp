@@ -238,7 +238,7 @@ ggml_tensor* cpu_paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor*
     void* userdata = nullptr;
     std::memcpy(&userdata, &scale, sizeof(float));
     const int64_t hd = q->ne[0], heads = q->ne[1], n = q->ne[2];
-    ggml_tensor* pieces = ggml_custom_4d(ctx, GGML_TYPE_F32, heads * (hd + 2) * kAttentionPieces, n, 1, 1, args, 5,
+    ggml_tensor* pieces = ggml_custom_4d(ctx, GGML_TYPE_F32, attention_piece_floats(heads, hd), n, 1, 1, args, 5,
                                          attention_pieces_task, GGML_N_TASKS_MAX, userdata);
     ggml_tensor* combine_args[2] = {pieces, visible};
     return ggml_custom_4d(ctx, GGML_TYPE_F32, hd * heads, n, 1, 1, combine_args, 2, attention_combine_task,
