@@ -328,6 +328,12 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "word timestamps, Whisper models; 0 = off)")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 5.0));
+    cmd->add_option("--realtime-commit-min-probability", a->server.realtime.commit_min_probability,
+                    "Live sessions: words an interim re-decode gives a lower probability than this (and the "
+                    "words after them) are not sent before the item ends (word timestamps, Whisper models; "
+                    "0 = off)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0));
     cmd->add_flag("!--no-realtime-self-speculation", a->server.realtime.self_speculation,
                   "Live sessions: re-decode without the previous hypothesis as a draft (self-speculation "
                   "verifies it in one decoder pass with models on the generation engine, e.g. Qwen3-ASR; "

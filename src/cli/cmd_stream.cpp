@@ -46,6 +46,7 @@ struct StreamArgs {
     int commit_agreement = CommitPolicy::Options{}.agreement;
     int commit_held_back = CommitPolicy::Options{}.held_back;
     double commit_guard = server::RealtimeOptions{}.commit_guard_seconds;
+    double commit_min_probability = server::RealtimeOptions{}.commit_min_probability;
     int silence_ms = 500;
     double audio_window = 0;
     std::string kv_cache_type = "f32";
@@ -135,6 +136,7 @@ void run(StreamArgs& a, GlobalOptions& globals) {
     ro.commit.agreement = a.commit_agreement;
     ro.commit.held_back = a.commit_held_back;
     ro.commit_guard_seconds = a.commit_guard;
+    ro.commit_min_probability = a.commit_min_probability;
     ro.self_speculation = !a.no_self_speculation;
     auto session = std::make_shared<server::RealtimeSession>(*engine, &vad, ro, false, hooks);
     auto call = [&](std::function<void()> fn) {  // on the strand, and wait for it
@@ -273,6 +275,11 @@ void register_stream(CLI::App& app, GlobalOptions& globals) {
                     "committed (word timestamps; Whisper models; 0 = off)")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 5.0));
+    cmd->add_option("--commit-min-probability", a->commit_min_probability,
+                    "Words an interim decode gives a lower probability than this (and the words after them) "
+                    "are not committed before the item ends (word timestamps; Whisper models; 0 = off)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0));
     cmd->add_option("--redecode-seconds", a->redecode_seconds, "New speech that triggers a re-decode")
         ->default_val(0.6);
     cmd->add_option("--silence-ms", a->silence_ms, "Silence that ends an item (server_vad silence_duration_ms)")

@@ -1,6 +1,8 @@
 // Which text of a live segment is final. While speech continues the open segment is decoded
 // again and again; each decode gives a hypothesis of the segment's whole text so far. Text that
-// two consecutive hypotheses agree on is committed: sent once as a delta, never revised. The last
+// consecutive hypotheses agree on (Options::agreement of them), within the caller's stable prefix
+// of the newest (the session's word-timestamp guard and probability gate), is committed: sent once
+// as a delta, never revised. The last
 // unit of a hypothesis (a word the audio may have cut) is never committed before the end; units
 // are words with their leading whitespace, or single characters of scripts written without
 // spaces (Han, kana, Thai, ...). Units compare case-, whitespace- and punctuation-insensitively,

@@ -62,9 +62,10 @@ std::string random_hex(size_t n) {
     return s;
 }
 
-// The bytes of t.text up to the end of its last word that ends by `limit` seconds, words taken in
-// order (a word not found where expected ends the prefix there).
-size_t stable_prefix(const Transcript& t, double limit) {
+// The bytes of t.text up to the end of its last word that ends by `limit` seconds, with every word
+// before it at least `min_probability`, words taken in order (a word not found where expected ends
+// the prefix there).
+size_t stable_prefix(const Transcript& t, double limit, double min_probability) {
     size_t stable = 0, pos = 0;
     for (const Segment& s : t.segments)
         for (const Word& w : s.words) {
@@ -72,7 +73,7 @@ size_t stable_prefix(const Transcript& t, double limit) {
             const size_t e = w.word.find_last_not_of(" \t\r\n");
             if (b == std::string::npos) continue;
             const size_t at = t.text.find(std::string_view(w.word).substr(b, e - b + 1), pos);
-            if (at == std::string::npos || w.end > limit) return stable;
+            if (at == std::string::npos || w.end > limit || w.probability < min_probability) return stable;
             pos = at + (e - b + 1);
             stable = pos;
         }
@@ -685,7 +686,7 @@ void RealtimeSession::run_next_decode() {
     // timestamps), so what they agree on is what the final decode says, and the completed
     // transcript is the offline transcript of the same audio.
     req.options.temperatures = {0.0f};
-    if (!d->final && o_.commit_guard_seconds > 0 && engine_.word_timestamps()) req.options.word_timestamps = true;
+    if (!d->final && words_gate_commits()) req.options.word_timestamps = true;
     inflight_cancel_ = std::make_shared<std::atomic<bool>>(cancelled_->load());
     inflight_end_ = d->end;
     inflight_interim_ = !d->final;
@@ -742,8 +743,9 @@ void RealtimeSession::on_decoded(const Decode& d, const Transcript& result, cons
                 }
             } else if (err.empty()) {
                 size_t stable = std::string_view::npos;
-                if (o_.commit_guard_seconds > 0 && engine_.word_timestamps())
-                    stable = stable_prefix(result, static_cast<double>(d.pcm.size()) / kRate - o_.commit_guard_seconds);
+                if (words_gate_commits())
+                    stable = stable_prefix(result, static_cast<double>(d.pcm.size()) / kRate - o_.commit_guard_seconds,
+                                           o_.commit_min_probability);
                 const std::string delta = it.policy.update(text, stable);
                 if (!delta.empty()) {
                     stats().commit_lag.observe(steady_seconds() - d.queued_at);

@@ -55,6 +55,13 @@ struct RealtimeOptions {
     // are not committed by it (the audio may have cut them); needs word timestamps from the
     // engine (Whisper), else ignored. 0: off.
     double commit_guard_seconds = 0.0;
+    // Words an interim decode gives a probability below this (the mean over the word's tokens of
+    // each token's probability among the text tokens, as OpenAI's word timestamps report it) are
+    // not committed by it, nor anything after them: a word the model hesitates on waits for the
+    // item's decode at its end. Needs word timestamps from the engine (Whisper), else ignored.
+    // 0: off. 0.6: with the bundled model on 60 held-out clips the streamed transcript equals the
+    // item's own decode on 59 instead of 48, the first delta 0.4 s later (BENCHMARKS.md).
+    double commit_min_probability = 0.6;
     // Each re-decode of an item is given the previous decode's tokens as the expected output
     // (TranscriptionRequest::expected): models that verify drafts check them in one pass
     // (self-speculation). The text is the same either way.
@@ -149,6 +156,11 @@ private:
     void send_delta(Item& it, const std::string& delta);
     void send_tentative(Item& it);
     void redecode_to(int64_t end);
+    // Interim decodes ask for word timestamps: the commit guard or the probability gate is on and
+    // the engine has them.
+    bool words_gate_commits() const {
+        return (o_.commit_guard_seconds > 0 || o_.commit_min_probability > 0) && engine_.word_timestamps();
+    }
     void maybe_redecode();
     void run_next_decode();
     // Cancels the interim decode in flight if it ends before `end` (the end of a committed item's

@@ -359,6 +359,35 @@ TEST(RealtimeCommitGuard, WordsNearTheEndOfTheDecodedAudioWait) {
     EXPECT_EQ(s.deltas(), "And so");
 }
 
+// The probability gate: an interim decode asks for word timestamps, and nothing from its first word
+// below the minimum probability on is committed by it, though every word is far from the audio's
+// end and nothing else holds them back. The item's final decode then sends the rest.
+TEST(RealtimeCommitGate, AWordBelowTheMinimumProbabilityWaitsWithTheWordsAfterIt) {
+    server::RealtimeOptions o;
+    o.commit.agreement = 1;
+    o.commit.held_back = 0;
+    o.commit_min_probability = 0.5;
+    HeldSession s(o);
+    s.send_until(1.5);
+    ASSERT_TRUE(s.wait_for_calls(1));
+    EXPECT_TRUE(s.engine.call(0)->request.options.word_timestamps);
+    Transcript t;
+    t.text = " And so my fellow";
+    Segment seg;
+    seg.text = t.text;
+    seg.words = {{" And", 0.0, 0.1, 0.9f}, {" so", 0.1, 0.2, 0.6f}, {" my", 0.2, 0.3, 0.3f}, {" fellow", 0.3, 0.4, 0.95f}};
+    t.segments.push_back(seg);
+    s.answer(0, t);
+    s.wait_idle();
+    EXPECT_EQ(s.deltas(), "And so");
+    s.message(json{{"type", "input_audio_buffer.commit"}});
+    ASSERT_TRUE(s.wait_for_calls(2));
+    s.answer(1, "And so my fellow Americans");
+    s.wait_idle();
+    EXPECT_EQ(s.completed(), "And so my fellow Americans");
+    EXPECT_EQ(s.deltas(), "And so my fellow Americans");
+}
+
 // A model whose window is shorter than the session's segment cap (--audio-window) caps the live
 // items: speech that goes on past the window is cut into a new item, and no decode is asked for
 // more audio than one window. jfk.wav's speech runs from 0.32 s to 2.2 s without a pause.
