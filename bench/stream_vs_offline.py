@@ -68,6 +68,19 @@ def stream(parlance, path, redecode, extra, model):
     return " ".join(t.strip() for t in items), len(items), deltas, float(first.group(1)) if first else None
 
 
+def without(args, option):
+    """args without `option VALUE` (a cadence that would give "once" interim decodes)."""
+    out, skip = [], False
+    for x in args:
+        if skip:
+            skip = False
+        elif x == option:
+            skip = True
+        elif not x.startswith(option + "="):
+            out.append(x)
+    return out
+
+
 def transcribe(parlance, path, model):
     return subprocess.run([parlance, "transcribe", path, "--threads", "2"] + model, capture_output=True, text=True,
                           check=True).stdout.strip()
@@ -117,7 +130,7 @@ def main():
             path = os.path.join(tmp, "clip%04d.wav" % k)
             write_wav(path, pcm)
             live, items, deltas, first_delta = stream(a.parlance, path, a.redecode, a.extra, model)
-            once, _, _, _ = stream(a.parlance, path, 1e9, a.extra, model)
+            once, _, _, _ = stream(a.parlance, path, 1e9, without(a.extra, "--first-redecode-seconds"), model)
             offline = transcribe(a.parlance, path, model)
             lw, ow = words(live), words(once)
             dropped = [w for w in set(ow) if ow.count(w) > lw.count(w)]

@@ -317,6 +317,11 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "go out as deltas); shorter is quicker text for more compute")
         ->capture_default_str()
         ->check(CLI::Range(0.1, 30.0));
+    cmd->add_option("--realtime-first-redecode-seconds", a->server.realtime.first_redecode_seconds,
+                    "Live sessions: the re-decode cadence while an item has nothing committed yet (its first "
+                    "words sooner, for a few more decodes per item; 0 = --realtime-redecode-seconds)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 30.0));
     cmd->add_option("--realtime-commit-agreement", a->server.realtime.commit.agreement,
                     "Live sessions: consecutive re-decodes that must agree on a word before it is sent (never "
                     "revised after); more is fewer early mistakes, later text")

@@ -43,6 +43,7 @@ struct StreamArgs {
     bool no_self_speculation = false;
     int threads = 0;
     double redecode_seconds = 0.6;
+    double first_redecode_seconds = server::RealtimeOptions{}.first_redecode_seconds;
     int commit_agreement = CommitPolicy::Options{}.agreement;
     int commit_held_back = CommitPolicy::Options{}.held_back;
     double commit_guard = server::RealtimeOptions{}.commit_guard_seconds;
@@ -133,6 +134,7 @@ void run(StreamArgs& a, GlobalOptions& globals) {
     hooks.close = [](std::string) {};
     server::RealtimeOptions ro;
     ro.redecode_seconds = a.redecode_seconds;
+    ro.first_redecode_seconds = a.first_redecode_seconds;
     ro.commit.agreement = a.commit_agreement;
     ro.commit.held_back = a.commit_held_back;
     ro.commit_guard_seconds = a.commit_guard;
@@ -282,6 +284,10 @@ void register_stream(CLI::App& app, GlobalOptions& globals) {
         ->check(CLI::Range(0.0, 1.0));
     cmd->add_option("--redecode-seconds", a->redecode_seconds, "New speech that triggers a re-decode")
         ->default_val(0.6);
+    cmd->add_option("--first-redecode-seconds", a->first_redecode_seconds,
+                    "The re-decode cadence while an item has nothing committed yet (0 = --redecode-seconds)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 30.0));
     cmd->add_option("--silence-ms", a->silence_ms, "Silence that ends an item (server_vad silence_duration_ms)")
         ->default_val(500);
     cmd->add_option("-t,--threads", a->threads, "CPU threads for the model (0 = all, up to 8)");

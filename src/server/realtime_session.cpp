@@ -668,7 +668,10 @@ void RealtimeSession::maybe_redecode() {
     // In a pause, decode exactly up to it (once): if the pause ends the item, that decode is final.
     const VadState& v = *vad_state_;
     if (v.speaking && v.silence_from >= 0) return redecode_to(v.silence_from);
-    if (total_ - last_redecode_ >= static_cast<int64_t>(o_.redecode_seconds * kRate)) redecode_to(total_);
+    const bool nothing_committed = items_[open_id_].policy.committed_units() == 0;
+    const double cadence =
+        nothing_committed && o_.first_redecode_seconds > 0 ? o_.first_redecode_seconds : o_.redecode_seconds;
+    if (total_ - last_redecode_ >= static_cast<int64_t>(cadence * kRate)) redecode_to(total_);
 }
 
 void RealtimeSession::run_next_decode() {

@@ -46,6 +46,9 @@ bool is_speech_model_alias(const std::string& name);
 struct RealtimeOptions {
     std::string model_id = "whisper";  // transcription.model values accepted (and whisper-1)
     double redecode_seconds = 0.6;     // new speech that triggers a re-decode of the open segment
+    // The cadence while the open item has nothing committed yet (its first words come out sooner
+    // for a few more decodes per item); 0: redecode_seconds throughout.
+    double first_redecode_seconds = 0.0;
     double max_segment_seconds = 30;   // a longer segment is cut at a quiet point (at most the
                                        // model's window: SpeechEngine::window_seconds)
     double max_buffer_seconds = 120;   // uncommitted audio held without turn detection

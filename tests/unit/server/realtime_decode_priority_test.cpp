@@ -388,6 +388,45 @@ TEST(RealtimeCommitGate, AWordBelowTheMinimumProbabilityWaitsWithTheWordsAfterIt
     EXPECT_EQ(s.deltas(), "And so my fellow Americans");
 }
 
+// The first cadence: while the open item has nothing committed it is re-decoded every
+// first_redecode_seconds; once a delta went out, every redecode_seconds.
+TEST(RealtimeFirstCadence, AnItemIsDecodedSoonerUntilItsFirstDelta) {
+    for (double first : {0.0, 0.3}) {
+        SCOPED_TRACE(first);
+        server::RealtimeOptions o;
+        o.redecode_seconds = 0.8;
+        o.first_redecode_seconds = first;
+        o.commit.agreement = 2;
+        o.commit.held_back = 0;
+        o.commit_min_probability = 0;
+        HeldSession s(o);
+        // Every decode says the same words, so the second one commits them. Each decode is
+        // answered before the next append (as `parlance stream --lockstep` runs a session).
+        size_t answered = 0;
+        s.send_until(2.1, [&] {
+            if (s.idle()) return;
+            ASSERT_TRUE(s.wait_for_calls(answered + 1));
+            s.answer(answered++, "And so");
+            s.wait_idle();
+        });
+        // Appends are 100 ms apart: a cadence point falls on the next append.
+        ASSERT_GE(s.engine.count(), first > 0 ? 3u : 2u);
+        const double a = HeldSession::seconds_of(*s.engine.call(0));
+        const double b = HeldSession::seconds_of(*s.engine.call(1));
+        const double want = first > 0 ? first : o.redecode_seconds;
+        EXPECT_GE(a, want - 1e-9);
+        EXPECT_LE(a, want + 0.15);
+        EXPECT_GE(b - a, want - 1e-9);  // nothing committed before the second decode's answer
+        EXPECT_LE(b - a, want + 0.15);
+        if (first > 0) {
+            const double c = HeldSession::seconds_of(*s.engine.call(2));
+            EXPECT_GE(c - b, o.redecode_seconds - 1e-9);  // the second decode committed "And so"
+            EXPECT_LE(c - b, o.redecode_seconds + 0.15);
+        }
+        EXPECT_EQ(s.deltas(), "And so");
+    }
+}
+
 // A model whose window is shorter than the session's segment cap (--audio-window) caps the live
 // items: speech that goes on past the window is cut into a new item, and no decode is asked for
 // more audio than one window. jfk.wav's speech runs from 0.32 s to 2.2 s without a pause.
