@@ -4,7 +4,8 @@
 // of the newest (the session's word-timestamp guard and probability gate), is committed: sent once
 // as a delta, never revised. The last unit of a hypothesis (a word the audio may have cut) is
 // never committed before the end; units are words with their leading whitespace, or single
-// characters of scripts written without spaces (Han, kana, Thai, ...). Units compare case-, whitespace- and punctuation-insensitively,
+// characters of scripts written without spaces (Han, kana, Thai, ...). Units compare case-,
+// whitespace- and punctuation-insensitively,
 // so "Ask not," agrees with "ask not". A hypothesis ending in a loop (an n-gram repeated) counts
 // only up to the loop's first occurrence. finalize() sends the rest once the segment ends: the
 // deltas joined always equal the final transcript, and no span is sent twice — also when the
