@@ -335,8 +335,8 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
         ->check(CLI::Range(0.0, 5.0));
     cmd->add_option("--realtime-commit-min-probability", a->server.realtime.commit_min_probability,
                     "Live sessions: words an interim re-decode gives a lower probability than this (and the "
-                    "words after them) are not sent before the item ends (word timestamps, Whisper models; "
-                    "0 = off)")
+                    "words after them) are not sent before the item ends (a word's probability: the mean of its "
+                    "tokens'; Whisper and Qwen3-ASR models; 0 = off)")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 1.0));
     cmd->add_flag("!--no-realtime-self-speculation", a->server.realtime.self_speculation,

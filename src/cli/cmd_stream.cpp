@@ -279,7 +279,7 @@ void register_stream(CLI::App& app, GlobalOptions& globals) {
         ->check(CLI::Range(0.0, 5.0));
     cmd->add_option("--commit-min-probability", a->commit_min_probability,
                     "Words an interim decode gives a lower probability than this (and the words after them) "
-                    "are not committed before the item ends (word timestamps; Whisper models; 0 = off)")
+                    "are not committed before the item ends (Whisper and Qwen3-ASR models; 0 = off)")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 1.0));
     cmd->add_option("--redecode-seconds", a->redecode_seconds, "New speech that triggers a re-decode")

@@ -39,6 +39,10 @@ struct TranscribeOptions {
     // tokens are grouped into words as OpenAI whisper does. Models without alignment_heads use all
     // heads of the upper half of the decoder layers (alignment_heads_or_default).
     bool word_timestamps = false;
+    // Fill Segment::words with each word's probability but no times (start and end 0), for models
+    // that cannot time words (SpeechEngine::word_probabilities): the mean probability of the
+    // generated tokens that spell the word (decoding/token_words.h). word_timestamps gives both.
+    bool word_probabilities = false;
     // Called after each window with (seconds done, seconds total).
     std::function<void(double, double)> progress;
 };

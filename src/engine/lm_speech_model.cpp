@@ -13,6 +13,7 @@
 
 #include "audio/cut_points.h"
 #include "core/error.h"
+#include "decoding/token_words.h"
 #include "engine/generation_decode_service.h"
 #include "engine/generation_engine.h"
 
@@ -54,6 +55,9 @@ public:
     bool all_made() const { return all_made_; }
     double start(size_t i) const { return static_cast<double>(cuts_[i]) / 16000.0; }
     double end(size_t i) const { return static_cast<double>(cuts_[i + 1]) / 16000.0; }
+    // Piece i's generated tokens' log-probabilities (TranscribeOptions::word_probabilities), or
+    // null; taken once, when its segment is made.
+    std::shared_ptr<std::vector<float>> take_logprobs(size_t i) { return std::move(logprobs_.at(i)); }
 
     // The next piece, cut (quiet_piece_length), embedded and prompted, ready to submit.
     GenerationRequest next(AudioLanguageModel::EmbedTimes* times = nullptr) {
@@ -77,6 +81,13 @@ public:
         r.sampling.temperature = o_.temperatures.empty() ? 0.0f : o_.temperatures.front();
         r.sampling.seed = o_.seed;
         r.sampling.stop_ids = m_.decoder().stop_ids();
+        logprobs_.emplace_back();
+        if (o_.word_probabilities) {  // each generated token's log-probability, for its words
+            auto kept = std::make_shared<std::vector<float>>();
+            logprobs_.back() = kept;
+            r.logprobs = 0;
+            r.on_logprobs = [kept](const TokenLogprobs& t) { kept->push_back(t.logprob); };
+        }
         return r;
     }
 
@@ -86,11 +97,13 @@ private:
     TranscribeOptions o_;
     std::string forced_;
     std::vector<size_t> cuts_ = {0};
+    std::vector<std::shared_ptr<std::vector<float>>> logprobs_;  // per piece (engine thread fills)
     bool all_made_ = false;
 };
 
-Segment segment_of(const AudioLanguageModel& m, double start, double end, const GenerationResult& r,
-                   const std::string& forced, std::string* language, bool* speech) {
+// `logprobs`: the generated tokens' log-probabilities when the request asked for words.
+Segment segment_of(AudioLanguageModel& m, double start, double end, const GenerationResult& r,
+                   const std::vector<float>* logprobs, const std::string& forced, std::string* language, bool* speech) {
     const AudioLanguageModel::Output out = m.parse(r.tokens, forced);
     if (language->empty()) *language = out.language_code;
     Segment s;
@@ -100,6 +113,8 @@ Segment segment_of(const AudioLanguageModel& m, double start, double end, const 
     s.text = out.no_speech ? std::string() : out.text;
     s.tokens.assign(r.tokens.begin(), r.tokens.end());
     s.no_speech_prob = out.no_speech ? 1.0f : 0.0f;
+    if (logprobs && !s.text.empty())
+        s.words = words_with_probabilities(m.decoder().tokenizer(), r.tokens, *logprobs, s.text);
     *speech = !s.text.empty();
     return s;
 }
@@ -182,6 +197,7 @@ public:
         return stats_;
     }
     int max_beams() const override { return 1; }
+    bool word_probabilities() const override { return true; }
     void check_language(const std::string& language) const override {
         if (!language.empty()) model_.language_code(language);
     }
@@ -304,8 +320,8 @@ private:
             if (std::exception_ptr e = failure_of(r.state)) j.error = e;
             count_passes(j.transcript.timings, r);
             bool speech = false;
-            Segment s = segment_of(model_, j.pieces->start(j.emitted), j.pieces->end(j.emitted), r, j.forced,
-                                   &j.language, &speech);
+            Segment s = segment_of(model_, j.pieces->start(j.emitted), j.pieces->end(j.emitted), r,
+                                   j.pieces->take_logprobs(j.emitted).get(), j.forced, &j.language, &speech);
             if (speech) {
                 if (j.request.on_segment) j.request.on_segment(s);
                 append(j.transcript, std::move(s));
@@ -469,8 +485,8 @@ Transcript LmSpeechModel::transcribe(PcmSource& audio16k, const TranscribeOption
         }
         while (emitted < pieces.made() && results[emitted]) {
             bool speech = false;
-            Segment s = segment_of(*model_, pieces.start(emitted), pieces.end(emitted), *results[emitted], forced,
-                                   &language, &speech);
+            Segment s = segment_of(*model_, pieces.start(emitted), pieces.end(emitted), *results[emitted],
+                                   pieces.take_logprobs(emitted).get(), forced, &language, &speech);
             if (speech) append(t, std::move(s));
             results[emitted].reset();
             ++emitted;

@@ -120,6 +120,9 @@ public:
     virtual void check_language(const std::string& language) const = 0;
     // Whether requests may ask for word timestamps (TranscribeOptions::word_timestamps).
     virtual bool word_timestamps() const { return false; }
+    // Whether requests may ask for words with probabilities only (TranscribeOptions::
+    // word_probabilities): models that cannot time words but know their tokens' probabilities.
+    virtual bool word_probabilities() const { return false; }
     // The audio one encoder pass covers, in seconds (Whisper's window); 0: audio of any length.
     // Live sessions cap their items at it, so each item is decoded in one window.
     virtual double window_seconds() const { return 0.0; }

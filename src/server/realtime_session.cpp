@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -689,7 +690,12 @@ void RealtimeSession::run_next_decode() {
     // timestamps), so what they agree on is what the final decode says, and the completed
     // transcript is the offline transcript of the same audio.
     req.options.temperatures = {0.0f};
-    if (!d->final && words_gate_commits()) req.options.word_timestamps = true;
+    if (!d->final && words_gate_commits()) {
+        if (engine_.word_timestamps())
+            req.options.word_timestamps = true;
+        else
+            req.options.word_probabilities = true;
+    }
     inflight_cancel_ = std::make_shared<std::atomic<bool>>(cancelled_->load());
     inflight_end_ = d->end;
     inflight_interim_ = !d->final;
@@ -746,9 +752,13 @@ void RealtimeSession::on_decoded(const Decode& d, const Transcript& result, cons
                 }
             } else if (err.empty()) {
                 size_t stable = std::string_view::npos;
-                if (words_gate_commits())
-                    stable = stable_prefix(result, static_cast<double>(d.pcm.size()) / kRate - o_.commit_guard_seconds,
-                                           o_.commit_min_probability);
+                if (words_gate_commits()) {
+                    // Words without times (an audio LM's) are not held back by the guard.
+                    const double limit = engine_.word_timestamps()
+                                             ? static_cast<double>(d.pcm.size()) / kRate - o_.commit_guard_seconds
+                                             : std::numeric_limits<double>::infinity();
+                    stable = stable_prefix(result, limit, o_.commit_min_probability);
+                }
                 const std::string delta = it.policy.update(text, stable);
                 if (!delta.empty()) {
                     stats().commit_lag.observe(steady_seconds() - d.queued_at);

@@ -61,9 +61,10 @@ struct RealtimeOptions {
     // Words an interim decode gives a probability below this (the mean over the word's tokens of
     // each token's probability among the text tokens, as OpenAI's word timestamps report it) are
     // not committed by it, nor anything after them: a word the model hesitates on waits for the
-    // item's decode at its end. Needs word timestamps from the engine (Whisper), else ignored.
-    // 0: off. 0.6: with the bundled model on 60 held-out clips the streamed transcript equals the
-    // item's own decode on 59 instead of 48, the first delta 0.4 s later (BENCHMARKS.md).
+    // item's decode at its end. Needs words with probabilities from the engine (Whisper's word
+    // timestamps, an audio LM's token probabilities), else ignored. 0: off. 0.6: with the bundled
+    // model on 60 held-out clips the streamed transcript equals the item's own decode on 59
+    // instead of 48, the first delta 0.4 s later (BENCHMARKS.md).
     double commit_min_probability = 0.6;
     // Each re-decode of an item is given the previous decode's tokens as the expected output
     // (TranscriptionRequest::expected): models that verify drafts check them in one pass
@@ -159,10 +160,11 @@ private:
     void send_delta(Item& it, const std::string& delta);
     void send_tentative(Item& it);
     void redecode_to(int64_t end);
-    // Interim decodes ask for word timestamps: the commit guard or the probability gate is on and
-    // the engine has them.
+    // Interim decodes ask for words: the commit guard is on and the engine times words, or the
+    // probability gate is on and the engine gives words probabilities (with times or without).
     bool words_gate_commits() const {
-        return (o_.commit_guard_seconds > 0 || o_.commit_min_probability > 0) && engine_.word_timestamps();
+        return (o_.commit_guard_seconds > 0 && engine_.word_timestamps()) ||
+               (o_.commit_min_probability > 0 && (engine_.word_timestamps() || engine_.word_probabilities()));
     }
     void maybe_redecode();
     void run_next_decode();

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <future>
@@ -189,6 +190,52 @@ TEST(Qwen3Asr, TranscribeCutsLongAudioAndRefusesWhatItCannotDo) {
     refused([](TranscribeOptions& b) { b.beam_size = 4; }, "beam_size 4");
     refused([](TranscribeOptions& b) { b.task = "translate"; }, "translate");
     refused([](TranscribeOptions& b) { b.word_timestamps = true; }, "word timestamps");
+}
+
+// Words with probabilities (what a live session's gate reads): the text is the same as without,
+// its words are the text's, each probability in (0, 1], and the server's engine gives the same
+// words as the CLI's path.
+TEST(Qwen3Asr, WordProbabilitiesComeWithTheSameTranscript) {
+    TempDir dir;
+    Backend backend(BackendOptions{"cpu", 2, true, false});
+    auto model = open_speech_model(write_qwen3_asr("tiny", dir.path()), backend, {});
+    const json ref = qwen3_asr_reference("tiny");
+    const std::vector<float> pcm = clip_samples(ref["cases"][1]);  // 2.4 s of a reading: several words
+    TranscribeOptions o;
+    o.max_new_tokens = 30;
+    const Transcript plain = model->transcribe(pcm, o);
+    o.word_probabilities = true;
+    const Transcript t = model->transcribe(pcm, o);
+    ASSERT_EQ(t.segments.size(), 1u);
+    EXPECT_EQ(t.text, plain.text);
+    EXPECT_EQ(t.segments[0].tokens, plain.segments[0].tokens);
+    EXPECT_TRUE(plain.segments[0].words.empty());
+    const std::vector<Word>& words = t.segments[0].words;
+    ASSERT_GT(words.size(), 1u) << t.text;
+    std::string joined, text;
+    for (const Word& w : words) {
+        EXPECT_GT(w.probability, 0.0f) << w.word;
+        EXPECT_LE(w.probability, 1.0f) << w.word;
+        for (char ch : w.word)
+            if (!std::isspace(static_cast<unsigned char>(ch))) joined += ch;
+    }
+    for (char ch : t.text)
+        if (!std::isspace(static_cast<unsigned char>(ch))) text += ch;
+    EXPECT_EQ(joined, text);
+
+    Logger log(LogLevel::Error);
+    auto engine = model->start_engine(EngineOptions{}, log);
+    TranscriptionRequest r;
+    r.pcm = pcm;
+    r.options = o;
+    const Transcript served = engine->submit(std::move(r)).get();
+    engine->shutdown(false);
+    ASSERT_EQ(served.segments.size(), 1u);
+    ASSERT_EQ(served.segments[0].words.size(), words.size());
+    for (size_t i = 0; i < words.size(); ++i) {
+        EXPECT_EQ(served.segments[0].words[i].word, words[i].word);
+        EXPECT_EQ(served.segments[0].words[i].probability, words[i].probability) << words[i].word;
+    }
 }
 
 // --kv-cache-type f16: the decoder's cells take half the bytes (the server's engine reports its

@@ -53,11 +53,13 @@ public:
     EngineStats stats() const override { return {}; }
     int max_beams() const override { return 1; }
     void check_language(const std::string&) const override {}
-    bool word_timestamps() const override { return true; }
+    bool word_timestamps() const override { return timed_words; }
+    bool word_probabilities() const override { return !timed_words; }
     double window_seconds() const override { return window; }
     void shutdown(bool) override {}
 
-    double window = 0;  // the model's window (0: any length)
+    double window = 0;        // the model's window (0: any length)
+    bool timed_words = true;  // words with times (Whisper), else with probabilities only (an audio LM)
 
     size_t count() {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -386,6 +388,47 @@ TEST(RealtimeCommitGate, AWordBelowTheMinimumProbabilityWaitsWithTheWordsAfterIt
     s.wait_idle();
     EXPECT_EQ(s.completed(), "And so my fellow Americans");
     EXPECT_EQ(s.deltas(), "And so my fellow Americans");
+}
+
+// An engine whose words have probabilities but no times (Qwen3-ASR's): interim decodes ask for
+// word probabilities, the gate holds back the first word under the minimum and the rest as it does
+// for Whisper, and the time guard, which needs word times, asks for nothing on its own.
+TEST(RealtimeCommitGate, WordsWithoutTimesAreGatedByTheirProbabilities) {
+    server::RealtimeOptions o;
+    o.commit.agreement = 1;
+    o.commit.held_back = 0;
+    o.commit_min_probability = 0.5;
+    o.commit_guard_seconds = 0.5;
+    HeldSession s(o);
+    s.engine.timed_words = false;
+    s.send_until(1.5);
+    ASSERT_TRUE(s.wait_for_calls(1));
+    EXPECT_TRUE(s.engine.call(0)->request.options.word_probabilities);
+    EXPECT_FALSE(s.engine.call(0)->request.options.word_timestamps);
+    Transcript t;
+    t.text = "And so my fellow";
+    Segment seg;
+    seg.text = t.text;
+    // Times 0, as words_with_probabilities leaves them: a guard reading them would pass them all.
+    seg.words = {{"And", 0, 0, 0.9f}, {" so", 0, 0, 0.6f}, {" my", 0, 0, 0.3f}, {" fellow", 0, 0, 0.95f}};
+    t.segments.push_back(seg);
+    s.answer(0, t);
+    s.wait_idle();
+    EXPECT_EQ(s.deltas(), "And so");
+    s.message(json{{"type", "input_audio_buffer.commit"}});
+    ASSERT_TRUE(s.wait_for_calls(2));
+    s.answer(1, "And so my fellow Americans");
+    s.wait_idle();
+    EXPECT_EQ(s.completed(), "And so my fellow Americans");
+    EXPECT_EQ(s.deltas(), "And so my fellow Americans");
+
+    o.commit_min_probability = 0;  // the guard alone: no words asked of such an engine
+    HeldSession guard_only(o);
+    guard_only.engine.timed_words = false;
+    guard_only.send_until(1.5);
+    ASSERT_TRUE(guard_only.wait_for_calls(1));
+    EXPECT_FALSE(guard_only.engine.call(0)->request.options.word_probabilities);
+    EXPECT_FALSE(guard_only.engine.call(0)->request.options.word_timestamps);
 }
 
 // The first cadence: while the open item has nothing committed it is re-decoded every
