@@ -1,9 +1,11 @@
-// Times core/weight_product's multi-column kernel alone: one f16 weight matrix (rows x in, random)
+// Times core/weight_product's multi-column kernel alone: one weight matrix (rows x in, random)
 // times `cols` activation columns, split over threads as the ggml custom op splits it (24-row
 // blocks, 64-column panels), best of `reps`; prints GFLOP/s and a hash of the output's bits. A matrix larger than the
 // last-level cache (e.g. 16384 x 1024 = 32 MiB) streams its weights from memory as a model's layers do.
 //
-//   weight_product_bench ROWS IN COLS [REPS=5] [THREADS=1] [TYPE=f16|f32]
+//   weight_product_bench ROWS IN COLS [REPS=5] [THREADS=1] [TYPE=f16|f32|q8_0]
+// (q8_0: the weights rounded to llama.cpp's blocks; PARLANCE_CPU_KERNELS=avx2 times the AVX2 tiles
+// on a CPU with AVX-512 VNNI — the hash must not change.)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,21 +22,30 @@
 
 int main(int argc, char** argv) {
     if (argc < 4) {
-        std::fprintf(stderr, "usage: weight_product_bench ROWS IN COLS [REPS] [THREADS] [f16|f32]\n");
+        std::fprintf(stderr, "usage: weight_product_bench ROWS IN COLS [REPS] [THREADS] [f16|f32|q8_0]\n");
         return 2;
     }
     const int64_t rows = std::atoll(argv[1]), in = std::atoll(argv[2]), cols = std::atoll(argv[3]);
     const int reps = argc > 4 ? std::atoi(argv[4]) : 5, threads = argc > 5 ? std::atoi(argv[5]) : 1;
-    const bool f32 = argc > 6 && std::string(argv[6]) == "f32";
-    const ggml_type type = f32 ? GGML_TYPE_F32 : GGML_TYPE_F16;
-    const size_t elt = f32 ? 4 : 2;
+    const std::string type_name = argc > 6 ? argv[6] : "f16";
+    const bool f32 = type_name == "f32", q8 = type_name == "q8_0";
+    const ggml_type type = f32 ? GGML_TYPE_F32 : q8 ? GGML_TYPE_Q8_0 : GGML_TYPE_F16;
+    const size_t row_bytes = ggml_row_size(type, in);
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     std::vector<ggml_fp16_t> w16(static_cast<size_t>(rows * in));
     for (auto& v : w16) v = ggml_fp32_to_fp16(u(rng));
     std::vector<float> w32(f32 ? w16.size() : 0);
     for (size_t i = 0; i < w32.size(); ++i) w32[i] = ggml_fp16_to_fp32(w16[i]);
-    const void* w = f32 ? static_cast<const void*>(w32.data()) : static_cast<const void*>(w16.data());
+    std::vector<uint8_t> wq8(q8 ? row_bytes * static_cast<size_t>(rows) : 0);
+    if (q8) {
+        std::vector<float> wf(w16.size());
+        for (size_t i = 0; i < wf.size(); ++i) wf[i] = ggml_fp16_to_fp32(w16[i]);
+        ggml_quantize_chunk(GGML_TYPE_Q8_0, wf.data(), wq8.data(), 0, rows, in, nullptr);
+    }
+    const void* w = f32  ? static_cast<const void*>(w32.data())
+                    : q8 ? static_cast<const void*>(wq8.data())
+                         : static_cast<const void*>(w16.data());
     std::vector<float> x(static_cast<size_t>(cols * in)), y(static_cast<size_t>(cols * rows));
     for (auto& v : x) v = u(rng);
     constexpr int64_t kBlock = 24, kPanel = 64;
@@ -42,7 +53,7 @@ int main(int argc, char** argv) {
         const int64_t blocks = (rows + kBlock - 1) / kBlock;
         const int64_t r0 = blocks * ith / threads * kBlock, r1 = std::min(rows, blocks * (ith + 1) / threads * kBlock);
         for (int64_t p = 0; p < cols; p += kPanel)
-            if (!parlance::weight_product_rows(type, w, static_cast<size_t>(in) * elt, in, x.data() + p * in, in,
+            if (!parlance::weight_product_rows(type, w, row_bytes, in, x.data() + p * in, in,
                                                std::min(kPanel, cols - p), y.data() + p * rows, rows, r0, r1))
                 std::exit(3);
     };
@@ -70,8 +81,8 @@ int main(int argc, char** argv) {
         for (int b = 0; b < 4; ++b) bits = (bits ^ ((u >> (8 * b)) & 0xFF)) * 1099511628211ull;
     }
     std::printf(
-        "{\"rows\":%lld,\"in\":%lld,\"cols\":%lld,\"threads\":%d,\"ms\":%.3f,\"gflops\":%.1f,\"output_fnv\":\"%"
-        "016llx\"}\n",
-        static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(cols), threads, best * 1e3,
-        2.0 * rows * in * cols / best / 1e9, static_cast<unsigned long long>(bits));
+        "{\"type\":\"%s\",\"rows\":%lld,\"in\":%lld,\"cols\":%lld,\"threads\":%d,\"ms\":%.3f,\"gflops\":%.1f,"
+        "\"output_fnv\":\"%016llx\"}\n",
+        type_name.c_str(), static_cast<long long>(rows), static_cast<long long>(in), static_cast<long long>(cols),
+        threads, best * 1e3, 2.0 * rows * in * cols / best / 1e9, static_cast<unsigned long long>(bits));
 }

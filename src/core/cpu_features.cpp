@@ -38,4 +38,18 @@ CpuKernels cpu_kernels() {
     return value;
 }
 
+bool cpu_has_avx512_vnni() {
+#ifdef PARLANCE_X86_CPUID
+    static const bool value = [] {
+        // cpuid leaf 7, subleaf 0: ecx bit 11 is AVX512_VNNI.
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        return cpu_kernels() == CpuKernels::avx512 && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) &&
+               (ecx & (1u << 11)) != 0;
+    }();
+    return value;
+#else
+    return false;
+#endif
+}
+
 }  // namespace parlance

@@ -21,4 +21,8 @@ inline bool cpu_has_avx2_kernels() {
     return cpu_kernels() != CpuKernels::none;
 }
 
+// The AVX-512 kernels and AVX-512 VNNI (an int8 dot product of four pairs into int32 in one
+// instruction, VPDPBUSD): the q8_0 tiles use it where the CPU has it. Hidden with AVX-512.
+bool cpu_has_avx512_vnni();
+
 }  // namespace parlance
