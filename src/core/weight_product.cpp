@@ -326,14 +326,29 @@ __attribute__((target("avx2,fma,f16c"))) void quantize_q8(const float* x, int64_
     }
 }
 
+// A q8_0 weight block: its f16 scale in every lane, its 32 int8.
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline void load_q8_block(const char* block, __m256& d,
+                                                                                  __m256i& q) {
+    uint16_t h;
+    std::memcpy(&h, block, sizeof h);
+    d = _mm256_set1_ps(_cvtsh_ss(h));
+    q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+}
+
+// Zeroed R x C accumulators.
 template <int R, int C>
-__attribute__((target("avx2,fma,f16c"))) void tile_q8(const char* w, size_t w_row_bytes, int64_t blocks,
-                                                      const Q8Columns& x, float* y, int64_t y_stride, Prefetch pf) {
-    __m256 acc[R][C];
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline void zero_sums(__m256 (&acc)[R][C]) {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+}
+
+template <int R, int C>
+__attribute__((target("avx2,fma,f16c"))) void tile_q8(const char* w, size_t w_row_bytes, int64_t blocks,
+                                                      const Q8Columns& x, float* y, int64_t y_stride, Prefetch pf) {
+    __m256 acc[R][C];
+    zero_sums(acc);
     const __m256i ones = _mm256_set1_epi16(1);
     const size_t pf_step = pf.step_for(blocks);
     for (int64_t b = 0; b < blocks; ++b) {
@@ -342,11 +357,7 @@ __attribute__((target("avx2,fma,f16c"))) void tile_q8(const char* w, size_t w_ro
         __m256 wd[R];
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-            const char* block = w + r * w_row_bytes + b * kQ8BlockBytes;
-            uint16_t h;
-            std::memcpy(&h, block, sizeof h);
-            wd[r] = _mm256_set1_ps(_cvtsh_ss(h));
-            wq[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+            load_q8_block(w + r * w_row_bytes + b * kQ8BlockBytes, wd[r], wq[r]);
             wabs[r] = _mm256_sign_epi8(wq[r], wq[r]);
         }
 #pragma GCC unroll 8
@@ -379,10 +390,7 @@ template <int R, int C>
 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"))) void tile_q8_vnni(
     const char* w, size_t w_row_bytes, int64_t blocks, const Q8Columns& x, float* y, int64_t y_stride, Prefetch pf) {
     __m256 acc[R][C];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+    zero_sums(acc);
     const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
     const __m256i zero = _mm256_setzero_si256();
     const size_t pf_step = pf.step_for(blocks);
@@ -392,11 +400,7 @@ __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"))) void tile_q
         __m256 wd[R];
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-            const char* block = w + r * w_row_bytes + b * kQ8BlockBytes;
-            uint16_t h;
-            std::memcpy(&h, block, sizeof h);
-            wd[r] = _mm256_set1_ps(_cvtsh_ss(h));
-            wq[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+            load_q8_block(w + r * w_row_bytes + b * kQ8BlockBytes, wd[r], wq[r]);
             start[r] = _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, bias, wq[r]));
         }
 #pragma GCC unroll 8
