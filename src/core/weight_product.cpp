@@ -434,6 +434,9 @@ struct TileSet {
     int rows[8];
     Fn wide[8];
     Fn single[8];
+    // Whether one-column calls fetch the next row block ahead (see for_each_tile); a one-row tile
+    // reads its rows as one sequential stream, which the hardware prefetchers follow by themselves.
+    bool prefetch_one_column = true;
 };
 using Tiles = TileSet<TileFn>;
 
@@ -464,14 +467,16 @@ TileSet<Q8TileFn> avx2_q8_tiles() {
             {tile_q8<1, 1>, tile_q8<1, 2>, tile_q8<1, 3>, tile_q8<1, 4>}};
 }
 // VNNI: R x C sums, R weight blocks, their starts and scales in 32 registers. One column (a decode
-// step of one sequence) goes one row at a time: its weights are then read as one sequential stream,
-// which the hardware prefetchers follow best (Qwen3-ASR 1.7B q8_0 decode on a Zen 4 EPYC: 60-63
-// ms/token against 70-73 with 4 rows in flight; BENCHMARKS.md).
+// step of one sequence) goes one row at a time and without fetching ahead: its weights are then
+// read as one sequential stream, which the hardware prefetchers follow best (Qwen3-ASR 1.7B q8_0
+// decode on a Zen 4 EPYC: 39-58 ms/token, against 63-73 with the fetching ahead and 91-111 with
+// 2 or 4 rows in flight without it; BENCHMARKS.md).
 TileSet<Q8TileFn> vnni_q8_tiles() {
     return {4,
             {1, 4, 4, 3},
             {tile_q8_vnni<1, 1>, tile_q8_vnni<4, 2>, tile_q8_vnni<4, 3>, tile_q8_vnni<3, 4>},
-            {tile_q8_vnni<1, 1>, tile_q8_vnni<1, 2>, tile_q8_vnni<1, 3>, tile_q8_vnni<1, 4>}};
+            {tile_q8_vnni<1, 1>, tile_q8_vnni<1, 2>, tile_q8_vnni<1, 3>, tile_q8_vnni<1, 4>},
+            /*prefetch_one_column=*/false};
 }
 
 const Tiles* tiles_for(ggml_type w_type) {
@@ -523,7 +528,8 @@ Q8Columns quantize_columns(const float* x, int64_t x_stride, int64_t n_cols, int
 // Rows [row_begin, row_end) in blocks of 24 (a multiple of every tile height): each block meets
 // every column group while its weights are still in cache, and its tile calls share out the
 // fetching of the next block (rows stored back to back only; strided rows are attention heads,
-// already in cache). The order of the loops changes no result. call(fn, row, c, cols, pf) runs
+// already in cache; and not for one column where the tile set says so). The order of the loops
+// changes no result. call(fn, row, c, cols, pf) runs
 // one tile: rows from `row`, columns [c, c + cols).
 template <class Fn, class Call>
 void for_each_tile(const TileSet<Fn>& t, const char* wb, size_t row_bytes, bool contiguous, int64_t n_cols,
@@ -535,8 +541,9 @@ void for_each_tile(const TileSet<Fn>& t, const char* wb, size_t row_bytes, bool 
             const int64_t wide = t.rows[std::min<int64_t>(t.max_cols, n_cols - c) - 1];
             calls += (b_end - b) / wide + (b_end - b) % wide;
         }
+        const bool fetch = contiguous && calls > 0 && (n_cols > 1 || t.prefetch_one_column);
         const size_t next_bytes =
-            contiguous && calls > 0 ? static_cast<size_t>(std::min(row_end, b_end + kRowBlock) - b_end) * row_bytes : 0;
+            fetch ? static_cast<size_t>(std::min(row_end, b_end + kRowBlock) - b_end) * row_bytes : 0;
         const size_t share = share_in_lines(next_bytes, calls);
         const char* next = wb + b_end * row_bytes;
         size_t fetched = 0;
