@@ -4,15 +4,13 @@
 // share the pieces of the token's cells and their kv heads; a barrier; combine_pieces; a barrier).
 // Between steps the threads stream a 256 MiB buffer, as a step's weights would, so the cells come
 // from memory, as in a real step. Prints the median step, the cells' bytes per step and the rate
-// they were read at, next to the same threads reading the same bytes contiguously with AVX2 loads
-// in the same run (the memory's own rate: the anchor).
+// they were read at, next to the same threads reading the same bytes contiguously with vector
+// loads (bench/read_speed.h's read) in the same run (the memory's own rate: the anchor).
 //
 //   paged_attention_bench CELLS [REPS=30] [THREADS=2] [f16|f32] [LAYERS=28] [--hot]
 //
 // `--hot` leaves the cells in cache between steps (with LAYERS=4, 300 cells' 5 MB stay in L3): the
 // kernel's arithmetic alone, without the memory.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <barrier>
 #include <chrono>
@@ -29,6 +27,7 @@
 
 #include <ggml.h>
 
+#include "bench/read_speed.h"
 #include "src/core/backend.h"
 #include "src/core/cpu_attention_kernel.h"
 #include "src/core/cpu_features.h"
@@ -36,18 +35,6 @@
 namespace {
 
 constexpr int64_t kHeads = 16, kKvHeads = 8, kHd = 128;
-
-__attribute__((target("avx2"))) float read_all(const char* p, size_t bytes) {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    size_t i = 0;
-    for (; i + 64 <= bytes; i += 64) {
-        acc0 = _mm256_add_ps(acc0, _mm256_loadu_ps(reinterpret_cast<const float*>(p + i)));
-        acc1 = _mm256_add_ps(acc1, _mm256_loadu_ps(reinterpret_cast<const float*>(p + i + 32)));
-    }
-    float lanes[8];
-    _mm256_storeu_ps(lanes, _mm256_add_ps(acc0, acc1));
-    return lanes[0] + lanes[7];
-}
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -104,17 +91,18 @@ int main(int argc, char** argv) {
     std::vector<float> pieces(static_cast<size_t>(parlance::attention_piece_floats(kHeads, kHd)));
     const int32_t visible[2] = {0, static_cast<int32_t>(cells)};
     for (float& v : q) v = u(rng);
-    std::vector<char> evict(size_t(256) << 20, 1);
+    const size_t evict_bytes = size_t{256} << 20;
+    const char* evict = bench::huge_buffer(evict_bytes);
 
     std::barrier sync(threads);
     std::vector<double> attend_ms, read_ms;
-    float sink = 0;
+    unsigned long long sink = 0;
     auto worker = [&](int t) {
-        float local = 0;
+        bench::Lanes local{};
         for (int rep = 0; rep < 2 * reps; ++rep) {
             const bool attend = rep % 2 == 0;  // steps of both kinds in turn
-            const size_t e0 = evict.size() * t / threads, e1 = evict.size() * (t + 1) / threads;
-            if (!hot) local += read_all(evict.data() + e0, e1 - e0);
+            const size_t e0 = evict_bytes * t / threads, e1 = evict_bytes * (t + 1) / threads;
+            if (!hot) local += bench::read_all(evict + e0, e1 - e0);
             sync.arrive_and_wait();
             const auto t0 = std::chrono::steady_clock::now();
             for (int l = 0; l < layers; ++l) {
@@ -138,7 +126,7 @@ int main(int argc, char** argv) {
                 } else {
                     const size_t b0 = layer_bytes * t / threads / 64 * 64;
                     const size_t b1 = t + 1 == threads ? layer_bytes : layer_bytes * (t + 1) / threads / 64 * 64;
-                    local += read_all(k + b0, b1 - b0) + read_all(v + b0, b1 - b0);
+                    local += bench::read_all(k + b0, b1 - b0) + bench::read_all(v + b0, b1 - b0);
                 }
                 sync.arrive_and_wait();
             }
@@ -149,7 +137,7 @@ int main(int argc, char** argv) {
             }
         }
         sync.arrive_and_wait();
-        if (t == 0) sink += local;
+        if (t == 0) sink ^= bench::fold(local);
     };
     std::vector<std::thread> pool;
     for (int t = 1; t < threads; ++t) pool.emplace_back(worker, t);

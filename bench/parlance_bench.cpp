@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "bench/bench_util.h"
+#include "bench/read_speed.h"
 #include "core/backend.h"
 #include "models/whisper/model.h"
 #include "models/whisper/runner.h"
@@ -16,33 +17,10 @@ using namespace parlance::whisper;
 
 namespace {
 
-// Best of several passes summing a 1 GiB buffer split across `threads` threads, in GB/s.
+// Streaming reads of 1 GiB by `threads` threads (bench/read_speed.h's protocol), best of 7, in GB/s.
 double read_bandwidth_gbs(int threads) {
-    const size_t n = (size_t{1} << 30) / sizeof(uint64_t);
-    std::vector<uint64_t> buf(n);
-    for (size_t i = 0; i < n; ++i) buf[i] = i;  // touch every page
-    std::vector<uint64_t> sums(threads);
-    double best = 0.0;
-    for (int pass = 0; pass < 7; ++pass) {
-        const double t0 = bench::now_ms();
-        std::vector<std::thread> pool;
-        for (int t = 0; t < threads; ++t)
-            pool.emplace_back([&, t] {
-                const size_t lo = n * t / threads, hi = n * (t + 1) / threads;
-                uint64_t a = 0, b = 0, c = 0, d = 0;
-                for (size_t i = lo; i + 4 <= hi; i += 4) {
-                    a += buf[i]; b += buf[i + 1]; c += buf[i + 2]; d += buf[i + 3];
-                }
-                sums[t] = a + b + c + d;
-            });
-        for (auto& th : pool) th.join();
-        const double ms = bench::now_ms() - t0;
-        best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / (ms * 1e6));
-    }
-    uint64_t keep = 0;
-    for (uint64_t s : sums) keep ^= s;
-    if (keep == 42) std::fprintf(stderr, " ");  // keeps the sums alive
-    return best;
+    const size_t bytes = size_t{1} << 30;
+    return static_cast<double>(bytes) / (bench::time_streaming_read(bytes, threads, 7).best_ms * 1e6);
 }
 
 size_t nbytes(const ggml_tensor* t) { return t ? ggml_nbytes(t) : 0; }
