@@ -254,7 +254,7 @@ private:
 TEST(RealtimeDecodePriority, TheDecodeUpToAPauseIsLiveAndEndsTheItem) {
     HeldSession s;
     auto answer_all = [&] { s.answer_all(); };  // after each append
-    s.send_until(2.0, answer_all);  // speech: interim decodes only
+    s.send_until(2.0, answer_all);              // speech: interim decodes only
     ASSERT_GE(s.engine.count(), 1u);
     for (size_t i = 0; i < s.engine.count(); ++i) {
         EXPECT_EQ(s.engine.call(i)->request.priority, Priority::Interactive) << i;
@@ -361,23 +361,29 @@ TEST(RealtimeCommitGuard, WordsNearTheEndOfTheDecodedAudioWait) {
     EXPECT_EQ(s.deltas(), "And so");
 }
 
-// The probability gate: an interim decode asks for word timestamps, and nothing from its first word
-// below the minimum probability on is committed by it, though every word is far from the audio's
-// end and nothing else holds them back. The item's final decode then sends the rest.
-TEST(RealtimeCommitGate, AWordBelowTheMinimumProbabilityWaitsWithTheWordsAfterIt) {
+// The gate's scene: the first interim decode says "And so my fellow" with " my" under the
+// minimum (0.5) and every word far from the audio's end (timed words: 0.1 s each; untimed: times 0,
+// as words_with_probabilities leaves them, which a guard reading them would pass); only "And so"
+// goes out. The item's final decode then sends the rest; the deltas join to `completed`.
+server::RealtimeOptions gate_options() {
     server::RealtimeOptions o;
     o.commit.agreement = 1;
     o.commit.held_back = 0;
     o.commit_min_probability = 0.5;
-    HeldSession s(o);
+    return o;
+}
+void expect_gate_holds_back_the_unsure_word(HeldSession& s, bool timed) {
     s.send_until(1.5);
     ASSERT_TRUE(s.wait_for_calls(1));
-    EXPECT_TRUE(s.engine.call(0)->request.options.word_timestamps);
     Transcript t;
-    t.text = " And so my fellow";
+    t.text = "And so my fellow";
     Segment seg;
     seg.text = t.text;
-    seg.words = {{" And", 0.0, 0.1, 0.9f}, {" so", 0.1, 0.2, 0.6f}, {" my", 0.2, 0.3, 0.3f}, {" fellow", 0.3, 0.4, 0.95f}};
+    const double step = timed ? 0.1 : 0.0;
+    seg.words = {{"And", 0, step, 0.9f},
+                 {" so", step, 2 * step, 0.6f},
+                 {" my", 2 * step, 3 * step, 0.3f},
+                 {" fellow", 3 * step, 4 * step, 0.95f}};
     t.segments.push_back(seg);
     s.answer(0, t);
     s.wait_idle();
@@ -390,37 +396,25 @@ TEST(RealtimeCommitGate, AWordBelowTheMinimumProbabilityWaitsWithTheWordsAfterIt
     EXPECT_EQ(s.deltas(), "And so my fellow Americans");
 }
 
+// The probability gate: an interim decode asks for word timestamps, and nothing from its first word
+// below the minimum probability on is committed by it, though nothing else holds them back.
+TEST(RealtimeCommitGate, AWordBelowTheMinimumProbabilityWaitsWithTheWordsAfterIt) {
+    HeldSession s(gate_options());
+    expect_gate_holds_back_the_unsure_word(s, /*timed=*/true);
+    EXPECT_TRUE(s.engine.call(0)->request.options.word_timestamps);
+}
+
 // An engine whose words have probabilities but no times (Qwen3-ASR's): interim decodes ask for
 // word probabilities, the gate holds back the first word under the minimum and the rest as it does
 // for Whisper, and the time guard, which needs word times, asks for nothing on its own.
 TEST(RealtimeCommitGate, WordsWithoutTimesAreGatedByTheirProbabilities) {
-    server::RealtimeOptions o;
-    o.commit.agreement = 1;
-    o.commit.held_back = 0;
-    o.commit_min_probability = 0.5;
+    server::RealtimeOptions o = gate_options();
     o.commit_guard_seconds = 0.5;
     HeldSession s(o);
     s.engine.timed_words = false;
-    s.send_until(1.5);
-    ASSERT_TRUE(s.wait_for_calls(1));
+    expect_gate_holds_back_the_unsure_word(s, /*timed=*/false);
     EXPECT_TRUE(s.engine.call(0)->request.options.word_probabilities);
     EXPECT_FALSE(s.engine.call(0)->request.options.word_timestamps);
-    Transcript t;
-    t.text = "And so my fellow";
-    Segment seg;
-    seg.text = t.text;
-    // Times 0, as words_with_probabilities leaves them: a guard reading them would pass them all.
-    seg.words = {{"And", 0, 0, 0.9f}, {" so", 0, 0, 0.6f}, {" my", 0, 0, 0.3f}, {" fellow", 0, 0, 0.95f}};
-    t.segments.push_back(seg);
-    s.answer(0, t);
-    s.wait_idle();
-    EXPECT_EQ(s.deltas(), "And so");
-    s.message(json{{"type", "input_audio_buffer.commit"}});
-    ASSERT_TRUE(s.wait_for_calls(2));
-    s.answer(1, "And so my fellow Americans");
-    s.wait_idle();
-    EXPECT_EQ(s.completed(), "And so my fellow Americans");
-    EXPECT_EQ(s.deltas(), "And so my fellow Americans");
 
     o.commit_min_probability = 0;  // the guard alone: no words asked of such an engine
     HeldSession guard_only(o);
