@@ -194,7 +194,7 @@ TEST(Qwen3Asr, TranscribeCutsLongAudioAndRefusesWhatItCannotDo) {
 
 // Words with probabilities (what a live session's gate reads): the text is the same as without,
 // its words are the text's, each probability in (0, 1], and the server's engine gives the same
-// words as the CLI's path.
+// words as the CLI's path, with or without a draft to verify.
 TEST(Qwen3Asr, WordProbabilitiesComeWithTheSameTranscript) {
     TempDir dir;
     Backend backend(BackendOptions{"cpu", 2, true, false});
@@ -223,19 +223,28 @@ TEST(Qwen3Asr, WordProbabilitiesComeWithTheSameTranscript) {
         if (!std::isspace(static_cast<unsigned char>(ch))) text += ch;
     EXPECT_EQ(joined, text);
 
+    // The server's engine, plain and with the transcript's own tokens as a draft (a live
+    // session's self-speculation verifies it in one pass: one probability per token all the same).
     Logger log(LogLevel::Error);
     auto engine = model->start_engine(EngineOptions{}, log);
-    TranscriptionRequest r;
-    r.pcm = pcm;
-    r.options = o;
-    const Transcript served = engine->submit(std::move(r)).get();
-    engine->shutdown(false);
-    ASSERT_EQ(served.segments.size(), 1u);
-    ASSERT_EQ(served.segments[0].words.size(), words.size());
-    for (size_t i = 0; i < words.size(); ++i) {
-        EXPECT_EQ(served.segments[0].words[i].word, words[i].word);
-        EXPECT_EQ(served.segments[0].words[i].probability, words[i].probability) << words[i].word;
+    for (const bool draft : {false, true}) {
+        SCOPED_TRACE(draft ? "drafted" : "plain");
+        TranscriptionRequest r;
+        r.pcm = pcm;
+        r.options = o;
+        if (draft) r.expected = t.segments[0].tokens;
+        const Transcript served = engine->submit(std::move(r)).get();
+        ASSERT_EQ(served.segments.size(), 1u);
+        if (draft) {
+            EXPECT_GT(served.timings.draft_accepted, 0);
+        }
+        ASSERT_EQ(served.segments[0].words.size(), words.size());
+        for (size_t i = 0; i < words.size(); ++i) {
+            EXPECT_EQ(served.segments[0].words[i].word, words[i].word);
+            EXPECT_EQ(served.segments[0].words[i].probability, words[i].probability) << words[i].word;
+        }
     }
+    engine->shutdown(false);
 }
 
 // --kv-cache-type f16: the decoder's cells take half the bytes (the server's engine reports its
