@@ -42,7 +42,7 @@ struct StreamArgs {
     bool lockstep = false;
     bool no_self_speculation = false;
     int threads = 0;
-    double redecode_seconds = 0.6;
+    double redecode_seconds = server::RealtimeOptions{}.redecode_seconds;
     double first_redecode_seconds = server::RealtimeOptions{}.first_redecode_seconds;
     int commit_agreement = CommitPolicy::Options{}.agreement;
     int commit_held_back = CommitPolicy::Options{}.held_back;
@@ -283,7 +283,7 @@ void register_stream(CLI::App& app, GlobalOptions& globals) {
         ->capture_default_str()
         ->check(CLI::Range(0.0, 1.0));
     cmd->add_option("--redecode-seconds", a->redecode_seconds, "New speech that triggers a re-decode")
-        ->default_val(0.6);
+        ->capture_default_str();
     cmd->add_option("--first-redecode-seconds", a->first_redecode_seconds,
                     "The re-decode cadence while an item has nothing committed yet (0 = --redecode-seconds)")
         ->capture_default_str()

@@ -5,11 +5,11 @@
 // as a delta, never revised. The last unit of a hypothesis (a word the audio may have cut) is
 // never committed before the end; units are words with their leading whitespace, or single
 // characters of scripts written without spaces (Han, kana, Thai, ...). Units compare case-,
-// whitespace- and punctuation-insensitively,
-// so "Ask not," agrees with "ask not". A hypothesis ending in a loop (an n-gram repeated) counts
-// only up to the loop's first occurrence. finalize() sends the rest once the segment ends: the
-// deltas joined always equal the final transcript, and no span is sent twice — also when the
-// final decode revised a committed word (its units up to the committed count are skipped).
+// whitespace- and punctuation-insensitively, so "Ask not," agrees with "ask not". A hypothesis
+// ending in a loop (an n-gram repeated) counts only up to the loop's first occurrence. finalize()
+// sends the rest once the segment ends: the deltas joined always equal the final transcript, and
+// no span is sent twice — also when the final decode revised a committed word (its units up to the
+// committed count are skipped).
 #pragma once
 
 #include <string>
