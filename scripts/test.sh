@@ -69,8 +69,15 @@ export PARLANCE_ASSETS
 for target in build-asan/tests/fuzz_*; do
   [ -x "$target" ] || continue
   corpus="$(mktemp -d)"
-  cp tests/fixtures/audio/*.wav tests/fuzz/seeds/* "$corpus/" 2>/dev/null || true
-  echo "-- $(basename "$target")"
+  # Each target starts from its own seeds (tests/fuzz/seeds/<target>/: the cases a hostile client
+  # sent, issue 50); the audio decoder from the test recordings.
+  name="$(basename "$target")"
+  if [ -d "tests/fuzz/seeds/$name" ]; then
+    cp "tests/fuzz/seeds/$name"/* "$corpus/"
+  else
+    cp tests/fixtures/audio/*.wav "$corpus/" 2>/dev/null || true
+  fi
+  echo "-- $name"
   "$target" -max_total_time="$FUZZ_SECONDS" -max_len=65536 -rss_limit_mb=2048 "$corpus" 2>&1 | tail -3
   rm -rf "$corpus"
 done

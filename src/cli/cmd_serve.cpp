@@ -17,6 +17,7 @@
 #include "models/voice_activity.h"
 #include "server/http_server.h"
 #include "text/chat_template.h"
+#include "text/schema_check.h"
 
 namespace parlance::cli {
 namespace {
@@ -44,6 +45,7 @@ struct ServeArgs {
     int chat_speculative = 0;
     std::string chat_draft_model;
     double chat_draft_kv_cache_mb = 64;
+    SchemaLimits schema_limits;
 };
 
 // One --model value: "ID=PATH", or a PATH whose directory or file name (without the extension)
@@ -124,6 +126,7 @@ std::unique_ptr<ChatSide> load_chat(const ServeArgs& a, Logger& log) {
     c->info.stop_ids = c->model->stop_ids();
     c->info.max_context = c->model->max_context();
     c->info.latency = &c->latency;
+    c->info.schema_limits = a.schema_limits;
     c->info.grammar_vocabulary = std::make_shared<GrammarVocabulary>(
         c->model->tokenizer(), static_cast<size_t>(c->model->vocab_size()), c->model->stop_ids());
     log.info("chat model '", c->info.id, "': ", c->model->architecture(), ", ", c->model->weight_summary(), ", ",
@@ -403,6 +406,37 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "Responses kept in memory for /v1/responses previous_response_id and GET (oldest dropped)")
         ->default_val(1024);
     cmd->add_option("--chat-quantize", a->chat_quantize, "The chat model's weights at load: f32|f16|q8_0|q5_k|q4_k");
+    // Structured output: what one request's schemas may ask for, checked before any grammar is
+    // built (each bounds the grammar's states, and so its memory and the time to build and use it).
+    SchemaLimits& sl = a->schema_limits;
+    cmd->add_option("--schema-max-enum-values", sl.max_enum_values,
+                    "Enum values in a request's structured-output schemas, in all (each is a grammar state open "
+                    "at once)")
+        ->default_val(sl.max_enum_values)
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+    cmd->add_option("--schema-max-properties", sl.max_properties,
+                    "Object properties in a request's structured-output schemas, in all")
+        ->default_val(sl.max_properties)
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+    cmd->add_option("--schema-max-optional-properties", sl.max_optional_properties,
+                    "Properties not in their object's required list, in a request's schemas in all (every order "
+                    "they may come in is a grammar rule)")
+        ->default_val(sl.max_optional_properties)
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+    cmd->add_option("--schema-max-repetition", sl.max_repetition,
+                    "Repetitions a request's schemas ask for, in all: minLength/maxLength, minItems/maxItems, "
+                    "min/maxProperties and a pattern's {m,n} (nested counts multiplied)")
+        ->default_val(sl.max_repetition)
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+    cmd->add_option("--schema-max-grammar-bytes", sl.max_grammar_bytes,
+                    "Bytes of the grammar (GBNF) a request's schemas become")
+        ->default_val(sl.max_grammar_bytes)
+        ->check(CLI::Range(size_t{1024}, size_t{1} << 28));
+    cmd->add_option("--schema-max-grammar-stacks", sl.max_grammar_stacks,
+                    "Parse stacks a structured output's grammar holds at once (each is matched against the "
+                    "vocabulary on every step; more at the start is a 400, more later keeps the first ones)")
+        ->default_val(sl.max_grammar_stacks)
+        ->check(CLI::Range(size_t{1}, size_t{1} << 20));
     cmd->callback([a, &globals] { run(*a, globals); });
 }
 

@@ -1,9 +1,21 @@
 // OpenAI-style error bodies (see api_error.h).
 #include "server/api_error.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 namespace parlance::server {
+
+void ApiError::check_language_text(std::string_view language, const std::string& param) {
+    const bool control = std::any_of(language.begin(), language.end(), [](char ch) {
+        const auto c = static_cast<unsigned char>(ch);
+        return c < 0x20 || c == 0x7f;
+    });
+    if (control || language.size() > 64)
+        throw ApiError(400, "the language " + quote(language) + " is not a language code or name", param,
+                       "unsupported_language");
+}
 
 std::string ApiError::default_type(int status) {
     if (status == 401) return "authentication_error";
@@ -30,7 +42,19 @@ std::string ApiError::quote(std::string_view value) {
     std::string out;
     out.reserve(shown.size() + 32);
     out += '\'';
-    out.append(shown.data(), shown.size());
+    // Control bytes (a NUL among them) are written as \xNN: a message stays one readable line,
+    // and no consumer that reads it as a C string stops short.
+    static const char* hex = "0123456789abcdef";
+    for (const char ch : shown) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c < 0x20 || c == 0x7f) {
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        } else {
+            out += ch;
+        }
+    }
     if (shown.size() < value.size()) {
         out += "...' (";
         out += std::to_string(value.size());

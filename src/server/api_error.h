@@ -28,11 +28,15 @@ public:
     // handler put in, an error never echoes a client's input at length.
     std::string body() const;
     // A client-supplied value for an error message: single-quoted, at most 100 bytes of it (cut
-    // at a UTF-8 character boundary), with its length when it was cut.
+    // at a UTF-8 character boundary), with its length when it was cut; control bytes as \xNN.
     static std::string quote(std::string_view value);
     static std::string default_type(int status);
     // Maps an internal error (invalid audio -> 400, too large -> 413, overloaded -> 429, ...).
     static ApiError from(const Error& e, const std::string& param = "");
+    // Refuses (400 unsupported_language) a language field that cannot name a language: control
+    // bytes or more than 64 bytes. The models' own checks quote the value in their messages,
+    // which travel as C strings; this one quotes it safely.
+    static void check_language_text(std::string_view language, const std::string& param);
 };
 
 }  // namespace parlance::server

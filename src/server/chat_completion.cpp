@@ -166,7 +166,19 @@ ordered_json openai_logprob(const Tokenizer& tok, const TokenLogprobs& l, bool a
     return e;
 }
 
-RunSettings chat_run_settings(const ChatModel& model, const ChatRequest& req) {
+namespace {
+
+// tool_choice required / named: the assistant's turn starts inside a tool call.
+std::string forced_call_opening(const ChatRequest& req) {
+    if (req.tool_choice == "required") return "\n{\"name\": \"";
+    if (req.tool_choice == "function")
+        return "\n{\"name\": " + ordered_json(req.forced_function).dump() + ", \"arguments\": ";
+    return "";
+}
+
+}  // namespace
+
+std::string chat_prompt_text(const ChatModel& model, const ChatRequest& req) {
     ChatTemplateInputs in;
     in.messages = req.messages;
     if (req.tool_choice != "none") in.tools = req.tools;
@@ -178,12 +190,14 @@ RunSettings chat_run_settings(const ChatModel& model, const ChatRequest& req) {
     } catch (const Error& e) {
         throw ApiError(400, e.what(), "messages", "invalid_value");
     }
-    // tool_choice required / named: the assistant's turn starts inside a tool call.
-    std::string forced;
-    if (req.tool_choice == "required") forced = "\n{\"name\": \"";
-    if (req.tool_choice == "function")
-        forced = "\n{\"name\": " + ordered_json(req.forced_function).dump() + ", \"arguments\": ";
+    const std::string forced = forced_call_opening(req);
     if (!forced.empty()) text += "<tool_call>" + forced;
+    return text;
+}
+
+RunSettings chat_run_settings(const ChatModel& model, const ChatRequest& req) {
+    const std::string text = chat_prompt_text(model, req);
+    const std::string forced = forced_call_opening(req);
     RunSettings s;
     s.prompt = model.tokenizer->encode(text, /*parse_special=*/true);
     if (s.prompt.empty()) throw ApiError(400, "the conversation renders to an empty prompt", "messages");
@@ -207,20 +221,36 @@ std::shared_ptr<const TokenConstraint> structured_output_constraint(const ChatMo
     if (!model.grammar_vocabulary)
         throw ApiError(400, "this model does not support structured output", req.response_schema_param,
                        "unsupported_value");
+    const std::string param = req.response_schema_param == "response_format" ? "response_format.json_schema.schema"
+                                                                             : req.response_schema_param;
     StructuredOutputSpec spec;
     spec.schema = req.response_schema;
     spec.reasoning = output.reasoning;
     spec.starts_in_reasoning = output.starts_in_reasoning;
+    spec.limits = model.schema_limits;
+    // Every schema is checked, against one budget for the request, before any grammar work.
+    SchemaBudget budget;
     if (output.tool_calls)
-        for (const auto& t : req.tools)
-            spec.tools.push_back({t["function"]["name"], t["function"].value("parameters", ordered_json())});
+        for (size_t i = 0; i < req.tools.size(); ++i) {
+            const ordered_json& f = req.tools[i]["function"];
+            spec.tools.push_back({f["name"], f.value("parameters", ordered_json())});
+            try {
+                check_schema(spec.tools.back().parameters, model.schema_limits, budget);
+            } catch (const SchemaError& e) {
+                throw ApiError(400, "the parameters of tool " + std::to_string(i) + " cannot be enforced: " + e.what(),
+                               "tools[" + std::to_string(i) + "]", "invalid_value");
+            }
+        }
+    try {
+        check_schema(spec.schema, model.schema_limits, budget);
+    } catch (const SchemaError& e) {
+        throw ApiError(400, std::string("the schema cannot be enforced: ") + e.what(), param, "invalid_value");
+    }
     std::string grammar;
     try {
         grammar = structured_output_grammar(spec);
-        return make_grammar_constraint(grammar, model.grammar_vocabulary);
+        return make_grammar_constraint(grammar, model.grammar_vocabulary, model.schema_limits.max_grammar_stacks);
     } catch (const Error& e) {
-        const std::string param = req.response_schema_param == "response_format" ? "response_format.json_schema.schema"
-                                                                                 : req.response_schema_param;
         throw ApiError(400, std::string("the schema cannot be enforced: ") + e.what(), param, "invalid_value");
     }
 }

@@ -14,6 +14,10 @@
 
 namespace parlance::server {
 
+// The conversation rendered by the model's chat template, with the opening of a forced tool call
+// (tool_choice required / named); ApiError(400) when the template refuses it. Any length.
+std::string chat_prompt_text(const ChatModel& model, const ChatRequest& request);
+
 // Renders and tokenizes the conversation (tool_choice required / named opens the call in the
 // prompt); ApiError(400) when the template refuses it or it does not fit the context.
 RunSettings chat_run_settings(const ChatModel& model, const ChatRequest& request);

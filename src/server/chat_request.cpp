@@ -55,7 +55,7 @@ ordered_json parse_tool_calls(const ordered_json& calls, const std::string& para
         ordered_json args = ordered_json::object();
         if (f.contains("arguments")) {
             const std::string a = string(f["arguments"], p + ".function.arguments");
-            args = ordered_json::parse(a, nullptr, false);
+            args = parse_json(a, p + ".function.arguments", p + ".function.arguments");
             if (!args.is_object())
                 bad(p + ".function.arguments", p + ".function.arguments must be a JSON object serialised as a string");
         }

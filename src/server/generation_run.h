@@ -34,6 +34,8 @@ struct ChatModel {
     GenerationLatency* latency = nullptr;  // where runs record their latencies (optional)
     // The vocabulary as code points, for structured output (null: response formats refused).
     std::shared_ptr<const GrammarVocabulary> grammar_vocabulary;
+    // What a request's structured-output schemas may ask for (serve --schema-*).
+    SchemaLimits schema_limits;
 };
 
 struct RunSettings {

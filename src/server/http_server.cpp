@@ -30,8 +30,10 @@
 #include "server/chat_completion.h"
 #include "server/multipart.h"
 #include "server/realtime_connection.h"
+#include "server/realtime_protocol.h"
 #include "server/responses_api.h"
 #include "server/routes.h"
+#include "server/session_slots.h"
 #include "server/text_completion.h"
 #include "server/transcription_form.h"
 #include "server/transcriptions.h"
@@ -109,6 +111,7 @@ struct HttpServer::Impl {
     Clock::time_point started = Clock::now();
     std::atomic<int> in_flight{0};
     std::atomic<bool> stopping{false};
+    SessionSlots sessions;  // --max-sessions, claimed at the upgrade
     // --tls-cert / --tls-key: every connection is TLS (HTTPS and WSS on the one port).
     std::unique_ptr<asio::ssl::context> tls;
     // Set when the shutdown grace ran out: cancelled requests then say so to their clients.
@@ -122,7 +125,8 @@ struct HttpServer::Impl {
           log(l),
           workers(std::max(1, o.worker_threads)),
           audio_budget(o.audio_memory_bytes),
-          responses(o.max_stored_responses) {}
+          responses(o.max_stored_responses),
+          sessions(o.max_sessions) {}
     void accept();
 
     void track(const std::shared_ptr<std::atomic<bool>>& flag) {
@@ -265,10 +269,17 @@ private:
         if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == http::error::partial_message ||
             ec == asio::error::operation_aborted)
             return close();
-        if (ec == http::error::body_limit)
-            return protocol_error(
-                413, "the upload is larger than " + std::to_string(server_.options.max_upload_bytes >> 20) + " MB",
-                "too_large", "file");
+        if (ec == http::error::body_limit) {
+            // The head was read: the error names what the route takes (a file, or a JSON body).
+            const std::string target(parser_->get().target());
+            const RouteId id = find_route(target.substr(0, target.find('?')), false).id;
+            const bool upload = id == RouteId::Transcriptions || id == RouteId::Translations;
+            const std::string mb = std::to_string(server_.options.max_upload_bytes >> 20) + " MB";
+            return protocol_error(413,
+                                  upload ? "the upload is larger than " + mb
+                                         : "the request body is larger than " + mb + " (serve --max-upload-mb)",
+                                  "too_large", upload ? "file" : "");
+        }
         if (ec == http::error::header_limit) {
             // Too long before the end of the request line (Beast has not parsed a target yet), or
             // in the fields after it.
@@ -292,7 +303,13 @@ private:
         request_.version(11);
         request_.keep_alive(false);
         started_ = Clock::now();
+        // Answered in the shape of the route the head named (Anthropic's for /v1/messages), when
+        // the head was read; the request line alone (414) names none.
         route_ = {RouteId::Unknown, "other", false};
+        if (parser_ && parser_->is_header_done()) {
+            const std::string target(parser_->get().target());
+            route_ = find_route(target.substr(0, target.find('?')), server_.options.metrics_public);
+        }
         send_error(ApiError(status, message, param, code), false);
     }
 
@@ -529,6 +546,7 @@ private:
                                speech_model_ids() + ")",
                            "model", "model_not_found");
         SpeechEngine* engine = chosen->engine;
+        ApiError::check_language_text(form_.language, "language");
         try {
             engine->check_language(form_.language);
         } catch (const Error& e) {
@@ -749,8 +767,10 @@ private:
         const ChatModel& chat = chat_model();
         MessagesRequest req = parse_messages_request(request_.body(), /*count_tokens=*/true);
         check_model_id(chat, req.chat.model);
-        const RunSettings settings = chat_run_settings(chat, req.chat);
-        send_json(200, {{"input_tokens", settings.prompt.size()}});
+        // Counted whatever the length: a conversation longer than the context is a count, not an
+        // error (the client asks in order to know whether it fits).
+        const std::string text = chat_prompt_text(chat, req.chat);
+        send_json(200, {{"input_tokens", chat.tokenizer->encode(text, /*parse_special=*/true).size()}});
     }
 
     void run_chat(const ChatModel& chat, ChatRequest req) {
@@ -1018,7 +1038,9 @@ void Connection<Stream>::upgrade_realtime() {
                        "upgrade_required");
     if (!server_.engine.load()) throw ApiError(503, "the model is still loading", "", "loading");
     if (server_.stopping.load()) throw ApiError(503, "the server is shutting down", "", "shutting_down");
-    if (RealtimeSession::active() >= server_.options.max_sessions)
+    // The slot is claimed here, atomically, and held by the connection for the session's life.
+    std::shared_ptr<SessionSlots::Slot> slot = server_.sessions.try_take();
+    if (!slot)
         throw ApiError(429,
                        "too many live sessions (" + std::to_string(server_.options.max_sessions) +
                            ", serve --max-sessions); retry shortly",
@@ -1034,13 +1056,22 @@ void Connection<Stream>::upgrade_realtime() {
     const std::string protocols(request_[http::field::sec_websocket_protocol]);
     const bool beta = beta_header.find("realtime=v1") != std::string::npos ||
                       protocols.find("openai-beta.realtime-v1") != std::string::npos;
-    // ?model=ID picks the session's speech model when it names a loaded one; otherwise (absent,
-    // OpenAI's names, or a realtime model such as gpt-realtime that SDKs put there) the first.
+    // ?model=ID picks the session's speech model; absent, OpenAI's names, or a realtime model such
+    // as gpt-realtime that SDKs put there mean the first. Any other name is refused as in
+    // session.update (model_not_found), before the upgrade.
     const SpeechModelInfo* chosen = &server_.speech.front();
     for (size_t at = 0; at <= query.size();) {
         const size_t end = std::min(query.find('&', at), query.size());
-        if (query.compare(at, 6, "model=") == 0)
-            if (const SpeechModelInfo* m = speech_model(url_decode(query.substr(at + 6, end - at - 6)))) chosen = m;
+        if (query.compare(at, 6, "model=") == 0) {
+            const std::string name = url_decode(query.substr(at + 6, end - at - 6));
+            if (const SpeechModelInfo* m = speech_model(name))
+                chosen = m;
+            else if (!is_realtime_model_alias(name))
+                throw ApiError(404,
+                               "the model " + ApiError::quote(name) + " does not exist (this server serves " +
+                                   speech_model_ids() + ")",
+                               "model", "model_not_found");
+        }
         at = end + 1;
     }
     read_timer_.cancel();
@@ -1054,6 +1085,7 @@ void Connection<Stream>::upgrade_realtime() {
     c.max_message_bytes = server_.options.max_realtime_message_bytes;
     c.workers = &server_.workers;
     c.log = &server_.log;
+    c.slot = std::move(slot);
     start_realtime_connection(std::move(stream_), std::move(request_), c, beta);
 }
 

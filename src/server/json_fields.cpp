@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "server/api_error.h"
+#include "text/json_depth.h"
 
 namespace parlance::server::fields {
 
@@ -16,8 +17,15 @@ std::string dump(const ordered_json& j) {
     return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
 }
 
+ordered_json parse_json(const std::string& text, const std::string& param, const std::string& what) {
+    if (!json_within_depth(text))
+        refuse(param, what + " nests deeper than " + std::to_string(kMaxJsonDepth) + " levels of arrays and objects",
+               "json_too_deep");
+    return ordered_json::parse(text, nullptr, false);
+}
+
 ordered_json parse_object(const std::string& body) {
-    ordered_json j = ordered_json::parse(body, nullptr, false);
+    ordered_json j = parse_json(body, "", "the request body");
     if (j.is_discarded()) refuse("", "the request body is not valid JSON", "invalid_json");
     if (!j.is_object()) refuse("", "the request body must be a JSON object", "invalid_type");
     return j;
@@ -45,8 +53,10 @@ double number(const ordered_json& v, const std::string& param, double lo, double
 
 int integer(const ordered_json& v, const std::string& param, int64_t lo, int64_t hi) {
     if (!v.is_number_integer()) refuse(param, param + " must be an integer", "invalid_type");
-    const int64_t x = v.get<int64_t>();
-    if (x < lo || x > hi)
+    // An unsigned value past int64's range would wrap to a negative one: refused as out of range.
+    const bool huge = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
+    const int64_t x = huge ? INT64_MAX : v.get<int64_t>();
+    if (huge || x < lo || x > hi)
         refuse(param, param + " must be between " + std::to_string(lo) + " and " + std::to_string(hi));
     return static_cast<int>(x);
 }

@@ -19,8 +19,12 @@ using nlohmann::ordered_json;
 [[noreturn]] void refuse(const std::string& param, const std::string& message,
                          const std::string& code = "invalid_value");
 
-// The body as a JSON object (400 when it is not).
+// The body as a JSON object (400 when it is not, or when it nests deeper than kMaxJsonDepth).
 ordered_json parse_object(const std::string& body);
+// Any JSON text a client sent inside a request (a tool call's arguments, a form field): refused
+// with a 400 naming `param` when it nests deeper than kMaxJsonDepth ("json_too_deep"); otherwise
+// the parsed value, discarded when it is not JSON.
+ordered_json parse_json(const std::string& text, const std::string& param, const std::string& what);
 // The compact text of a response body or stream event; invalid UTF-8 in a string (a model's
 // partial character) is replaced, never thrown.
 std::string dump(const ordered_json& j);

@@ -9,9 +9,9 @@
 
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "core/log.h"
 #include "server/realtime_session.h"
@@ -25,6 +25,7 @@ struct RealtimeContext {
     size_t max_message_bytes = 4u << 20;
     boost::asio::thread_pool* workers = nullptr;  // where decodes wait for the engine
     Logger* log = nullptr;
+    std::shared_ptr<const void> slot;  // the session's --max-sessions slot, held for its life
 };
 
 // Takes over the connection (ws: or, after the TLS handshake, wss:). beta: the client speaks the

@@ -15,6 +15,7 @@
 #include "models/voice_activity.h"
 #include "server/base64.h"
 #include "server/latency_histogram.h"
+#include "server/realtime_protocol.h"
 
 namespace parlance::server {
 
@@ -146,14 +147,14 @@ RealtimeSession::RealtimeSession(SpeechEngine& engine, VoiceActivityModel* vad, 
       beta_(beta),
       hooks_(std::move(hooks)),
       id_("sess_" + random_hex(20)),
-      model_(o_.model_id),
       vad_state_(std::make_unique<VadState>()) {
     ++g_active;
     {
         std::lock_guard<std::mutex> lock(stats().mutex);
         ++stats().sessions;
     }
-    if (!vad_) server_vad_ = false;
+    settings_.model = o_.model_id;
+    if (!vad_) settings_.server_vad = false;
     resampler_ = std::make_unique<Resampler>(24000, kRate);
 }
 
@@ -174,7 +175,7 @@ void RealtimeSession::shut_down_all() {
 void RealtimeSession::shut_down() {
     if (stopped_ || shutting_down_) return;
     shutting_down_ = true;
-    if (server_vad_ && !open_id_.empty()) {  // the speech going on ends here
+    if (settings_.server_vad && !open_id_.empty()) {  // the speech going on ends here
         vad_state_->speaking = false;
         close_item(total_, total_, false);
     }
@@ -229,27 +230,30 @@ void RealtimeSession::error(const std::string& code, const std::string& message,
 }
 
 json RealtimeSession::session_object() const {
-    json td = server_vad_ ? json{{"type", "server_vad"},
-                                 {"threshold", threshold_},
-                                 {"prefix_padding_ms", prefix_padding_ms_},
-                                 {"silence_duration_ms", silence_duration_ms_}}
-                          : json();
-    json transcription{
-        {"model", model_}, {"language", language_.empty() ? json() : json(language_)}, {"prompt", prompt_}};
+    json td = settings_.server_vad ? json{{"type", "server_vad"},
+                                          {"threshold", settings_.threshold},
+                                          {"prefix_padding_ms", settings_.prefix_padding_ms},
+                                          {"silence_duration_ms", settings_.silence_duration_ms}}
+                                   : json();
+    json transcription{{"model", settings_.model},
+                       {"language", settings_.language.empty() ? json() : json(settings_.language)},
+                       {"prompt", settings_.prompt}};
     if (beta_) {
-        const char* fmt = format_ == Format::Pcmu ? "g711_ulaw" : format_ == Format::Pcma ? "g711_alaw" : "pcm16";
+        const char* fmt = settings_.format == Format::Pcmu   ? "g711_ulaw"
+                          : settings_.format == Format::Pcma ? "g711_alaw"
+                                                             : "pcm16";
         return {{"id", id_},
                 {"object", "realtime.transcription_session"},
                 {"input_audio_format", fmt},
                 {"input_audio_transcription", transcription},
                 {"turn_detection", td},
                 {"input_audio_noise_reduction", nullptr},
-                {"include", include_}};
+                {"include", settings_.include}};
     }
-    json format = format_ == Format::Pcmu ? json{{"type", "audio/pcmu"}}
-                  : format_ == Format::Pcma
+    json format = settings_.format == Format::Pcmu ? json{{"type", "audio/pcmu"}}
+                  : settings_.format == Format::Pcma
                       ? json{{"type", "audio/pcma"}}
-                      : json{{"type", "audio/pcm"}, {"rate", format_ == Format::Pcm16k ? 16000 : 24000}};
+                      : json{{"type", "audio/pcm"}, {"rate", settings_.format == Format::Pcm16k ? 16000 : 24000}};
     return {{"type", "transcription"},
             {"id", id_},
             {"object", "realtime.transcription_session"},
@@ -259,16 +263,19 @@ json RealtimeSession::session_object() const {
                 {"transcription", transcription},
                 {"noise_reduction", nullptr},
                 {"turn_detection", td}}}}},
-            {"include", include_}};
+            {"include", settings_.include}};
 }
 
 void RealtimeSession::on_message(std::string_view text) {
     if (stopped_ || shutting_down_) return;  // shutting down: only the speech already received counts
-    json ev = json::parse(text, nullptr, false);
-    if (ev.is_discarded() || !ev.is_object())
-        return error("invalid_json", "the message is not a JSON object", "", json());
-    if (!ev.contains("type") || !ev["type"].is_string())
-        return error("missing_type", "the event has no \"type\"", "type", ev);
+    json ev;
+    try {
+        ev = parse_client_event(text);
+    } catch (const RealtimeEventError& e) {
+        // The event's id when there is one to name (a JSON object without a type).
+        const json parsed = e.code == "missing_type" ? json::parse(text, nullptr, false) : json();
+        return error(e.code, e.what(), e.param, parsed.is_object() ? parsed : json());
+    }
     const std::string type = ev["type"];
     try {
         if (type == "session.update") return update_session(ev, false);
@@ -290,136 +297,25 @@ void RealtimeSession::on_message(std::string_view text) {
 }
 
 void RealtimeSession::update_session(const json& ev, bool beta_shape) {
-    if (!ev.contains("session") || !ev["session"].is_object())
-        return error("missing_session", "the event has no \"session\" object", "session", ev);
-    const json& s = ev["session"];
-    // Parse everything first: a refused update changes nothing.
-    Format format = format_;
-    std::string language = language_, prompt = prompt_, model = model_;
-    bool server_vad = server_vad_;
-    float threshold = threshold_;
-    int prefix = prefix_padding_ms_, silence = silence_duration_ms_;
-    const json* td = nullptr;
-    const json* tr = nullptr;
-    std::string where;
-    if (beta_shape) {
-        if (s.contains("input_audio_format")) {
-            const json& f = s["input_audio_format"];
-            const std::string v = f.is_string() ? f.get<std::string>() : "";
-            if (v == "pcm16")
-                format = Format::Pcm24k;
-            else if (v == "g711_ulaw")
-                format = Format::Pcmu;
-            else if (v == "g711_alaw")
-                format = Format::Pcma;
-            else
-                return error("invalid_value", "input_audio_format is pcm16, g711_ulaw or g711_alaw",
-                             "session.input_audio_format", ev);
-        }
-        if (s.contains("input_audio_transcription")) tr = &s["input_audio_transcription"];
-        if (s.contains("turn_detection")) td = &s["turn_detection"];
-        where = "session.";
-    } else {
-        if (s.contains("type") && s["type"] != "transcription")
-            return error("invalid_value", "this server serves transcription sessions (session.type \"transcription\")",
-                         "session.type", ev);
-        const json* in = s.contains("audio") && s["audio"].is_object() && s["audio"].contains("input")
-                             ? &s["audio"]["input"]
-                             : nullptr;
-        if (in && in->contains("format")) {
-            const json& f = (*in)["format"];
-            const std::string t =
-                f.is_object() && f.contains("type") && f["type"].is_string() ? f["type"].get<std::string>() : "";
-            const int rate =
-                f.is_object() && f.contains("rate") && f["rate"].is_number_integer() ? f["rate"].get<int>() : 24000;
-            if (t == "audio/pcm" && rate == 24000)
-                format = Format::Pcm24k;
-            else if (t == "audio/pcm" && rate == 16000)
-                format = Format::Pcm16k;
-            else if (t == "audio/pcmu")
-                format = Format::Pcmu;
-            else if (t == "audio/pcma")
-                format = Format::Pcma;
-            else
-                return error(
-                    "invalid_value",
-                    "audio.input.format is {type: audio/pcm, rate: 24000 (or 16000)}, audio/pcmu or audio/pcma",
-                    "session.audio.input.format", ev);
-        }
-        if (in && in->contains("transcription")) tr = &(*in)["transcription"];
-        if (in && in->contains("turn_detection")) td = &(*in)["turn_detection"];
-        if (s.contains("include") && s["include"].is_array()) {
-            include_.clear();
-            for (const auto& x : s["include"])
-                if (x.is_string()) include_.push_back(x);
-            tentative_ = std::find(include_.begin(), include_.end(), kTentativeEvent) != include_.end();
-        }
-        where = "session.audio.input.";
+    SessionUpdateContext context;
+    context.model_id = o_.model_id;
+    context.has_vad = vad_ != nullptr;
+    context.check_language = [this](const std::string& language) { engine_.check_language(language); };
+    RealtimeSettings next;
+    try {
+        next = parse_session_update(ev, beta_shape, settings_, context);
+    } catch (const RealtimeEventError& e) {
+        return error(e.code, e.what(), e.param, ev);
     }
-    const std::string tr_param = beta_shape ? "session.input_audio_transcription." : where + "transcription.";
-    if (tr && tr->is_object()) {
-        if (tr->contains("model") && (*tr)["model"].is_string()) {
-            const std::string m = (*tr)["model"];
-            if (m != o_.model_id && !is_speech_model_alias(m))
-                return error("model_not_found",
-                             "the model '" + m.substr(0, 100) + "' is not this session's ('" + o_.model_id +
-                                 "'; a session's model is chosen when it opens: /v1/realtime?model=ID)",
-                             tr_param + "model", ev);
-            model = m;
-        }
-        if (tr->contains("language")) {
-            const json& l = (*tr)["language"];
-            language = l.is_string() ? l.get<std::string>() : "";
-            try {
-                engine_.check_language(language);
-            } catch (const Error& e) {
-                return error("unsupported_language", e.what(), tr_param + "language", ev);
-            }
-        }
-        if (tr->contains("prompt") && (*tr)["prompt"].is_string()) prompt = (*tr)["prompt"];
-    }
-    if (td) {
-        if (td->is_null()) {
-            server_vad = false;
-        } else if (td->is_object()) {
-            const std::string t = td->value("type", "server_vad");
-            if (t != "server_vad" && t != "semantic_vad")
-                return error("invalid_value", "turn_detection.type is server_vad, semantic_vad or null",
-                             where + "turn_detection.type", ev);
-            if (!vad_)
-                return error("vad_unavailable",
-                             "this server has no VAD model (serve --vad-model); use turn_detection null",
-                             where + "turn_detection", ev);
-            server_vad = true;
-            if (t == "semantic_vad") {  // eagerness as the longest wait: low 8 s, medium 4 s, high 2 s
-                const std::string e = td->value("eagerness", "auto");
-                silence = e == "low" ? 8000 : e == "high" ? 2000 : e == "medium" ? 4000 : 1000;
-            }
-            if (td->contains("threshold") && (*td)["threshold"].is_number()) {
-                threshold = (*td)["threshold"].get<float>();
-                if (!(threshold > 0.0f && threshold < 1.0f))
-                    return error("invalid_value", "turn_detection.threshold must be between 0 and 1",
-                                 where + "turn_detection.threshold", ev);
-            }
-            if (td->contains("prefix_padding_ms") && (*td)["prefix_padding_ms"].is_number_integer())
-                prefix = std::clamp((*td)["prefix_padding_ms"].get<int>(), 0, 5000);
-            if (td->contains("silence_duration_ms") && (*td)["silence_duration_ms"].is_number_integer())
-                silence = std::clamp((*td)["silence_duration_ms"].get<int>(), 0, 10000);
-        }
-    }
-    if (format != format_) {
+    if (next.format != settings_.format) {
         resampler_.reset();
-        if (format == Format::Pcm24k) resampler_ = std::make_unique<Resampler>(24000, kRate);
-        if (format == Format::Pcmu || format == Format::Pcma) resampler_ = std::make_unique<Resampler>(8000, kRate);
+        if (next.format == Format::Pcm24k) resampler_ = std::make_unique<Resampler>(24000, kRate);
+        if (next.format == Format::Pcmu || next.format == Format::Pcma)
+            resampler_ = std::make_unique<Resampler>(8000, kRate);
     }
-    format_ = format;
-    language_ = language;
-    prompt_ = prompt;
-    model_ = model;
-    server_vad_ = server_vad;
-    threshold_ = threshold;
-    prefix_padding_ms_ = prefix;
-    silence_duration_ms_ = silence;
+    settings_ = std::move(next);
+    tentative_ =
+        std::find(settings_.include.begin(), settings_.include.end(), kTentativeEvent) != settings_.include.end();
     emit({{"type", beta_shape ? "transcription_session.updated" : "session.updated"}, {"session", session_object()}});
 }
 
@@ -433,9 +329,9 @@ void RealtimeSession::append(const json& ev) {
     const auto* b = reinterpret_cast<const uint8_t*>(bytes.data());
     std::vector<float> pcm, out;
     try {
-        if (format_ == Format::Pcmu || format_ == Format::Pcma) {
-            pcm = decode_pcm({b, bytes.size()}, format_ == Format::Pcmu ? PcmEncoding::MuLaw : PcmEncoding::ALaw, 8000,
-                             8000);
+        if (settings_.format == Format::Pcmu || settings_.format == Format::Pcma) {
+            pcm = decode_pcm({b, bytes.size()},
+                             settings_.format == Format::Pcmu ? PcmEncoding::MuLaw : PcmEncoding::ALaw, 8000, 8000);
         } else {
             pcm = decode_pcm({b, bytes.size()}, PcmEncoding::S16LE, kRate, kRate);
         }
@@ -447,7 +343,7 @@ void RealtimeSession::append(const json& ev) {
     } else {
         out = std::move(pcm);
     }
-    if (!server_vad_ &&
+    if (!settings_.server_vad &&
         static_cast<double>(total_ + static_cast<int64_t>(out.size()) - buffer_start_) / kRate > o_.max_buffer_seconds)
         return error("input_audio_buffer_full",
                      "more than " + std::to_string(static_cast<int>(o_.max_buffer_seconds)) +
@@ -463,7 +359,7 @@ void RealtimeSession::append(const json& ev) {
     }
     audio_.insert(audio_.end(), out.begin(), out.end());
     total_ += static_cast<int64_t>(out.size());
-    if (server_vad_) feed_vad(out);
+    if (settings_.server_vad) feed_vad(out);
     trim();
 }
 
@@ -475,7 +371,7 @@ void RealtimeSession::feed_vad(std::span<const float> pcm) {
     }
     v.pending.insert(v.pending.end(), pcm.begin(), pcm.end());
     constexpr size_t kWindow = 512;
-    const float neg = std::max(threshold_ - 0.15f, 0.01f);
+    const float neg = std::max(settings_.threshold - 0.15f, 0.01f);
     size_t used = 0;
     while (v.pending.size() - used >= kWindow) {
         const float p = v.stream->push({v.pending.data() + used, kWindow});
@@ -483,10 +379,11 @@ void RealtimeSession::feed_vad(std::span<const float> pcm) {
         used += kWindow;
         v.next += kWindow;
         if (!v.speaking) {
-            if (p >= threshold_) {
+            if (p >= settings_.threshold) {
                 v.speaking = true;
                 v.silence_from = -1;
-                open_item(std::max<int64_t>({0, at - static_cast<int64_t>(prefix_padding_ms_) * 16, origin_}), true);
+                open_item(std::max<int64_t>({0, at - static_cast<int64_t>(settings_.prefix_padding_ms) * 16, origin_}),
+                          true);
             }
             continue;
         }
@@ -503,10 +400,11 @@ void RealtimeSession::feed_vad(std::span<const float> pcm) {
             // speech_stopped with four sessions on two cores. When decodes take longer, the pause's
             // decode cannot beat speech_stopped anyway, and the cancelled work and the hypothesis
             // it would have added to the agreement are lost (measured, BENCHMARKS.md): it runs next.
-            if (decode_seconds_ < silence_duration_ms_ / 1000.0) cancel_interim_before(at);
+            if (decode_seconds_ < settings_.silence_duration_ms / 1000.0) cancel_interim_before(at);
             redecode_to(at);
         }
-        if (v.silence_from >= 0 && v.next - v.silence_from >= static_cast<int64_t>(silence_duration_ms_) * 16) {
+        if (v.silence_from >= 0 &&
+            v.next - v.silence_from >= static_cast<int64_t>(settings_.silence_duration_ms) * 16) {
             v.speaking = false;
             close_item(v.next, v.silence_from, true);
             continue;
@@ -635,12 +533,12 @@ void RealtimeSession::redecode_to(int64_t end) {
 }
 
 void RealtimeSession::commit(const json& ev) {
-    if (server_vad_ && !open_id_.empty()) {  // a manual commit ends the speech going on
+    if (settings_.server_vad && !open_id_.empty()) {  // a manual commit ends the speech going on
         vad_state_->speaking = false;
         close_item(total_, total_, false);
         return;
     }
-    const int64_t from = server_vad_ ? std::max(buffer_start_, origin_) : buffer_start_;
+    const int64_t from = settings_.server_vad ? std::max(buffer_start_, origin_) : buffer_start_;
     const int64_t n = total_ - from;
     if (n < kMinCommitSamples)
         return error("input_audio_buffer_commit_empty",
@@ -684,8 +582,8 @@ void RealtimeSession::run_next_decode() {
         if (auto it = items_.find(d->item_id); it != items_.end()) it->second.decoding = true;
     TranscriptionRequest req;
     req.pcm = d->pcm;
-    req.options.language = language_;
-    req.options.initial_prompt = prompt_;
+    req.options.language = settings_.language;
+    req.options.initial_prompt = settings_.prompt;
     // Interim and final decodes alike decode as a file request would (the model's beam size,
     // timestamps), so what they agree on is what the final decode says, and the completed
     // transcript is the offline transcript of the same audio.
@@ -796,8 +694,8 @@ std::vector<float> RealtimeSession::slice(int64_t from, int64_t to) const {
 // Drops audio nothing can need any more: before the open item, the uncommitted buffer, and the
 // prefix padding a next speech start may reach back into.
 void RealtimeSession::trim() {
-    int64_t keep = total_ - static_cast<int64_t>(prefix_padding_ms_ + 100) * 16;
-    if (!server_vad_) keep = std::min(keep, buffer_start_);
+    int64_t keep = total_ - static_cast<int64_t>(settings_.prefix_padding_ms + 100) * 16;
+    if (!settings_.server_vad) keep = std::min(keep, buffer_start_);
     if (!open_id_.empty()) keep = std::min(keep, items_[open_id_].start);
     keep = std::max(keep, origin_);
     const int64_t drop = keep - origin_;

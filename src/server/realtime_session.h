@@ -35,6 +35,7 @@
 #include "decoding/commit_policy.h"
 #include "models/speech_model.h"
 #include "models/voice_activity.h"
+#include "server/realtime_protocol.h"
 
 namespace parlance::server {
 
@@ -49,9 +50,9 @@ struct RealtimeOptions {
     // The cadence while the open item has nothing committed yet (its first words come out sooner
     // for a few more decodes per item); 0: redecode_seconds throughout.
     double first_redecode_seconds = 0.0;
-    double max_segment_seconds = 30;   // a longer segment is cut at a quiet point (at most the
-                                       // model's window: SpeechEngine::window_seconds)
-    double max_buffer_seconds = 120;   // uncommitted audio held without turn detection
+    double max_segment_seconds = 30;  // a longer segment is cut at a quiet point (at most the
+                                      // model's window: SpeechEngine::window_seconds)
+    double max_buffer_seconds = 120;  // uncommitted audio held without turn detection
     double max_session_seconds = 4 * 3600;
     CommitPolicy::Options commit;  // when interim text is final
     // Words an interim decode places ending less than this before the end of the audio it heard
@@ -118,7 +119,7 @@ public:
     static DecodeCounts decode_counts();
 
 private:
-    enum class Format { Pcm24k, Pcm16k, Pcmu, Pcma };
+    using Format = RealtimeAudioFormat;
     struct Item {
         std::string id;
         int64_t start = 0, end = 0;  // session samples at 16 kHz
@@ -193,13 +194,8 @@ private:
     std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
 
     // Configuration (session.update).
-    Format format_ = Format::Pcm24k;
-    std::string language_, prompt_, model_;
-    bool server_vad_ = true;
-    float threshold_ = 0.5f;
-    int prefix_padding_ms_ = 300, silence_duration_ms_ = 500;
-    std::vector<std::string> include_;
-    bool tentative_ = false;  // include_ names the tentative event
+    RealtimeSettings settings_;  // what session.update set
+    bool tentative_ = false;     // settings_.include names the tentative event
 
     // Audio at 16 kHz: audio_[0] is session sample origin_; total_ samples received so far.
     std::unique_ptr<Resampler> resampler_;

@@ -90,7 +90,7 @@ void convert_input(const ordered_json& input, ordered_json& conv) {
                             {"content", item_text(it.value("content", ordered_json()), p + ".content")}});
         } else if (type == "function_call") {
             const std::string args = string(it.value("arguments", ordered_json()), p + ".arguments");
-            ordered_json parsed = ordered_json::parse(args, nullptr, false);
+            ordered_json parsed = parse_json(args, p + ".arguments", p + ".arguments");
             if (!parsed.is_object())
                 refuse(p + ".arguments", p + ".arguments must be a JSON object serialised as a string");
             ordered_json call{

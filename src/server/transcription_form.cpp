@@ -8,6 +8,7 @@
 
 #include "server/api_error.h"
 #include "server/json_fields.h"
+#include "text/json_depth.h"
 
 namespace parlance::server {
 namespace {
@@ -28,8 +29,10 @@ void set_chunking_field(VadChunking& c, const std::string& key, const nlohmann::
             throw ApiError(400, param + " must be a number", param);
         }
         if (!(x >= lo && x <= hi))
-            throw ApiError(400, param + " must be between " + std::to_string(static_cast<int>(lo)) + " and " +
-                                    std::to_string(static_cast<int>(hi)), param);
+            throw ApiError(400,
+                           param + " must be between " + std::to_string(static_cast<int>(lo)) + " and " +
+                               std::to_string(static_cast<int>(hi)),
+                           param);
         return x;
     };
     if (key == "type") {
@@ -49,6 +52,9 @@ void set_chunking_field(VadChunking& c, const std::string& key, const nlohmann::
 VadChunking parse_chunking(const std::string& v) {
     VadChunking c;
     if (v == "auto") return c;
+    if (!json_within_depth(v))
+        throw ApiError(400, "chunking_strategy nests deeper than " + std::to_string(kMaxJsonDepth) + " levels",
+                       "chunking_strategy", "json_too_deep");
     const nlohmann::json j = nlohmann::json::parse(v, nullptr, false);
     if (!j.is_object() || !j.contains("type"))
         throw ApiError(400, "chunking_strategy must be \"auto\" or {\"type\": \"server_vad\", ...}",
@@ -70,8 +76,8 @@ TranscriptionForm parse_transcription_form(const std::vector<FormPart>& parts, b
     bool have_file = false, have_model = false;
     // Fields that take one value: a second one is refused rather than silently taking the last.
     static const std::set<std::string, std::less<>> kSingle = {
-        "model", "language", "prompt", "response_format", "temperature", "stream", "chunking_strategy", "user",
-        "service_tier"};
+        "model",  "language",          "prompt", "response_format", "temperature",
+        "stream", "chunking_strategy", "user",   "service_tier"};
     std::set<std::string, std::less<>> seen;
     for (const FormPart& p : parts) {
         const std::string v(p.data);
@@ -118,12 +124,14 @@ TranscriptionForm parse_transcription_form(const std::vector<FormPart>& parts, b
         } else if (p.name == "stream") {
             f.stream = parse_bool(v, "stream");
         } else if (p.name == "chunking_strategy") {
-            if (f.chunking) throw ApiError(400, "chunking_strategy is given twice", "chunking_strategy", "duplicate_field");
+            if (f.chunking)
+                throw ApiError(400, "chunking_strategy is given twice", "chunking_strategy", "duplicate_field");
             f.chunking = parse_chunking(v);
         } else if (p.name.rfind("chunking_strategy[", 0) == 0 && p.name.back() == ']') {
             // The SDKs' form encoding of an object: chunking_strategy[type]=server_vad, ...
             const std::string key = p.name.substr(18, p.name.size() - 19);
-            if (!seen.insert(p.name).second) throw ApiError(400, p.name + " is given more than once", p.name, "duplicate_field");
+            if (!seen.insert(p.name).second)
+                throw ApiError(400, p.name + " is given more than once", p.name, "duplicate_field");
             if (!f.chunking) f.chunking = VadChunking{};
             set_chunking_field(*f.chunking, key, nlohmann::json(v));
             if (key == "type") seen.insert("chunking_strategy[type]");

@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text/json_depth.h"
+
 namespace parlance {
 namespace {
 
@@ -47,11 +49,16 @@ void ChatOutputParser::emit(ChatOutputDelta& d, std::string_view text) {
 
 void ChatOutputParser::end_tool_call(ChatOutputDelta& d, bool closed) {
     bool ok = false;
-    if (closed) {
+    // A call nested past kMaxJsonDepth stays text, as a malformed one does (what is parsed here
+    // is dumped, templated and parsed again downstream, each recursing once per level).
+    if (closed && json_within_depth(call_)) {
         nlohmann::json j = nlohmann::json::parse(call_, nullptr, /*allow_exceptions=*/false);
         if (j.is_object() && j.contains("name") && j["name"].is_string()) {
             nlohmann::json args = j.contains("arguments") ? j["arguments"] : nlohmann::json::object();
-            if (args.is_string()) args = nlohmann::json::parse(args.get<std::string>(), nullptr, false);
+            if (args.is_string()) {
+                const std::string text = args.get<std::string>();
+                args = json_within_depth(text) ? nlohmann::json::parse(text, nullptr, false) : nlohmann::json();
+            }
             if (args.is_object()) {
                 d.tool_calls.push_back({j["name"].get<std::string>(), args.dump()});
                 ++calls_;

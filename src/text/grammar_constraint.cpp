@@ -112,11 +112,11 @@ using GrammarPtr = std::unique_ptr<llama_grammar, GrammarDeleter>;
 
 class GrammarConstraint final : public TokenConstraint {
 public:
-    GrammarConstraint(GrammarPtr g, std::shared_ptr<const GrammarVocabulary> vocab)
-        : g_(std::move(g)), vocab_(std::move(vocab)), v_(vocab_->impl()) {}
+    GrammarConstraint(GrammarPtr g, std::shared_ptr<const GrammarVocabulary> vocab, size_t max_stacks)
+        : g_(std::move(g)), vocab_(std::move(vocab)), v_(vocab_->impl()), max_stacks_(max_stacks) {}
 
     std::unique_ptr<TokenConstraint> clone() const override {
-        return std::make_unique<GrammarConstraint>(GrammarPtr(llama_grammar_clone_impl(*g_)), vocab_);
+        return std::make_unique<GrammarConstraint>(GrammarPtr(llama_grammar_clone_impl(*g_)), vocab_, max_stacks_);
     }
 
     bool allows(int32_t token) const override {
@@ -171,6 +171,9 @@ public:
         } catch (const std::runtime_error& e) {
             throw Error(ErrorKind::Internal, std::string("structured output: ") + e.what());
         }
+        // An ambiguous grammar can multiply its parses token by token: the first max_stacks_ are
+        // kept (each is a valid parse, so the output stays in the language).
+        if (g_->stacks.size() > max_stacks_) g_->stacks.resize(max_stacks_);
     }
 
 private:
@@ -206,12 +209,10 @@ private:
     mutable Decoded scratch_unused_;
     mutable std::vector<Decoded> scratch_;         // code points when a character is split
     mutable llama_grammar_candidates candidates_;  // mask()'s candidate list
+    size_t max_stacks_;
 };
 
-}  // namespace
-
-std::unique_ptr<TokenConstraint> make_grammar_constraint(const std::string& gbnf,
-                                                         std::shared_ptr<const GrammarVocabulary> vocabulary) {
+GrammarPtr parse_grammar(const std::string& gbnf) {
     llama_grammar_take_log();
     GrammarPtr g(llama_grammar_init_impl(nullptr, gbnf.c_str(), "root", false, nullptr, 0, nullptr, 0));
     if (!g) {
@@ -220,7 +221,25 @@ std::unique_ptr<TokenConstraint> make_grammar_constraint(const std::string& gbnf
         throw Error(ErrorKind::InvalidArgument, "the output grammar does not parse" + (why.empty() ? "" : ": " + why));
     }
     if (g->stacks.empty()) throw Error(ErrorKind::InvalidArgument, "the output grammar accepts nothing");
-    return std::make_unique<GrammarConstraint>(std::move(g), std::move(vocabulary));
+    return g;
+}
+
+}  // namespace
+
+std::unique_ptr<TokenConstraint> make_grammar_constraint(const std::string& gbnf,
+                                                         std::shared_ptr<const GrammarVocabulary> vocabulary,
+                                                         size_t max_stacks) {
+    GrammarPtr g = parse_grammar(gbnf);
+    if (g->stacks.size() > max_stacks)
+        throw Error(ErrorKind::InvalidArgument, "the output grammar opens with " + std::to_string(g->stacks.size()) +
+                                                    " alternatives at once, over the limit of " +
+                                                    std::to_string(max_stacks) +
+                                                    " (serve --schema-max-grammar-stacks)");
+    return std::make_unique<GrammarConstraint>(std::move(g), std::move(vocabulary), max_stacks);
+}
+
+size_t grammar_start_stacks(const std::string& gbnf) {
+    return parse_grammar(gbnf)->stacks.size();
 }
 
 }  // namespace parlance

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/token_constraint.h"
+#include "text/schema_check.h"
 #include "text/tokenizer.h"
 
 namespace parlance {
@@ -31,8 +32,16 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
-// Parses `gbnf` (root rule "root"); throws Error(InvalidArgument) with the parser's message.
+// Parses `gbnf` (root rule "root"); throws Error(InvalidArgument) with the parser's message, or
+// when the grammar starts with more than `max_stacks` parse stacks (alternatives open at once:
+// each is matched against the whole vocabulary on every masked step). Past the start, a token
+// that leaves more stacks keeps the first `max_stacks` of them: the output stays in the
+// grammar's language (those are valid parses), the step's cost stays bounded.
 std::unique_ptr<TokenConstraint> make_grammar_constraint(const std::string& gbnf,
-                                                         std::shared_ptr<const GrammarVocabulary> vocabulary);
+                                                         std::shared_ptr<const GrammarVocabulary> vocabulary,
+                                                         size_t max_stacks = SchemaLimits{}.max_grammar_stacks);
+// Parses `gbnf` as make_grammar_constraint does and returns its parse stacks at the start,
+// without a vocabulary (what the schema fuzz target and the limits' tests need).
+size_t grammar_start_stacks(const std::string& gbnf);
 
 }  // namespace parlance

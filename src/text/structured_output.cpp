@@ -32,8 +32,9 @@ nlohmann::ordered_json tool_call_schema(const std::vector<StructuredOutputSpec::
 }  // namespace
 
 std::string structured_output_grammar(const StructuredOutputSpec& spec) {
+    std::string grammar;
     try {
-        return build_grammar([&](const common_grammar_builder& b) {
+        grammar = build_grammar([&](const common_grammar_builder& b) {
             common_json schema = to_common(spec.schema);
             b.resolve_refs(schema);
             std::string body = b.add_schema("content", schema);
@@ -56,6 +57,11 @@ std::string structured_output_grammar(const StructuredOutputSpec& spec) {
     } catch (const std::exception& e) {
         throw Error(ErrorKind::InvalidArgument, e.what());
     }
+    if (grammar.size() > spec.limits.max_grammar_bytes)
+        throw Error(ErrorKind::InvalidArgument,
+                    "the schemas make a grammar of " + std::to_string(grammar.size()) + " bytes, over the limit of " +
+                        std::to_string(spec.limits.max_grammar_bytes) + " (serve --schema-max-grammar-bytes)");
+    return grammar;
 }
 
 }  // namespace parlance

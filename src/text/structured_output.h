@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text/schema_check.h"
+
 namespace parlance {
 
 struct StructuredOutputSpec {
@@ -24,9 +26,13 @@ struct StructuredOutputSpec {
         nlohmann::ordered_json parameters;  // null: any object
     };
     std::vector<Function> tools;
+    // The grammar text's size is checked against limits.max_grammar_bytes (the schemas themselves
+    // are checked by check_schema before this is called).
+    SchemaLimits limits;
 };
 
-// Throws Error(InvalidArgument) naming what of the schema the converter refused.
+// Throws Error(InvalidArgument) naming what of the schema the converter refused, or a grammar
+// larger than spec.limits allows.
 std::string structured_output_grammar(const StructuredOutputSpec& spec);
 
 }  // namespace parlance

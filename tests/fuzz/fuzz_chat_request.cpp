@@ -1,37 +1,22 @@
-// libFuzzer target for the JSON request parsers of the generation APIs (chat completions,
-// completions, Anthropic messages, responses) and the chat output parser: any body yields a
-// request or an ApiError, never a crash; any model output yields deltas, never a crash.
+// libFuzzer target for POST /v1/chat/completions' request parser, and the structured-output check
+// of what it parsed (its response_format schema and its tools' parameters), and the chat output
+// parser over the same bytes as model output: any body yields a request or an ApiError, any
+// schema passes or is a SchemaError, any model output yields deltas — never a crash.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "core/error.h"
-#include "server/anthropic_messages.h"
+#include "fuzz_schemas.h"
 #include "server/api_error.h"
 #include "server/chat_request.h"
-#include "server/responses_api.h"
-#include "server/text_completion.h"
 #include "text/chat_output.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string body(reinterpret_cast<const char*>(data), size);
-    static parlance::server::ResponseStore store(4);
-    using parlance::server::ApiError;
     try {
-        parlance::server::parse_chat_request(body);
-    } catch (const ApiError&) {
-    }
-    try {
-        parlance::server::parse_completion_request(body);
-    } catch (const ApiError&) {
-    }
-    try {
-        parlance::server::parse_messages_request(body);
-    } catch (const ApiError&) {
-    }
-    try {
-        parlance::server::parse_responses_request(body, store);
-    } catch (const ApiError&) {
+        const parlance::server::ChatRequest r = parlance::server::parse_chat_request(body);
+        parlance::fuzz::check_request_schemas(r);
+    } catch (const parlance::server::ApiError&) {
     }
     parlance::ChatOutputOptions o;
     o.tool_calls = true;
