@@ -43,8 +43,8 @@ cmake -S . -B build-asan -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 cmake --build build-asan -j"$JOBS"
 phase "ASan+UBSan build"
 # Left out under ASan (each ran in the Release pass above): the black-box server/CLI runs but the
-# hardening suite and the cheaper chat routes; the memory bounds (hostile uploads, a ten-minute live
-# stream, chat load: ASan's shadow memory and quarantine); the largest goldens (v3 layout, the
+# hardening suite and the cheaper chat routes; the memory bounds (hostile uploads, the hostile
+# client's campaign under its RSS watchdog, a ten-minute live stream, chat load: ASan's shadow memory and quarantine); the largest goldens (v3 layout, the
 # Qwen3-0.6B and 46-layer Qwen3-ASR layouts: minutes under ASan); the quantized-GGUF comparison
 # (four 150 MB files); the slowest engine runs (prompt-lookup drafts, constrained decoding over the
 # whole vocabulary, and their server twins: that code is under ASan in Speculative.DraftModel* and
@@ -60,7 +60,7 @@ phase "ASan+UBSan build"
 echo "== Tests (ASan+UBSan): unit tests, the hardening suite, the cheaper black-box chat routes"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j1 \
-    -E 'Serve[.]|Qwen3Quantized[.]|StructuredOutputEngine[.]|Speculative[.](SameTokens|ExpectedTokens)|Realtime[.]SelfSpeculation|Generate[.](TranscribeAndInfoReadLlamaCppsGgufPair|TranscribeRunsAQwen3AsrCheckpoint|PromptFileAndSeededSampling)|ServeHardening[.]HostileUploads|Realtime[.]TenMinutes|Chat[.](LoadKeepsMemoryFlat|StructuredOutput|SpeculativeDecoding|ConcurrentRequests|ChoicesShareOnePrefill)|Generate[.]ParityCommand|Qwen3Parity[.]Layout06b|Transcribe[.]|OpenAiSdk|WhisperConvert|v3-layout|layout_06b|GpuAttentionLayoutOnCpu[.](Engine|Whisper)|WhisperEngineOnGenerationEngine[.]TranscriptsAre|TranscribeFromFile[.]AFileThatDeclaresNoDuration'
+    -E 'Serve[.]|Qwen3Quantized[.]|StructuredOutputEngine[.]|Speculative[.](SameTokens|ExpectedTokens)|Realtime[.]SelfSpeculation|Generate[.](TranscribeAndInfoReadLlamaCppsGgufPair|TranscribeRunsAQwen3AsrCheckpoint|PromptFileAndSeededSampling)|ServeHardening[.]HostileUploads|ServeHostile[.]|Realtime[.]TenMinutes|Chat[.](LoadKeepsMemoryFlat|StructuredOutput|SpeculativeDecoding|ConcurrentRequests|ChoicesShareOnePrefill)|Generate[.]ParityCommand|Qwen3Parity[.]Layout06b|Transcribe[.]|OpenAiSdk|WhisperConvert|v3-layout|layout_06b|GpuAttentionLayoutOnCpu[.](Engine|Whisper)|WhisperEngineOnGenerationEngine[.]TranscriptsAre|TranscribeFromFile[.]AFileThatDeclaresNoDuration'
 
 phase "ASan+UBSan tests"
 echo "== Fuzzing, ${FUZZ_SECONDS}s per target"

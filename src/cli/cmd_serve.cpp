@@ -178,13 +178,15 @@ void run(ServeArgs& a, GlobalOptions& globals) {
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
+    // The HTTP bound on requests in flight is set before the server copies its options (it was
+    // set after, so --max-queue never reached it: 429s at 48 requests whatever the flag said).
+    a.server.max_pending = a.engine.max_queue;
     server::HttpServer http(a.server, log);
     http.start();
     log.info("listening on ", a.server.tls_cert.empty() ? "http://" : "https://", a.server.host, ":", http.port(),
              " (loading ", specs.size(), specs.size() == 1 ? " model: " : " models, the first ", specs.front().second,
              ")");
     a.engine.max_new_tokens = a.max_new_tokens;
-    a.server.max_pending = a.engine.max_queue;
     if (a.kv_cache_mb < 0) throw Error(ErrorKind::InvalidArgument, "--kv-cache-mb must be >= 0");
     a.engine.kv_cache_bytes = static_cast<size_t>(a.kv_cache_mb * 1024 * 1024);
     std::vector<SpeechSide> speech;
@@ -354,7 +356,9 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "On SIGTERM/SIGINT, seconds in-flight requests may finish; then they are cancelled (503 "
                     "shutting_down) and the server exits. A second signal exits at once")
         ->default_val(30);
-    cmd->add_option("--max-queue", a->engine.max_queue, "Requests waiting beyond the active ones (then 429)")
+    cmd->add_option("--max-queue", a->engine.max_queue,
+                    "Speech requests waiting beyond the ones being served (the server holds the worker threads' "
+                    "requests plus this many; then 429)")
         ->default_val(32);
     cmd->add_option("--cache-slots", a->cache_slots,
                     "Decoder sequences at once: a greedy request holds one, a beam search two per beam "

@@ -303,10 +303,10 @@ private:
         request_.version(11);
         request_.keep_alive(false);
         started_ = Clock::now();
-        // Answered in the shape of the route the head named (Anthropic's for /v1/messages), when
-        // the head was read; the request line alone (414) names none.
+        // Answered in the shape of the route the request line named (Anthropic's for
+        // /v1/messages); a request line too long to read (414) names none.
         route_ = {RouteId::Unknown, "other", false};
-        if (parser_ && parser_->is_header_done()) {
+        if (parser_ && !parser_->get().target().empty()) {  // Beast refuses a too-large Content-Length mid-head
             const std::string target(parser_->get().target());
             route_ = find_route(target.substr(0, target.find('?')), server_.options.metrics_public);
         }

@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string_view body(reinterpret_cast<const char*>(data), size);
     // The first line (if any) is taken as the Content-Type, the rest as the body.
     size_t nl = body.find('\n');
-    std::string_view content_type = nl == std::string_view::npos ? "multipart/form-data; boundary=b" : body.substr(0, nl);
+    std::string_view content_type =
+        nl == std::string_view::npos ? "multipart/form-data; boundary=b" : body.substr(0, nl);
     std::string_view rest = nl == std::string_view::npos ? body : body.substr(nl + 1);
     auto boundary = parlance::server::multipart_boundary(content_type);
     if (!boundary) return 0;

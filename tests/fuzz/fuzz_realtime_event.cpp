@@ -24,7 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             try {
                 const RealtimeSettings s = parse_session_update(ev, beta, RealtimeSettings{}, c);
                 if (s.prefix_padding_ms < 0 || s.prefix_padding_ms > 5000 || s.silence_duration_ms < 0 ||
-                    s.silence_duration_ms > 10000 || !(s.threshold > 0 && s.threshold < 1) || (s.server_vad && !c.has_vad))
+                    s.silence_duration_ms > 10000 || !(s.threshold > 0 && s.threshold < 1) ||
+                    (s.server_vad && !c.has_vad))
                     __builtin_trap();
             } catch (const RealtimeEventError&) {
             }

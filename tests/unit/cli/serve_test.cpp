@@ -9,6 +9,7 @@
 #include <chrono>
 #include <fstream>
 #include <future>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -380,8 +381,8 @@ TEST(Serve, SeveralSpeechModelsEachRequestPicksItsModel) {
     EXPECT_EQ(e["error"]["param"], "model");
     EXPECT_NE(e["error"]["message"].get<std::string>().find("'en', 'qwen3-asr-tiny'"), std::string::npos)
         << unknown.second;
-    // A live session takes the model ?model= names; another name (OpenAI's realtime models, which
-    // the SDKs put there) the first. session.created (the server's first frame, unmasked text)
+    // A live session takes the model ?model= names; OpenAI's realtime models (which the SDKs put
+    // there) the first. session.created (the server's first frame, unmasked text)
     // says which.
     const std::string ws =
         " -H 'Connection: Upgrade' -H 'Upgrade: websocket' -H 'Sec-WebSocket-Version: 13'"
@@ -395,6 +396,10 @@ TEST(Serve, SeveralSpeechModelsEachRequestPicksItsModel) {
         EXPECT_NE(frames.find("101"), std::string::npos) << query << ": " << frames;
         EXPECT_NE(frames.find("\"model\":\"" + model + "\""), std::string::npos) << query << ": " << frames;
     }
+    // Any other name is refused before the upgrade, as session.update refuses it.
+    const std::string refused = Server::curl("-s -i -m 2" + ws + " '" + s.url("/v1/realtime?model=nonesuch") + "'");
+    EXPECT_NE(refused.find("404"), std::string::npos) << refused;
+    EXPECT_NE(refused.find("\"model_not_found\""), std::string::npos) << refused;
 }
 
 TEST(Serve, TwoModelsWithOneIdAreRefusedAtStart) {
@@ -525,3 +530,35 @@ TEST(Serve, SigtermDrainsInFlightRequests) {
 }
 
 }  // namespace
+
+// --max-queue bounds what the server holds: its worker threads' requests plus that many waiting
+// (it once never reached the HTTP bound, which stayed at the default's 48: 80 of 128 concurrent
+// requests got 429 under --max-queue 1024). 150 uploads at once under --max-queue 200 are all
+// served; under --max-queue 4, what is past the workers plus 4 is told to come back.
+TEST(Serve, MaxQueueBoundsTheRequestsInFlight) {
+    auto burst = [](const Server& s, int n) {
+        std::string out;
+        run_command("seq " + std::to_string(n) + " | xargs -P " + std::to_string(n) +
+                        " -I{} curl -s -m 300 -o /dev/null -w '%{http_code}\\n' " + kJfk + kFast + " " +
+                        s.url("/v1/audio/transcriptions"),
+                    &out);
+        std::map<std::string, int> codes;
+        std::istringstream in(out);
+        for (std::string line; std::getline(in, line);) ++codes[line];
+        return codes;
+    };
+    {
+        Server s("--max-queue 200");
+        ASSERT_GT(s.port(), 0) << s.read_log();
+        auto codes = burst(s, 150);
+        EXPECT_EQ(codes["200"], 150) << "429: " << codes["429"] << ", others: " << codes.size();
+    }
+    {
+        Server s("--max-queue 4");
+        ASSERT_GT(s.port(), 0) << s.read_log();
+        auto codes = burst(s, 60);
+        EXPECT_GT(codes["429"], 0);
+        EXPECT_EQ(codes["200"] + codes["429"], 60);
+        EXPECT_GE(codes["200"], 4);
+    }
+}

@@ -76,14 +76,16 @@ TEST(RequestLimits, JsonNestedPastTheLimitIsA400OnEveryRoute) {
         EXPECT_EQ(code_of(parse_completion_request, R"({"model": "m", "prompt": )" + deep + "}"), "json_too_deep");
         const std::string anthropic =
             R"({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}], "tools": [{"name": "f",
-            "input_schema": )" + deep + "}]}";
+            "input_schema": )" +
+            deep + "}]}";
         EXPECT_EQ(code_of([](const std::string& b) { return parse_messages_request(b); }, anthropic), "json_too_deep");
         EXPECT_EQ(code_of([](const std::string& b) { return parse_messages_request(b, true); }, anthropic),
                   "json_too_deep");
-        EXPECT_EQ(code_of([&](const std::string& b) { return parse_responses_request(b, store); },
-                          R"({"model": "m", "input": "hi", "tools": [{"type": "function", "name": "f", "parameters": )" +
-                              deep + "}]}"),
-                  "json_too_deep");
+        EXPECT_EQ(
+            code_of([&](const std::string& b) { return parse_responses_request(b, store); },
+                    R"({"model": "m", "input": "hi", "tools": [{"type": "function", "name": "f", "parameters": )" +
+                        deep + "}]}"),
+            "json_too_deep");
         // Inside a JSON string: a tool call's arguments, parsed by the server.
         EXPECT_EQ(code_of(parse_chat_request,
                           R"({"model": "m", "messages": [{"role": "assistant", "tool_calls": [{"function":
@@ -188,10 +190,11 @@ TEST(RealtimeProtocol, DurationsAreCheckedInTheirFullRange) {
     EXPECT_EQ(refusal(turn_detection({{"type", "server_vad"}, {"silence_duration_ms", 500.5}})).first, "invalid_type");
     EXPECT_EQ(refusal(turn_detection({{"type", "server_vad"}, {"prefix_padding_ms", 4294967296ULL}})).first,
               "invalid_value");
-    const RealtimeSettings s =
-        parse_session_update({{"session", turn_detection({{"type", "server_vad"}, {"silence_duration_ms", 700},
-                                                            {"prefix_padding_ms", 100}, {"threshold", 0.3}})}},
-                             false, RealtimeSettings{}, context());
+    const RealtimeSettings s = parse_session_update(
+        {{"session",
+          turn_detection(
+              {{"type", "server_vad"}, {"silence_duration_ms", 700}, {"prefix_padding_ms", 100}, {"threshold", 0.3}})}},
+        false, RealtimeSettings{}, context());
     EXPECT_EQ(s.silence_duration_ms, 700);
     EXPECT_EQ(s.prefix_padding_ms, 100);
     EXPECT_FLOAT_EQ(s.threshold, 0.3f);
@@ -200,9 +203,9 @@ TEST(RealtimeProtocol, DurationsAreCheckedInTheirFullRange) {
 
 TEST(RealtimeProtocol, ValuesOfTheWrongKindAreRefused) {
     EXPECT_EQ(refusal(turn_detection("yes")).first, "invalid_type");
-    EXPECT_EQ(refusal(turn_detection({{"type", "semantic_vad"}, {"eagerness", "x"}})),
-              std::make_pair(std::string("invalid_value"),
-                             std::string("session.audio.input.turn_detection.eagerness")));
+    EXPECT_EQ(
+        refusal(turn_detection({{"type", "semantic_vad"}, {"eagerness", "x"}})),
+        std::make_pair(std::string("invalid_value"), std::string("session.audio.input.turn_detection.eagerness")));
     EXPECT_EQ(refusal(turn_detection({{"type", 3}})).first, "invalid_type");
     EXPECT_EQ(refusal(turn_detection({{"threshold", "high"}})).first, "invalid_type");
     EXPECT_EQ(refusal(turn_detection({{"threshold", 1.5}})).first, "invalid_value");
@@ -228,10 +231,11 @@ TEST(RealtimeProtocol, LanguagesAndModelsAreCheckedAndQuotedSafely) {
         EXPECT_EQ(e.code, "unsupported_language");
         EXPECT_NE(std::string(e.what()).find("'e\\x00n'"), std::string::npos) << e.what();
     }
-    EXPECT_EQ(refusal({{"audio", {{"input", {{"transcription", {{"language", "xx"}}}}}}}}).first, "unsupported_language");
+    EXPECT_EQ(refusal({{"audio", {{"input", {{"transcription", {{"language", "xx"}}}}}}}}).first,
+              "unsupported_language");
     EXPECT_EQ(refusal({{"audio", {{"input", {{"transcription", {{"model", "other"}}}}}}}}).first, "model_not_found");
-    EXPECT_EQ(refusal({{"audio", {{"input", {{"transcription", {{"model", "whisper-1"}, {"language", "en"}}}}}}}}).first,
-              "");
+    EXPECT_EQ(
+        refusal({{"audio", {{"input", {{"transcription", {{"model", "whisper-1"}, {"language", "en"}}}}}}}}).first, "");
     EXPECT_TRUE(is_realtime_model_alias("gpt-realtime"));
     EXPECT_TRUE(is_realtime_model_alias("gpt-4o-realtime-preview-2025-06-03"));
     EXPECT_TRUE(is_realtime_model_alias("gpt-4o-transcribe"));
