@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "grammar_glue.h"
@@ -156,6 +157,7 @@ public:
                 candidates_.pop_back();
             }
         }
+        drop_unreachable_first_chars(logits);
         for (const llama_grammar_candidate& r : reject(candidates_)) logits[r.index] = neg_inf;
     }
 
@@ -193,6 +195,60 @@ private:
         return {t, scratch.code_points.data(), scratch.partial, id};
     }
 
+    // A candidate whose first code point no stack's next character takes is refused by every
+    // stack. One pass with a bitmap of the code points the stacks' tops take leaves only the rest
+    // to the per-stack matching, which costs (stacks x candidates): with a 1,000-value enum's
+    // stacks the whole-vocabulary mask took 0.37 s a step, held on the engine's thread.
+    void drop_unreachable_first_chars(std::span<float> logits) const {
+        constexpr uint32_t kCodePoints = 0x110000;
+        first_.assign(kCodePoints / 64, 0);
+        tops_.clear();
+        auto set = [&](std::vector<uint64_t>& bits, uint32_t lo, uint32_t hi) {
+            for (uint32_t c = lo; c <= std::min(hi, kCodePoints - 1); ++c) {
+                if (c % 64 == 0 && c + 63 <= hi && c + 63 < kCodePoints) {
+                    bits[c / 64] = ~uint64_t{0};
+                    c += 63;
+                } else {
+                    bits[c / 64] |= uint64_t{1} << (c % 64);
+                }
+            }
+        };
+        for (const auto& stack : g_->stacks) {
+            if (stack.empty()) continue;  // a complete parse takes no code point
+            const llama_grammar_element* pos = stack.back();
+            if (pos->type == LLAMA_GRETYPE_TOKEN || pos->type == LLAMA_GRETYPE_TOKEN_NOT) return;  // not by chars
+            if (!tops_.insert(pos).second) continue;
+            // The top's character set, read as llama-grammar's match_char reads it.
+            const bool negated = pos->type == LLAMA_GRETYPE_CHAR_NOT;
+            std::vector<uint64_t>& bits = negated ? negated_ : first_;
+            if (negated) negated_.assign(kCodePoints / 64, 0);
+            const llama_grammar_element* p = pos;
+            do {
+                if (p[1].type == LLAMA_GRETYPE_CHAR_RNG_UPPER) {
+                    if (p->value <= p[1].value) set(bits, p->value, p[1].value);
+                    p += 2;
+                } else if (p->type == LLAMA_GRETYPE_CHAR_ANY) {
+                    set(bits, 0, kCodePoints - 1);
+                    p += 1;
+                } else {
+                    set(bits, p->value, p->value);
+                    p += 1;
+                }
+            } while (p->type == LLAMA_GRETYPE_CHAR_ALT);
+            if (negated)
+                for (size_t w = 0; w < first_.size(); ++w) first_[w] |= ~negated_[w];
+        }
+        kept_.clear();
+        for (const llama_grammar_candidate& c : candidates_) {
+            const uint32_t cp = *c.code_points;
+            if (cp != 0 && cp < kCodePoints && !((first_[cp / 64] >> (cp % 64)) & 1))
+                logits[c.index] = -std::numeric_limits<float>::infinity();
+            else
+                kept_.push_back(c);  // a possible first character, or a token that is all partial UTF-8
+        }
+        candidates_.swap(kept_);
+    }
+
     // The candidates no parse stack accepts (each stack filters what the previous ones refused,
     // so only the first pass reads the whole list).
     llama_grammar_candidates reject(const llama_grammar_candidates& all) const {
@@ -209,6 +265,11 @@ private:
     mutable Decoded scratch_unused_;
     mutable std::vector<Decoded> scratch_;         // code points when a character is split
     mutable llama_grammar_candidates candidates_;  // mask()'s candidate list
+    // drop_unreachable_first_chars' scratch: the code points some stack's top takes, one negated
+    // top's set, the tops seen, the candidates kept.
+    mutable std::vector<uint64_t> first_, negated_;
+    mutable std::unordered_set<const llama_grammar_element*> tops_;
+    mutable llama_grammar_candidates kept_;
     size_t max_stacks_;
 };
 
