@@ -44,7 +44,8 @@ cmake --build build-asan -j"$JOBS"
 phase "ASan+UBSan build"
 # Left out under ASan (each ran in the Release pass above): the black-box server/CLI runs but the
 # hardening suite and the cheaper chat routes; the memory bounds (hostile uploads, the hostile
-# client's campaign under its RSS watchdog, a ten-minute live stream, chat load: ASan's shadow memory and quarantine); the largest goldens (v3 layout, the
+# client's campaign under its RSS watchdog, a ten-minute live stream, chat load: ASan's shadow
+# memory and quarantine); the largest goldens (v3 layout, the
 # Qwen3-0.6B and 46-layer Qwen3-ASR layouts: minutes under ASan); the quantized-GGUF comparison
 # (four 150 MB files); the slowest engine runs (prompt-lookup drafts, constrained decoding over the
 # whole vocabulary, and their server twins: that code is under ASan in Speculative.DraftModel* and
