@@ -61,7 +61,7 @@ phase "ASan+UBSan build"
 echo "== Tests (ASan+UBSan): unit tests, the hardening suite, the cheaper black-box chat routes"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j1 \
-    -E 'Serve[.]|Qwen3Quantized[.]|StructuredOutputEngine[.]|Speculative[.](SameTokens|ExpectedTokens)|Realtime[.]SelfSpeculation|Generate[.](TranscribeAndInfoReadLlamaCppsGgufPair|TranscribeRunsAQwen3AsrCheckpoint|PromptFileAndSeededSampling)|ServeHardening[.]HostileUploads|ServeHostile[.]|Realtime[.]TenMinutes|Chat[.](LoadKeepsMemoryFlat|StructuredOutput|SpeculativeDecoding|ConcurrentRequests|ChoicesShareOnePrefill)|Generate[.]ParityCommand|Qwen3Parity[.]Layout06b|Transcribe[.]|OpenAiSdk|WhisperConvert|v3-layout|layout_06b|GpuAttentionLayoutOnCpu[.](Engine|Whisper)|WhisperEngineOnGenerationEngine[.]TranscriptsAre|TranscribeFromFile[.]AFileThatDeclaresNoDuration'
+    -E 'Serve[.]|Qwen3Quantized[.]|StructuredOutputEngine[.]|Speculative[.](SameTokens|ExpectedTokens)|Realtime[.]SelfSpeculation|Generate[.](TranscribeAndInfoReadLlamaCppsGgufPair|TranscribeRunsAQwen3AsrCheckpoint|PromptFileAndSeededSampling)|ServeHardening[.]HostileUploads|ServeHostile[.]|Realtime[.]TenMinutes|Chat[.](LoadKeepsMemoryFlat|StructuredOutput|SpeculativeDecoding|ConcurrentRequests|ChoicesShareOnePrefill)|Generate[.]ParityCommand|Qwen3Parity[.]Layout06b|Transcribe[.]|OpenAiSdk|WhisperConvert|v3-layout|layout_06b|GpuAttentionLayoutOnCpu[.](Engine|Whisper)|PaddedAttentionLayoutOnCpu[.](Engine|Whisper)|WhisperEngineOnGenerationEngine[.]TranscriptsAre|TranscribeFromFile[.]AFileThatDeclaresNoDuration'
 
 phase "ASan+UBSan tests"
 echo "== Fuzzing, ${FUZZ_SECONDS}s per target"

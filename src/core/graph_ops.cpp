@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 namespace parlance {
@@ -46,8 +47,8 @@ ggml_tensor* conv2d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int 
     ggml_tensor* cols =
         ggml_im2col(ctx, kernel, x, stride, stride, padding, padding, 1, 1, /*is_2D=*/true, GGML_TYPE_F32);
     const int64_t k = cols->ne[0], w_out = cols->ne[1], h_out = cols->ne[2], n = cols->ne[3], c_out = kernel->ne[3];
-    ggml_tensor* y = weight_product(ctx, ggml_reshape_2d(ctx, kernel, k, c_out),
-                                    ggml_reshape_2d(ctx, cols, k, w_out * h_out * n));
+    ggml_tensor* y =
+        weight_product(ctx, ggml_reshape_2d(ctx, kernel, k, c_out), ggml_reshape_2d(ctx, cols, k, w_out * h_out * n));
     // [C_out, W_out, H_out, N] -> [W_out, H_out, C_out, N]
     y = ggml_reshape_4d(ctx, y, c_out, w_out, h_out, n);
     return ggml_cont(ctx, ggml_permute(ctx, y, 2, 0, 1, 3));
@@ -68,18 +69,32 @@ ggml_tensor* rope(ggml_context* ctx, ggml_tensor* x, ggml_tensor* positions, con
 
 namespace {
 
-// Whether attention over this cache is built as on a GPU (segments with masks, one product per
-// query: segmented_attention). PARLANCE_ATTENTION_LAYOUT=gpu builds it so on the CPU too, so the
-// tests run the GPU's attention graph without a GPU (ctest's GpuAttentionLayoutOnCpu).
-bool gpu_layout(const ggml_tensor* cache_k) {
-    static const bool forced = [] {
+// PARLANCE_ATTENTION_LAYOUT, read once: "gpu" (Segmented) or "padded" for every cache.
+std::optional<AttentionLayout> forced_layout() {
+    static const std::optional<AttentionLayout> forced = []() -> std::optional<AttentionLayout> {
         const char* want = std::getenv("PARLANCE_ATTENTION_LAYOUT");
-        return want && std::strcmp(want, "gpu") == 0;
+        if (want && std::strcmp(want, "gpu") == 0) return AttentionLayout::Segmented;
+        if (want && std::strcmp(want, "padded") == 0) return AttentionLayout::Padded;
+        return std::nullopt;
     }();
-    return forced || !in_cpu_memory(cache_k);
+    return forced;
+}
+
+// Whether attention over this cache is built as on a GPU (any layout but the host's).
+bool gpu_layout(const ggml_tensor* cache_k) {
+    return attention_layout(cache_k) != AttentionLayout::Host;
 }
 
 }  // namespace
+
+AttentionLayout attention_layout(const ggml_tensor* cache_k) {
+    if (const auto forced = forced_layout()) return *forced;
+    return in_cpu_memory(cache_k) ? AttentionLayout::Host : AttentionLayout::Segmented;
+}
+
+bool padded_layout_chosen() {
+    return forced_layout() == AttentionLayout::Padded;
+}
 
 StepTensors StepTensors::create(ggml_context* ctx, const StepBatch& b, const KvStorage& cache) {
     StepTensors t;
@@ -87,15 +102,27 @@ StepTensors StepTensors::create(ggml_context* ctx, const StepBatch& b, const KvS
     t.tokens = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n);
     t.positions = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n);
     t.write = ggml_new_tensor_1d(ctx, GGML_TYPE_I64, n);
-    t.read = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, read_capacity(b.n_kv()));
-    if (!gpu_layout(cache.k(0))) {
+    const AttentionLayout layout = attention_layout(cache.k(0));
+    // The padded layout reads through pad_read instead (an input no node reads is never allocated).
+    if (layout != AttentionLayout::Padded) t.read = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, read_capacity(b.n_kv()));
+    if (layout == AttentionLayout::Host) {
         t.visible = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 2, n);
-    } else {
+    } else if (layout == AttentionLayout::Segmented) {
         t.mask = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, static_cast<int64_t>(b.segment_mask_size()));
         t.segments = b.segments;
+    } else {
+        const StepBatch::Padded p = b.padded();
+        t.sequences = p.sequences;
+        t.max_tokens = p.max_tokens;
+        t.max_read = p.max_read;
+        t.pad_read = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, static_cast<int64_t>(p.read.size()));
+        t.query_rows = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, static_cast<int64_t>(p.query_rows.size()));
+        t.token_slots = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n);
+        t.pad_mask = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, p.max_read, p.max_tokens, 1, p.sequences);
     }
     t.outputs = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, static_cast<int64_t>(b.outputs.size()));
-    for (ggml_tensor* x : {t.tokens, t.positions, t.write, t.read, t.mask, t.visible, t.outputs})
+    for (ggml_tensor* x : {t.tokens, t.positions, t.write, t.read, t.mask, t.visible, t.outputs, t.pad_read,
+                           t.query_rows, t.token_slots, t.pad_mask})
         if (x) ggml_set_input(x);
     return t;
 }
@@ -107,14 +134,25 @@ void StepTensors::upload(const StepBatch& b) const {
     // The cells read, then zeros up to the tensor's capacity (read_capacity): set in place, not
     // through a padded copy of the list (a decode step of a long context would copy it every step).
     const size_t read_bytes = b.read_cells.size() * sizeof(int32_t);
-    if (read_bytes > ggml_nbytes(read)) throw Error(ErrorKind::Internal, "step: more cells read than the graph holds");
-    if (read_bytes > 0) ggml_backend_tensor_set(read, b.read_cells.data(), 0, read_bytes);
-    if (read_bytes < ggml_nbytes(read)) ggml_backend_tensor_memset(read, 0, read_bytes, ggml_nbytes(read) - read_bytes);
+    if (read && read_bytes > ggml_nbytes(read))
+        throw Error(ErrorKind::Internal, "step: more cells read than the graph holds");
+    if (read && read_bytes > 0) ggml_backend_tensor_set(read, b.read_cells.data(), 0, read_bytes);
+    if (read && read_bytes < ggml_nbytes(read))
+        ggml_backend_tensor_memset(read, 0, read_bytes, ggml_nbytes(read) - read_bytes);
     if (mask) {
         const std::vector<float> m = b.segment_masks();
         ggml_backend_tensor_set(mask, m.data(), 0, m.size() * sizeof(float));
     }
     if (visible) ggml_backend_tensor_set(visible, b.visible.data(), 0, b.visible.size() * sizeof(int32_t));
+    if (pad_read) {
+        const StepBatch::Padded p = b.padded(max_read);
+        if (p.sequences != sequences || p.max_tokens != max_tokens || p.max_read != max_read)
+            throw Error(ErrorKind::Internal, "step: the padded layout does not fit the graph");
+        ggml_backend_tensor_set(pad_read, p.read.data(), 0, ggml_nbytes(pad_read));
+        ggml_backend_tensor_set(query_rows, p.query_rows.data(), 0, ggml_nbytes(query_rows));
+        ggml_backend_tensor_set(token_slots, p.token_slots.data(), 0, ggml_nbytes(token_slots));
+        ggml_backend_tensor_set(pad_mask, p.mask.data(), 0, ggml_nbytes(pad_mask));
+    }
     ggml_backend_tensor_set(outputs, b.outputs.data(), 0, b.outputs.size() * sizeof(int32_t));
 }
 
@@ -137,7 +175,27 @@ ggml_tensor* paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, 
     ggml_tensor* kc = ggml_set_rows(ctx, cache.k(layer), ggml_reshape_2d(ctx, k, kv_dim, n), in.write);
     ggml_tensor* vc = ggml_set_rows(ctx, cache.v(layer), ggml_reshape_2d(ctx, v, kv_dim, n), in.write);
     if (in.visible) return cpu_paged_attention(ctx, q, kc, vc, in.read, in.visible, scale);
+    if (in.pad_read) return padded_attention(ctx, q, kc, vc, in, scale);
     return segmented_attention(ctx, q, kc, vc, in.read, in.mask, in.segments, scale);
+}
+
+ggml_tensor* padded_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k_cells, ggml_tensor* v_cells,
+                              const StepTensors& in, float scale) {
+    const int64_t hd = q->ne[0], H = q->ne[1], n = q->ne[2];
+    const int64_t Hkv = k_cells->ne[0] / hd, S = in.sequences, T = in.max_tokens, L = in.max_read;
+    // [kv_dim, L * S] -> [hd, Hkv, L, S] -> [hd, L, Hkv, S]: flash attention's key layout (a view).
+    auto gather = [&](ggml_tensor* cells) {
+        ggml_tensor* rows = ggml_get_rows(ctx, cells, in.pad_read);
+        return ggml_permute(ctx, ggml_reshape_4d(ctx, rows, hd, Hkv, L, S), 0, 2, 1, 3);
+    };
+    ggml_tensor* K = gather(k_cells);
+    ggml_tensor* V = gather(v_cells);
+    // q's rows per slot: [hd * H, T * S] -> [hd, H, T, S] -> [hd, T, H, S].
+    ggml_tensor* Q = ggml_get_rows(ctx, ggml_reshape_2d(ctx, q, hd * H, n), in.query_rows);
+    Q = ggml_permute(ctx, ggml_reshape_4d(ctx, Q, hd, H, T, S), 0, 2, 1, 3);
+    ggml_tensor* o = ggml_flash_attn_ext(ctx, Q, K, V, in.pad_mask, scale, 0.0f, 0.0f);  // [hd, H, T, S]
+    ggml_flash_attn_ext_set_prec(o, GGML_PREC_F32);
+    return ggml_get_rows(ctx, ggml_reshape_2d(ctx, o, hd * H, T * S), in.token_slots);  // [hd * H, n]
 }
 
 ggml_tensor* segmented_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k_cells, ggml_tensor* v_cells,
@@ -159,14 +217,14 @@ ggml_tensor* segmented_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor*
         ggml_tensor* rows = ggml_get_rows(ctx, k_cells, cells);  // [kv_dim, L]
         ggml_tensor* V = ggml_get_rows(ctx, v_cells, cells);
         V = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_3d(ctx, V, hd, Hkv, L), 1, 2, 0, 3));  // [L, hd, Hkv]
-        ggml_tensor* mask = ggml_view_2d(ctx, masks, L, n_s, static_cast<size_t>(L) * sizeof(float),
-                                         mask_at * sizeof(float));
+        ggml_tensor* mask =
+            ggml_view_2d(ctx, masks, L, n_s, static_cast<size_t>(L) * sizeof(float), mask_at * sizeof(float));
         mask_at += static_cast<size_t>(L) * static_cast<size_t>(n_s);
         // K [hd, L, 1, Hkv] times each query [hd, 1] of [hd, 1, n_s, H] (heads broadcast as GQA).
         ggml_tensor* K = ggml_view_4d(ctx, rows, hd, L, 1, Hkv, rows->nb[1], rows->nb[1] * L,
                                       static_cast<size_t>(hd) * ggml_element_size(rows), 0);
-        ggml_tensor* Q = ggml_view_4d(ctx, q, hd, 1, n_s, H, q->nb[2], q->nb[2], q->nb[1],
-                                      static_cast<size_t>(g.token) * q->nb[2]);
+        ggml_tensor* Q =
+            ggml_view_4d(ctx, q, hd, 1, n_s, H, q->nb[2], q->nb[2], q->nb[1], static_cast<size_t>(g.token) * q->nb[2]);
         ggml_tensor* kq = f32_product(ctx, K, Q);  // [L, 1, n_s, H]
         kq = ggml_soft_max_ext(ctx, ggml_reshape_3d(ctx, kq, L, n_s, H), mask, scale, 0.0f);
         // The vector kernel takes rows of even length: an odd L gets one zero key and weight.
@@ -177,7 +235,7 @@ ggml_tensor* segmented_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor*
             Lp = L + 1;
         }
         ggml_tensor* o = f32_product(ctx, ggml_reshape_4d(ctx, V, Lp, hd, 1, Hkv),
-                                     ggml_reshape_4d(ctx, kq, Lp, 1, n_s, H));  // [hd, 1, n_s, H]
+                                     ggml_reshape_4d(ctx, kq, Lp, 1, n_s, H));                   // [hd, 1, n_s, H]
         o = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_3d(ctx, o, hd, n_s, H), 0, 2, 1, 3));  // [hd, H, n_s]
         outs.push_back(ggml_reshape_2d(ctx, o, hd * H, n_s));
     }
@@ -201,6 +259,8 @@ size_t paged_attention_nodes(size_t segments, const KvStorage& cache) {
     // Host caches: two reshapes and two set_rows (this step's K/V into their cells), q's cont, the
     // attention's pieces and their combine (cpu_paged_attention) — 7, and one spare.
     if (!gpu_layout(cache.k(0))) return 8;
+    // Two set_rows, three gathers, their reshapes and permutes, flash attention, the rows taken back.
+    if (attention_layout(cache.k(0)) == AttentionLayout::Padded) return 24;
     // Per segment: the gathers, views, pads and reshapes of segmented_attention.
     return 4 + 24 * segments;
 }

@@ -45,6 +45,21 @@ struct RopeParams {
 // Rotary position embedding of x [hd, heads, n] at positions (I32 [n]).
 ggml_tensor* rope(ggml_context* ctx, ggml_tensor* x, ggml_tensor* positions, const RopeParams& p);
 
+// How a step's attention is built over a cache:
+//  - Host: a host cache read in place by cpu_paged_attention (the CPU's default);
+//  - Segmented: each sequence gathered and attended by itself, one product per query, so its
+//    result does not depend on the batch (a device cache's default: batch invariance on a GPU);
+//  - Padded: the whole batch in a constant number of nodes — every sequence's cells gathered into
+//    one padded block per sequence and one flash-attention call over all of them (the throughput
+//    layout; on a device cache, weight products then take all of a step's columns at once too).
+// PARLANCE_ATTENTION_LAYOUT=gpu (Segmented) or =padded chooses for every cache, so the tests run
+// a GPU's graphs on the CPU (ctest's GpuAttentionLayoutOnCpu.*, PaddedAttentionLayoutOnCpu.*).
+enum class AttentionLayout { Host, Segmented, Padded };
+AttentionLayout attention_layout(const ggml_tensor* cache_k);
+// True when PARLANCE_ATTENTION_LAYOUT=padded: the throughput layout's weight products (all of a
+// step's columns in one product on a GPU).
+bool padded_layout_chosen();
+
 // The input tensors of a StepBatch in a graph; create() before building, upload() after the
 // graph is allocated.
 struct StepTensors {
@@ -56,6 +71,13 @@ struct StepTensors {
     ggml_tensor* visible = nullptr;            // I32 [2, n_tokens]: host caches (cpu_paged_attention)
     ggml_tensor* outputs = nullptr;            // I32 [n_outputs]
     std::vector<StepBatch::Segment> segments;  // GPU caches: the graph attends per segment
+    // The padded layout (StepBatch::Padded): cells read, q's rows per slot, each token's slot, the
+    // f16 mask [max_read, max_tokens, 1, sequences]; and those dimensions.
+    ggml_tensor* pad_read = nullptr;     // I32 [max_read * sequences]
+    ggml_tensor* query_rows = nullptr;   // I32 [max_tokens * sequences]
+    ggml_tensor* token_slots = nullptr;  // I32 [n_tokens]
+    ggml_tensor* pad_mask = nullptr;     // F16 [max_read, max_tokens, 1, sequences]
+    int sequences = 0, max_tokens = 0, max_read = 0;
 
     // The attention path follows where the cache lives: a host cache is read in place by
     // cpu_paged_attention, a device cache is gathered and masked.
@@ -99,6 +121,12 @@ ggml_tensor* paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, 
 ggml_tensor* segmented_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k_cells, ggml_tensor* v_cells,
                                  ggml_tensor* read, ggml_tensor* masks, std::span<const StepBatch::Segment> segments,
                                  float scale);
+// The throughput layout of paged_attention, after the writes: every sequence's cells gathered
+// into [hd, max_read, kv_heads, sequences], q's rows into [hd, max_tokens, heads, sequences], one
+// ggml_flash_attn_ext (f32 precision) under the padded mask, each token's row taken back. Its
+// node count does not depend on the number of sequences. -> [hd * heads, n].
+ggml_tensor* padded_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k_cells, ggml_tensor* v_cells,
+                              const StepTensors& in, float scale);
 // Graph nodes paged_attention adds per layer for this batch (graph capacity); the second form for
 // a batch of `segments` sequences not built yet (deciding how to split a step).
 size_t paged_attention_nodes(const StepBatch& batch, const KvStorage& cache);

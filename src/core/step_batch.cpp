@@ -60,6 +60,41 @@ StepBatch StepBatch::slice(size_t begin, size_t end) const {
     return b;
 }
 
+StepBatch::Padded StepBatch::padded(int min_read) const {
+    constexpr uint16_t kZero = 0x0000, kMinusInf = 0xFC00;  // f16 bits
+    Padded p;
+    p.sequences = static_cast<int>(segments.size());
+    p.max_read = min_read;
+    for (const Segment& g : segments) {
+        p.max_tokens = std::max(p.max_tokens, g.n_tokens);
+        p.max_read = std::max(p.max_read, g.n_read);
+    }
+    const auto S = static_cast<size_t>(p.sequences), T = static_cast<size_t>(p.max_tokens),
+               L = static_cast<size_t>(p.max_read);
+    p.read.resize(S * L);
+    p.query_rows.resize(S * T);
+    p.token_slots.resize(tokens.size());
+    p.mask.assign(S * T * L, kMinusInf);
+    for (size_t s = 0; s < S; ++s) {
+        const Segment& g = segments[s];
+        for (size_t j = 0; j < L; ++j)
+            p.read[s * L + j] = read_cells[static_cast<size_t>(g.read) + (j < static_cast<size_t>(g.n_read) ? j : 0)];
+        for (size_t t = 0; t < T; ++t) {
+            const int real = std::min(static_cast<int>(t), g.n_tokens - 1);
+            p.query_rows[s * T + t] = g.token + real;
+            uint16_t* row = p.mask.data() + (s * T + t) * L;
+            if (static_cast<int>(t) < g.n_tokens) {
+                const int tok = g.token + real;
+                p.token_slots[static_cast<size_t>(tok)] = static_cast<int32_t>(s * T + t);
+                std::fill(row, row + visible[2 * static_cast<size_t>(tok) + 1], kZero);
+            } else {
+                row[0] = kZero;  // padding: one finite weight, never read back
+            }
+        }
+    }
+    return p;
+}
+
 size_t StepBatch::segment_mask_size() const {
     size_t n = 0;
     for (const Segment& g : segments) n += static_cast<size_t>(g.n_tokens) * static_cast<size_t>(g.n_read);

@@ -57,6 +57,20 @@ struct StepBatch {
     // The batch of segments [begin, end) alone, rows and cells renumbered from 0: a step too
     // large for one graph runs as several (each sequence's result depends on it alone).
     StepBatch slice(size_t begin, size_t end) const;
+
+    // The step as one padded block per sequence, for attention over the whole batch in one
+    // flash-attention call (graph_ops.h's padded_attention): sequence s reads cells
+    // read[s * max_read ...] (its segment, then its first cell again as padding), its query slots
+    // are q's rows query_rows[s * max_tokens ...] (its tokens, then its last one again), token i's
+    // result is slot token_slots[i], and mask (f16 bits, [S][max_tokens][max_read]) shows each
+    // slot its visible cells: 0, else -inf. A padding slot sees its sequence's first cell.
+    struct Padded {
+        int sequences = 0, max_tokens = 0, max_read = 0;
+        std::vector<int32_t> read, query_rows, token_slots;
+        std::vector<uint16_t> mask;
+    };
+    // max_read is at least `min_read` (a graph kept across steps holds room for more).
+    Padded padded(int min_read = 0) const;
 };
 
 // One sequence's tokens in a step: positions [start, start + tokens.size()) of `seq`, whose cells

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/graph_ops.h"
 #include "core/kv_cache_manager.h"
 #include "core/step_batch.h"
 #include "core_test_util.h"
@@ -85,6 +86,78 @@ TEST(StepBatch, ASliceIsTheBatchOfItsSpansAlone) {
     EXPECT_EQ(part.embeddings[0].row, 1);
     EXPECT_EQ(part.embeddings[0].data, rows);
     EXPECT_TRUE(whole.slice(0, 1).embeddings.empty());
+}
+
+}  // namespace
+}  // namespace parlance
+
+namespace parlance {
+namespace {
+
+// The padded layout: sequence s's cells in its block of max_read (its segment, then its first
+// cell again), its query slots, each token's slot, and a mask showing each slot exactly its
+// visible cells.
+TEST(StepBatch, ThePaddedLayoutGivesEachSequenceOneBlock) {
+    KvCacheManager kv(64, 16);
+    std::vector<BlockCopy> copies;
+    const std::vector<int32_t> a = iota_tokens(70), b = iota_tokens(3, 100);
+    kv.open(1, a);
+    ASSERT_TRUE(kv.append(1, a, copies));
+    kv.open(2, b);
+    ASSERT_TRUE(kv.append(2, b, copies));
+    const std::vector<int32_t> chunk(a.begin() + 65, a.end()), one(b.begin() + 2, b.end());
+    const std::vector<StepSpan> spans = {{1, 65, chunk, true}, {2, 2, one, true}};
+    const StepBatch s = build_step_batch(spans, kv);
+    const StepBatch::Padded p = s.padded();
+    const int align = StepBatch::kSegmentAlign;
+    ASSERT_EQ(p.sequences, 2);
+    ASSERT_EQ(p.max_tokens, 5);
+    ASSERT_EQ(p.max_read, 2 * align);
+    EXPECT_EQ(p.read[0], kv.cell(1, 0));
+    EXPECT_EQ(p.read[69], kv.cell(1, 69));
+    EXPECT_EQ(p.read[static_cast<size_t>(2 * align) + 2], kv.cell(2, 2));
+    EXPECT_EQ(p.read[static_cast<size_t>(2 * align) + align + 5], kv.cell(2, 0));  // past its segment
+    EXPECT_EQ(p.query_rows, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 5, 5, 5, 5}));
+    EXPECT_EQ(p.token_slots, (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
+    const auto shown = [&](int slot, int cell) { return p.mask[static_cast<size_t>(slot * 2 * align + cell)] == 0; };
+    for (int j = 0; j < 5; ++j)
+        for (int c = 0; c < 2 * align; ++c) EXPECT_EQ(shown(j, c), c <= 65 + j) << "token " << j << " cell " << c;
+    for (int c = 0; c < 2 * align; ++c) EXPECT_EQ(shown(5, c), c <= 2) << "cell " << c;
+    for (int slot = 6; slot < 10; ++slot)  // padding slots: one finite weight
+        for (int c = 0; c < 2 * align; ++c) EXPECT_EQ(shown(slot, c), c == 0);
+    // A kept graph's room: max_read grows to what it holds.
+    EXPECT_EQ(s.padded(4 * align).max_read, 4 * align);
+}
+
+// The throughput layout's attention is a constant number of nodes whatever the number of
+// sequences (the segmented layout's grows by 24 per sequence per layer).
+TEST(PaddedAttention, TheNodeCountDoesNotGrowWithTheSequences) {
+    auto nodes = [](int sequences) {
+        ggml_init_params params{64 << 20, nullptr, /*no_alloc=*/true};
+        ggml_context* ctx = ggml_init(params);
+        const int64_t hd = 64, H = 8, Hkv = 2, T = 1, L = 128, n = sequences * T;
+        StepTensors in;
+        in.sequences = sequences;
+        in.max_tokens = static_cast<int>(T);
+        in.max_read = static_cast<int>(L);
+        in.pad_read = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, L * sequences);
+        in.query_rows = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, T * sequences);
+        in.token_slots = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n);
+        in.pad_mask = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, L, T, 1, sequences);
+        ggml_tensor* q = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, H, n);
+        ggml_tensor* k = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, hd * Hkv, 4096);
+        ggml_tensor* v = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, hd * Hkv, 4096);
+        ggml_tensor* out = padded_attention(ctx, q, k, v, in, 0.125f);
+        EXPECT_EQ(out->ne[0], hd * H);
+        EXPECT_EQ(out->ne[1], n);
+        ggml_cgraph* g = ggml_new_graph(ctx);
+        ggml_build_forward_expand(g, out);
+        const int count = ggml_graph_n_nodes(g);
+        ggml_free(ctx);
+        return count;
+    };
+    EXPECT_EQ(nodes(1), nodes(64));
+    EXPECT_EQ(nodes(1), nodes(256));
 }
 
 }  // namespace
