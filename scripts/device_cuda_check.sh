@@ -33,6 +33,7 @@ for arg in "$@"; do
     --cpu) MODE=cpu ;;
     --stages) ACTION=stages ;;
     --serve-bench) ONLY=serve_bench ;;
+    --throughput) ONLY=throughput ;;
     *) echo "device_cuda_check.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -143,7 +144,7 @@ build_ggml_cuda() {
     >"$STATE/ggml-src/CMakeLists.txt"
   cmake -S "$STATE/ggml-src" -B "$STATE/ggml-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DGGML_NATIVE=ON -DGGML_OPENMP=ON \
-    -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" -DGGML_CUDA_FA=OFF \
+    -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" -DGGML_CUDA_FA=ON -DGGML_CUDA_FA_ALL_QUANTS=OFF \
     -DGGML_CUDA_NCCL=OFF -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF \
     -DCMAKE_INSTALL_PREFIX="$GGML_PREFIX" || return 1
   cmake --build "$STATE/ggml-build" --target ggml ggml-base ggml-cpu ggml-cuda -j"$JOBS" || return 1
@@ -334,6 +335,40 @@ serve_bench_device() {
     --threads "${BENCH_THREADS:-4}" --levels "${BENCH_LEVELS:-1 4 8 16}" --per-client "${BENCH_PER:-2}"
 }
 
+# The throughput layout on the GPU (issue 51): the fixtures' parity with
+# PARLANCE_ATTENTION_LAYOUT=padded on cuda, then the Qwen3-ASR 1.7B layout (random weights, f16
+# GGUF pair) served on cuda under bench/load_gen.py at concurrency 1, 8 and 64 (an 11 s clip, 40
+# tokens at most), the default (segmented, batch-invariant) layout and the padded one in turn.
+throughput() {
+  local dir="$STATE/qwen3-asr-1.7b" port layout c pid
+  for ref in "$ROOT"/tests/fixtures/qwen3/*/ "$ROOT"/tests/fixtures/qwen3_asr/*/; do
+    ref="${ref%/}"; local name; name="$(basename "$ref")"
+    local kind=qwen3; [[ "$ref" == *qwen3_asr* ]] && kind=qwen3-asr
+    local w=$name; [ "$kind" = qwen3-asr ] && w="asr:$name"
+    [ -d "$STATE/$kind-$name" ] || run_w "$w" "$STATE/$kind-$name" >/dev/null || continue
+    echo "-- parity $kind $name, padded layout on cuda"
+    PARLANCE_ATTENTION_LAYOUT=padded run_parlance parity "$ref" --model "$STATE/$kind-$name" --device cuda | tail -4
+  done
+  run_w asr:layout-0.6b "$dir" --gguf --f16 --edit '{"audio_config":{"d_model":1024,"encoder_layers":24,
+"encoder_attention_heads":16,"encoder_ffn_dim":4096,"downsample_hidden_size":480,"output_dim":2048},
+"text_config":{"hidden_size":2048,"intermediate_size":6144,"num_hidden_layers":28,"num_attention_heads":16,
+"num_key_value_heads":8,"head_dim":128}}' >/dev/null || return 1
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+  for layout in gpu padded; do
+    port=$((18800 + RANDOM % 500))
+    PARLANCE_ATTENTION_LAYOUT=$layout run_parlance serve --device cuda --port "$port" --model "$dir" \
+      --max-new-tokens 40 --max-queue 1024 --cache-slots 256 --kv-cache-mb 8192 >"$STATE/serve_tp_$layout.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
+    for c in ${TP_LEVELS:-1 8 64}; do
+      echo "layout $layout: $(python3 "$ROOT/bench/load_gen.py" --url "http://127.0.0.1:$port" \
+        --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency "$c" --requests $((c < 8 ? 8 : 2 * c)))"
+    done
+    kill "$pid"; wait "$pid" 2>/dev/null
+    tail -5 "$STATE/serve_tp_$layout.log"
+  done
+}
+
 environment() {
   uname -a; cat /etc/os-release 2>/dev/null | head -3; ldd --version | head -1; nproc
   command -v nvidia-smi >/dev/null && nvidia-smi
@@ -360,6 +395,12 @@ if [ "$ACTION" = stages ]; then
     stage llama_common build_llama_common || fail llama_common
   fi
   stage parlance_build build_parlance || fail parlance_build
+  if [ "$ONLY" = throughput ]; then
+    stage throughput throughput
+    echo "all steps ran" >>"$STATE/summary.txt"
+    touch "$STATE/done"
+    exit 0
+  fi
   if [ "$ONLY" = serve_bench ]; then
     stage whisper_anchor build_whisper_anchor || fail whisper_anchor
     stage serve_bench serve_bench_device
@@ -456,6 +497,7 @@ collect() {
   cat "$STATE"/info.log "$STATE"/parity_*.log >"$OUT/parity.log" 2>/dev/null || true
   [ -f "$STATE/op_trace_short.log" ] && cp "$STATE/op_trace_short.log" "$OUT/op_trace.log"
   [ -f "$STATE/accumulation_cost.log" ] && cp "$STATE/accumulation_cost.log" "$OUT/accumulation_cost.log"
+  [ -f "$STATE/throughput.log" ] && cp "$STATE/throughput.log" "$OUT/throughput.log"
   if [ -f "$STATE/whisper_anchor.log" ]; then
     { cat "$STATE/serve_bench.log" 2>/dev/null; echo "-- anchor build"; tail -30 "$STATE/whisper_anchor.log";
       echo "-- server log"; tail -30 "$ROOT/bench/build/serve.log" 2>/dev/null;
