@@ -13,7 +13,8 @@ namespace parlance::server {
 
 using nlohmann::json;
 
-namespace {
+// Named, not anonymous: a unity build joins this file with others that have helpers of these names.
+namespace session_update {
 
 [[noreturn]] void refuse(const std::string& code, const std::string& message, const std::string& param) {
     throw RealtimeEventError(code, message, param);
@@ -134,7 +135,7 @@ RealtimeAudioFormat ga_format(const json& f, const std::string& param) {
            param);
 }
 
-}  // namespace
+}  // namespace session_update
 
 bool is_realtime_model_alias(const std::string& name) {
     return is_speech_model_alias(name) || (name.rfind("gpt-", 0) == 0 && name.find("realtime") != std::string::npos);
@@ -142,22 +143,25 @@ bool is_realtime_model_alias(const std::string& name) {
 
 json parse_client_event(std::string_view text) {
     if (!json_within_depth(text))
-        refuse("json_too_deep",
-               "the message nests deeper than " + std::to_string(kMaxJsonDepth) + " levels of arrays and objects", "");
+        session_update::refuse(
+            "json_too_deep",
+            "the message nests deeper than " + std::to_string(kMaxJsonDepth) + " levels of arrays and objects", "");
     json ev = json::parse(text, nullptr, false);
-    if (ev.is_discarded() || !ev.is_object()) refuse("invalid_json", "the message is not a JSON object", "");
-    if (!ev.contains("type") || !ev["type"].is_string()) refuse("missing_type", "the event has no \"type\"", "type");
+    if (ev.is_discarded() || !ev.is_object())
+        session_update::refuse("invalid_json", "the message is not a JSON object", "");
+    if (!ev.contains("type") || !ev["type"].is_string())
+        session_update::refuse("missing_type", "the event has no \"type\"", "type");
     return ev;
 }
 
 RealtimeSettings parse_session_update(const json& ev, bool beta_shape, const RealtimeSettings& current,
                                       const SessionUpdateContext& c) {
     if (!ev.contains("session") || !ev["session"].is_object())
-        refuse("missing_session", "the event has no \"session\" object", "session");
+        session_update::refuse("missing_session", "the event has no \"session\" object", "session");
     const json& s = ev["session"];
     RealtimeSettings next = current;
     if (beta_shape) {
-        if (const json* f = member(s, "input_audio_format"); f && !f->is_null()) {
+        if (const json* f = session_update::member(s, "input_audio_format"); f && !f->is_null()) {
             const std::string v = f->is_string() ? f->get<std::string>() : "";
             if (v == "pcm16")
                 next.format = RealtimeAudioFormat::Pcm24k;
@@ -166,35 +170,42 @@ RealtimeSettings parse_session_update(const json& ev, bool beta_shape, const Rea
             else if (v == "g711_alaw")
                 next.format = RealtimeAudioFormat::Pcma;
             else
-                refuse("invalid_value", "input_audio_format is pcm16, g711_ulaw or g711_alaw",
-                       "session.input_audio_format");
+                session_update::refuse("invalid_value", "input_audio_format is pcm16, g711_ulaw or g711_alaw",
+                                       "session.input_audio_format");
         }
-        if (const json* tr = member(s, "input_audio_transcription"))
-            read_transcription(*tr, "session.input_audio_transcription", c, next);
-        if (const json* td = member(s, "turn_detection")) read_turn_detection(*td, "session.turn_detection", c, next);
+        if (const json* tr = session_update::member(s, "input_audio_transcription"))
+            session_update::read_transcription(*tr, "session.input_audio_transcription", c, next);
+        if (const json* td = session_update::member(s, "turn_detection"))
+            session_update::read_turn_detection(*td, "session.turn_detection", c, next);
         return next;
     }
-    if (const json* t = member(s, "type"); t && !t->is_null() && *t != "transcription")
-        refuse("invalid_value", "this server serves transcription sessions (session.type \"transcription\")",
-               "session.type");
-    const json* audio = member(s, "audio");
+    if (const json* t = session_update::member(s, "type"); t && !t->is_null() && *t != "transcription")
+        session_update::refuse("invalid_value",
+                               "this server serves transcription sessions (session.type \"transcription\")",
+                               "session.type");
+    const json* audio = session_update::member(s, "audio");
     if (audio && !audio->is_null() && !audio->is_object())
-        refuse("invalid_type", "session.audio must be an object", "session.audio");
-    const json* in = audio ? member(*audio, "input") : nullptr;
+        session_update::refuse("invalid_type", "session.audio must be an object", "session.audio");
+    const json* in = audio ? session_update::member(*audio, "input") : nullptr;
     if (in && !in->is_null() && !in->is_object())
-        refuse("invalid_type", "session.audio.input must be an object", "session.audio.input");
+        session_update::refuse("invalid_type", "session.audio.input must be an object", "session.audio.input");
     const std::string where = "session.audio.input.";
     if (in && in->is_object()) {
-        if (const json* f = member(*in, "format"); f && !f->is_null()) next.format = ga_format(*f, where + "format");
-        if (const json* tr = member(*in, "transcription")) read_transcription(*tr, where + "transcription", c, next);
-        if (const json* td = member(*in, "turn_detection")) read_turn_detection(*td, where + "turn_detection", c, next);
+        if (const json* f = session_update::member(*in, "format"); f && !f->is_null())
+            next.format = session_update::ga_format(*f, where + "format");
+        if (const json* tr = session_update::member(*in, "transcription"))
+            session_update::read_transcription(*tr, where + "transcription", c, next);
+        if (const json* td = session_update::member(*in, "turn_detection"))
+            session_update::read_turn_detection(*td, where + "turn_detection", c, next);
     }
-    if (const json* inc = member(s, "include"); inc && !inc->is_null()) {
-        if (!inc->is_array()) refuse("invalid_type", "session.include must be an array of strings", "session.include");
-        if (inc->size() > 16) refuse("invalid_value", "session.include has at most 16 entries", "session.include");
+    if (const json* inc = session_update::member(s, "include"); inc && !inc->is_null()) {
+        if (!inc->is_array())
+            session_update::refuse("invalid_type", "session.include must be an array of strings", "session.include");
+        if (inc->size() > 16)
+            session_update::refuse("invalid_value", "session.include has at most 16 entries", "session.include");
         next.include.clear();
         for (size_t i = 0; i < inc->size(); ++i)
-            next.include.push_back(text_of((*inc)[i], "session.include[" + std::to_string(i) + "]"));
+            next.include.push_back(session_update::text_of((*inc)[i], "session.include[" + std::to_string(i) + "]"));
     }
     return next;
 }

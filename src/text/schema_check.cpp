@@ -8,7 +8,8 @@
 
 namespace parlance {
 
-namespace {
+// Named, not anonymous: a unity build joins this file with others that have helpers of these names.
+namespace schema_walk {
 
 using json = nlohmann::ordered_json;
 
@@ -279,10 +280,10 @@ private:
     SchemaBudget& b_;
 };
 
-}  // namespace
+}  // namespace schema_walk
 
 void check_schema(const nlohmann::ordered_json& schema, const SchemaLimits& limits, SchemaBudget& budget) {
-    Walker(limits, budget).walk(schema, "#");
+    schema_walk::Walker(limits, budget).walk(schema, "#");
 }
 
 }  // namespace parlance

@@ -22,7 +22,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const nlohmann::json ev = parse_client_event(text);
         for (const bool beta : {false, true}) {
             try {
-                const RealtimeSettings s = parse_session_update(ev, beta, RealtimeSettings{}, c);
+                RealtimeSettings current;
+                current.server_vad = c.has_vad;  // as a session without a VAD model starts
+                const RealtimeSettings s = parse_session_update(ev, beta, current, c);
                 if (s.prefix_padding_ms < 0 || s.prefix_padding_ms > 5000 || s.silence_duration_ms < 0 ||
                     s.silence_duration_ms > 10000 || !(s.threshold > 0 && s.threshold < 1) ||
                     (s.server_vad && !c.has_vad))
