@@ -187,7 +187,7 @@ serve_invariance() {
   local model=(--model "$fx/whisper/tiny-multi/model")
   [ "$kind" = qwen3_asr ] && model=(--model "$STATE/qwen3-asr-tiny")
   [ "$kind" = chat ] && model+=(--chat-model "$STATE/qwen3-tiny" --chat-model-id qwen3-tiny)
-  run_parlance serve --device "$device" --port "$port" --max-new-tokens 24 --cache-slots 8 "${model[@]}" \
+  run_parlance serve --device "$device" --port "$port" --max-new-tokens 24 --cache-slots 8 "${model[@]}" ${SERVE_EXTRA:-} \
     >"$STATE/serve_${kind}_$device.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
@@ -335,37 +335,48 @@ serve_bench_device() {
     --threads "${BENCH_THREADS:-4}" --levels "${BENCH_LEVELS:-1 4 8 16}" --per-client "${BENCH_PER:-2}"
 }
 
-# The throughput layout on the GPU (issue 51): the fixtures' parity with
-# PARLANCE_ATTENTION_LAYOUT=padded on cuda, then the Qwen3-ASR 1.7B layout (random weights, f16
-# GGUF pair) served on cuda under bench/load_gen.py at concurrency 1, 8 and 64 (an 11 s clip, 40
-# tokens at most), the default (segmented, batch-invariant) layout and the padded one in turn.
+# The throughput step on the GPU (issue 51): every fixture's parity on cuda in the default
+# (throughput) mode and under --deterministic, the server's batch invariance under --deterministic,
+# then the Qwen3-ASR 1.7B layout (random weights, f16 GGUF pair) served on cuda under
+# bench/load_gen.py at TP_LEVELS (an 11 s clip, 40 tokens at most: random weights repeat a token),
+# --deterministic and the default in turn.
 throughput() {
-  local dir="$STATE/qwen3-asr-1.7b" port layout c pid
+  local dir="$STATE/qwen3-asr-1.7b" port mode c pid ref name kind w
+  mkdir -p "$PCACHE/assets/qwen3"
+  [ -f "$CARRY/qwen3tok.tar.xz" ] && tar xJf "$CARRY/qwen3tok.tar.xz" -C "$PCACHE/assets/qwen3"
+  for ref in "$ROOT"/tests/fixtures/whisper/*/; do
+    ref="${ref%/}"; [ -f "$ref/reference.json" ] || continue
+    for mode in "" --deterministic; do
+      echo "-- parity whisper $(basename "$ref") on cuda ${mode:-(throughput)}: $(run_parlance parity "$ref" --device cuda $mode 2>&1 | tail -1)"
+    done
+  done
   for ref in "$ROOT"/tests/fixtures/qwen3/*/ "$ROOT"/tests/fixtures/qwen3_asr/*/; do
-    ref="${ref%/}"; local name; name="$(basename "$ref")"
-    local kind=qwen3; [[ "$ref" == *qwen3_asr* ]] && kind=qwen3-asr
-    local w=$name; [ "$kind" = qwen3-asr ] && w="asr:$name"
-    [ -d "$STATE/$kind-$name" ] || run_w "$w" "$STATE/$kind-$name" >/dev/null || continue
-    echo "-- parity $kind $name, padded layout on cuda"
-    PARLANCE_ATTENTION_LAYOUT=padded run_parlance parity "$ref" --model "$STATE/$kind-$name" --device cuda | tail -4
+    ref="${ref%/}"; name="$(basename "$ref")"
+    kind=qwen3; w=$name; [[ "$ref" == *qwen3_asr* ]] && kind=qwen3-asr && w="asr:$name"
+    [ -f "$STATE/$kind-$name/config.json" ] || run_w "$w" "$STATE/$kind-$name" >/dev/null || continue
+    for mode in "" --deterministic; do
+      echo "-- parity $kind $name on cuda ${mode:-(throughput)}: $(run_parlance parity "$ref" --model "$STATE/$kind-$name" --device cuda $mode 2>&1 | tail -1)"
+    done
+  done
+  for kind in whisper qwen3_asr chat; do
+    SERVE_EXTRA=--deterministic serve_invariance cuda "$kind" | tail -2
   done
   run_w asr:layout-0.6b "$dir" --gguf --f16 --edit '{"audio_config":{"d_model":1024,"encoder_layers":24,
 "encoder_attention_heads":16,"encoder_ffn_dim":4096,"downsample_hidden_size":480,"output_dim":2048},
 "text_config":{"hidden_size":2048,"intermediate_size":6144,"num_hidden_layers":28,"num_attention_heads":16,
 "num_key_value_heads":8,"head_dim":128}}' >/dev/null || return 1
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-  for layout in gpu padded; do
+  for mode in --deterministic ""; do
     port=$((18800 + RANDOM % 500))
-    PARLANCE_ATTENTION_LAYOUT=$layout run_parlance serve --device cuda --port "$port" --model "$dir" \
-      --max-new-tokens 40 --max-queue 1024 --cache-slots 256 --kv-cache-mb 8192 >"$STATE/serve_tp_$layout.log" 2>&1 &
+    run_parlance serve --device cuda --port "$port" --model "$dir" $mode \
+      --max-new-tokens 40 --max-queue 1024 --cache-slots 256 --kv-cache-mb 8192 >"$STATE/serve_tp.log" 2>&1 &
     pid=$!
     for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
     for c in ${TP_LEVELS:-1 8 64}; do
-      echo "layout $layout: $(python3 "$ROOT/bench/load_gen.py" --url "http://127.0.0.1:$port" \
+      echo "${mode:-throughput}: $(python3 "$ROOT/bench/load_gen.py" --url "http://127.0.0.1:$port" \
         --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency "$c" --requests $((c < 8 ? 8 : 2 * c)))"
     done
     kill "$pid"; wait "$pid" 2>/dev/null
-    tail -5 "$STATE/serve_tp_$layout.log"
   done
 }
 
@@ -458,7 +469,9 @@ if [ "$ACTION" = stages ]; then
     stage parity_cpu_qwen3_asr_gguf run_parlance parity "$ROOT/tests/fixtures/qwen3_asr/layout-0.6b" --model "$STATE/qwen3-asr-gguf" --device cpu
   fi
   for kind in whisper qwen3_asr chat; do
-    [ "$MODE" = cuda ] && stage "parity_cuda_serve_$kind" serve_invariance cuda "$kind"
+    # Bit-identical alone and batched is --deterministic's promise on a GPU (the default
+    # throughput step's kernels follow the batch's width).
+    [ "$MODE" = cuda ] && SERVE_EXTRA=--deterministic stage "parity_cuda_serve_$kind" serve_invariance cuda "$kind"
     stage "parity_cpu_serve_$kind" serve_invariance cpu "$kind"
   done
   [ "$MODE" = cuda ] && stage accumulation_cost accumulation_cost

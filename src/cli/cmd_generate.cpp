@@ -156,6 +156,7 @@ void register_generate(CLI::App& app, GlobalOptions& /*globals*/) {
         ->check(CLI::IsMember({"f32", "f16"}));
     cmd->add_option("-t,--threads", a->threads, "CPU threads (0 = all, up to 8)")->default_val(0);
     cmd->add_option("--device", a->device, "cpu|cuda|metal")->default_val("cpu");
+    add_deterministic_flag(cmd);
     cmd->callback([a] { run(*a); });
 }
 

@@ -35,6 +35,7 @@ void register_parity(CLI::App& app, GlobalOptions& globals) {
         ->check(CLI::ExistingDirectory);
     cmd->add_option("-t,--threads", opts->backend.threads, "CPU threads (0 = all, up to 8)");
     cmd->add_option("--device", opts->backend.device, "cpu|cuda|metal")->default_val("cpu");
+    add_deterministic_flag(cmd);
     cmd->add_option("--quantize", opts->quantize,
                     "Linear weights at load: f32 (full precision) or quantized f16|q8_0|q5_k|q4_k");
     cmd->add_option("--model", opts->model_override,

@@ -377,6 +377,7 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
         ->default_val(600);
     cmd->add_option("-t,--threads", a->threads, "CPU threads for compute (0 = all, up to 8)");
     cmd->add_option("--device", a->server.device, "cpu|cuda|metal")->default_val("cpu");
+    add_deterministic_flag(cmd);
     cmd->add_option("--quantize", a->quantize,
                     "Linear weights at load: f32 (full precision) or quantized f16|q8_0|q5_k|q4_k");
     cmd->add_option("--chat-model", a->chat_model,

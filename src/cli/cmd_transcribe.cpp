@@ -174,6 +174,7 @@ void register_transcribe(CLI::App& app, GlobalOptions&) {
                   "Print where each file's time went to stderr: log-mel, encoder, prompt steps, decode ms/token");
     cmd->add_option("-t,--threads", a->threads, "CPU threads (0 = all, up to 8)");
     cmd->add_option("--device", a->device, "cpu|cuda|metal")->default_val("cpu");
+    add_deterministic_flag(cmd);
     cmd->add_option("--quantize", a->quantize,
                     "Linear weights at load: f32 (full precision) or quantized f16|q8_0|q5_k|q4_k");
     cmd->add_option("--max-seconds", a->max_seconds, "Refuse audio longer than this")->default_val(4 * 3600);

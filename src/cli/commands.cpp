@@ -1,6 +1,8 @@
 // The list of subcommands, in the order --help shows them.
 #include "cli/commands.h"
 
+#include "core/graph_ops.h"
+
 namespace parlance::cli {
 
 void register_commands(CLI::App& app, GlobalOptions& globals) {
@@ -14,6 +16,14 @@ void register_commands(CLI::App& app, GlobalOptions& globals) {
     register_vad(app, globals);
     register_stream(app, globals);
     register_top(app, globals);
+}
+
+void add_deterministic_flag(CLI::App* cmd) {
+    cmd->add_flag_callback(
+        "--deterministic", [] { set_deterministic_gpu(true); },
+        "On a GPU: every result bit-identical alone and batched (each sequence attended by itself, each "
+        "product one column at a time; slower under load) instead of the throughput step, whose last bits "
+        "follow the batch. The CPU is always bit-identical");
 }
 
 }  // namespace parlance::cli

@@ -15,6 +15,10 @@ struct GlobalOptions {
 
 void register_commands(CLI::App& app, GlobalOptions& globals);
 
+// --deterministic on a command that computes on a device: the GPU keeps every result bit-identical
+// alone and batched (core/graph_ops.h's Segmented layout) instead of the throughput step.
+void add_deterministic_flag(CLI::App* cmd);
+
 // One per subcommand file.
 void register_info(CLI::App& app, GlobalOptions& globals);
 void register_transcribe(CLI::App& app, GlobalOptions& globals);

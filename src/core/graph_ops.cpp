@@ -9,6 +9,7 @@
 #include <ggml-backend.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -87,13 +88,23 @@ bool gpu_layout(const ggml_tensor* cache_k) {
 
 }  // namespace
 
-AttentionLayout attention_layout(const ggml_tensor* cache_k) {
-    if (const auto forced = forced_layout()) return *forced;
-    return in_cpu_memory(cache_k) ? AttentionLayout::Host : AttentionLayout::Segmented;
+namespace {
+std::atomic<bool> g_deterministic_gpu{false};
+}  // namespace
+
+void set_deterministic_gpu(bool deterministic) {
+    g_deterministic_gpu.store(deterministic);
 }
 
-bool padded_layout_chosen() {
-    return forced_layout() == AttentionLayout::Padded;
+AttentionLayout attention_layout(const ggml_tensor* cache_k) {
+    if (const auto forced = forced_layout()) return *forced;
+    if (in_cpu_memory(cache_k)) return AttentionLayout::Host;
+    return g_deterministic_gpu.load() ? AttentionLayout::Segmented : AttentionLayout::Padded;
+}
+
+bool device_products_invariant() {
+    if (const auto forced = forced_layout()) return *forced == AttentionLayout::Segmented;
+    return g_deterministic_gpu.load();
 }
 
 StepTensors StepTensors::create(ggml_context* ctx, const StepBatch& b, const KvStorage& cache) {

@@ -48,17 +48,23 @@ ggml_tensor* rope(ggml_context* ctx, ggml_tensor* x, ggml_tensor* positions, con
 // How a step's attention is built over a cache:
 //  - Host: a host cache read in place by cpu_paged_attention (the CPU's default);
 //  - Segmented: each sequence gathered and attended by itself, one product per query, so its
-//    result does not depend on the batch (a device cache's default: batch invariance on a GPU);
+//    result does not depend on the batch (a device cache under --deterministic: batch invariance
+//    on a GPU, weight products one column at a time too);
 //  - Padded: the whole batch in a constant number of nodes — every sequence's cells gathered into
-//    one padded block per sequence and one flash-attention call over all of them (the throughput
-//    layout; on a device cache, weight products then take all of a step's columns at once too).
+//    one padded block per sequence and one flash-attention call over all of them (a device
+//    cache's default, the throughput layout: weight products then take all of a step's columns
+//    at once; a GPU's kernels then follow the batch's width, so a sequence's logits may differ in
+//    their last bits with what runs beside it).
 // PARLANCE_ATTENTION_LAYOUT=gpu (Segmented) or =padded chooses for every cache, so the tests run
 // a GPU's graphs on the CPU (ctest's GpuAttentionLayoutOnCpu.*, PaddedAttentionLayoutOnCpu.*).
 enum class AttentionLayout { Host, Segmented, Padded };
 AttentionLayout attention_layout(const ggml_tensor* cache_k);
-// True when PARLANCE_ATTENTION_LAYOUT=padded: the throughput layout's weight products (all of a
-// step's columns in one product on a GPU).
-bool padded_layout_chosen();
+// The GPU's numerics, chosen once at the CLI boundary before any model loads (the commands'
+// --deterministic): true keeps every result bit-identical alone and batched (Segmented attention,
+// one-column products); false (the default) is the throughput step (Padded).
+void set_deterministic_gpu(bool deterministic);
+// Whether a device's weight products go one column at a time (the Segmented layout's products).
+bool device_products_invariant();
 
 // The input tensors of a StepBatch in a graph; create() before building, upload() after the
 // graph is allocated.

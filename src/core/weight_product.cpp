@@ -709,7 +709,7 @@ ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x) {
                         x->ne[3] == 1 && x->ne[2] % w->ne[2] == 0 &&
                         (w->ne[2] > 1 || x->ne[2] == 1 || ggml_is_contiguous(x)) && x->nb[1] % sizeof(float) == 0 &&
                         x->nb[2] % sizeof(float) == 0;
-    if (!host_weights && t_invariant_products && !padded_layout_chosen()) {
+    if (!host_weights && t_invariant_products && device_products_invariant()) {
         // A GPU's ggml_mul_mat picks its kernel by the number of columns (CUDA: a vector kernel for
         // one, tensor-core tiles for a few, cuBLAS, whose algorithm follows the shape, beyond), so a
         // column's result would depend on what else is in the step. Each column as its own matrix
