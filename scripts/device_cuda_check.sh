@@ -376,7 +376,13 @@ throughput() {
       echo "${mode:-throughput}: $(python3 "$ROOT/bench/load_gen.py" --url "http://127.0.0.1:$port" \
         --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency "$c" --requests $((c < 8 ? 8 : 2 * c)))"
     done
+    echo "metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|decode_tokens_per_second|real_time_factor) ' | tr '\n' ' ')"
     kill "$pid"; wait "$pid" 2>/dev/null
+  done
+  # One request alone, phase by phase (encoder, prompt, decode), in each mode.
+  for mode in --deterministic ""; do
+    echo "timings ${mode:-throughput}: $(run_parlance transcribe --device cuda --model "$dir" $mode --timings \
+      --max-new-tokens 40 --min-new-tokens 40 -f text -o /dev/null "$ROOT/tests/fixtures/audio/jfk.wav" 2>&1 | grep '^timings')"
   done
 }
 
