@@ -339,7 +339,7 @@ serve_bench_device() {
 # (throughput) mode and under --deterministic, the server's batch invariance under --deterministic,
 # then the Qwen3-ASR 1.7B layout (random weights, f16 GGUF pair) served on cuda under
 # bench/load_gen.py at TP_LEVELS (an 11 s clip, 40 tokens at most: random weights repeat a token),
-# --deterministic and the default in turn.
+# --deterministic, the default and the default with 8 encoder passes a step in turn.
 throughput() {
   local dir="$STATE/qwen3-asr-1.7b" port mode c pid ref name kind w
   mkdir -p "$PCACHE/assets/qwen3"
@@ -347,7 +347,7 @@ throughput() {
   for ref in "$ROOT"/tests/fixtures/whisper/*/; do
     ref="${ref%/}"; [ -f "$ref/reference.json" ] || continue
     for mode in "" --deterministic; do
-      echo "-- parity whisper $(basename "$ref") on cuda ${mode:-(throughput)}: $(run_parlance parity "$ref" --device cuda $mode 2>&1 | tail -1)"
+      echo "-- parity whisper $(basename "$ref") on cuda ${mode:-(throughput)}: $(run_parlance parity "$ref" --device cuda $mode 2>&1 | grep -E 'checks identical|error' | tail -1)"
     done
   done
   for ref in "$ROOT"/tests/fixtures/qwen3/*/ "$ROOT"/tests/fixtures/qwen3_asr/*/; do
@@ -355,7 +355,7 @@ throughput() {
     kind=qwen3; w=$name; [[ "$ref" == *qwen3_asr* ]] && kind=qwen3-asr && w="asr:$name"
     [ -f "$STATE/$kind-$name/config.json" ] || run_w "$w" "$STATE/$kind-$name" >/dev/null || continue
     for mode in "" --deterministic; do
-      echo "-- parity $kind $name on cuda ${mode:-(throughput)}: $(run_parlance parity "$ref" --model "$STATE/$kind-$name" --device cuda $mode 2>&1 | tail -1)"
+      echo "-- parity $kind $name on cuda ${mode:-(throughput)}: $(run_parlance parity "$ref" --model "$STATE/$kind-$name" --device cuda $mode 2>&1 | grep -E 'checks identical|error' | tail -1)"
     done
   done
   for kind in whisper qwen3_asr chat; do
@@ -366,7 +366,7 @@ throughput() {
 "text_config":{"hidden_size":2048,"intermediate_size":6144,"num_hidden_layers":28,"num_attention_heads":16,
 "num_key_value_heads":8,"head_dim":128}}' >/dev/null || return 1
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-  for mode in --deterministic ""; do
+  for mode in --deterministic "" "--encode-batch 8"; do
     port=$((18800 + RANDOM % 500))
     run_parlance serve --device cuda --port "$port" --model "$dir" $mode \
       --max-new-tokens 40 --max-queue 1024 --cache-slots 256 --kv-cache-mb 8192 >"$STATE/serve_tp.log" 2>&1 &

@@ -370,8 +370,10 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "Occupancy, prefix hits and evictions are in /metrics (parlance_kv_cache_*)");
     cmd->add_option("--max-new-tokens", a->max_new_tokens, "Decoded tokens per 30 s window (cap)")->default_val(224);
     cmd->add_option("--encode-batch", a->engine.max_encode_batch,
-                    "30 s windows of different requests encoded in one graph (on the CPU each window's result is the "
-                    "same bits either way; on a GPU it may differ in the last bits with what runs beside it)")
+                    "Whisper: 30 s windows of different requests encoded in one graph (on the CPU each window's "
+                    "result is the same bits either way; on a GPU it may differ in the last bits with what runs "
+                    "beside it). Qwen3-ASR: audio pieces encoded between two decoder steps (more admits a burst of "
+                    "uploads into the decode batch sooner, and holds the running decodes longer per step)")
         ->default_val(1);
     cmd->add_option("--timeout", a->engine.request_timeout_seconds, "Per-request time limit in seconds (0 = none)")
         ->default_val(600);

@@ -360,7 +360,7 @@ private:
             // `admitted` left the sorted queue in that order already.
             std::stable_sort(active_.begin(), active_.end(),
                              [](const auto& a, const auto& b) { return a->urgency() < b->urgency(); });
-            int embed_budget = kEmbedsPerStep;
+            int embed_budget = std::max(kEmbedsPerStep, options_.max_encode_batch);
             for (Job* j : admitted) {
                 try {
                     start(*j, embed_budget);

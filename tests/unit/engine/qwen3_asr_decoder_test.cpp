@@ -369,3 +369,50 @@ TEST(Qwen3Asr, ALongFilesPiecesAreEmbeddedOnlyAsEarlierOnesFinish) {
 
 }  // namespace
 }  // namespace parlance::testing
+
+namespace parlance::testing {
+namespace {
+
+using nlohmann::json;
+
+// serve --encode-batch N for Qwen3-ASR: N audio pieces encoded between two decoder steps (a burst
+// of uploads joins the decode batch sooner). Each request's transcript is the one it gets alone.
+TEST(Qwen3Asr, SeveralEncoderPassesAStepGiveEachRequestItsTranscriptAlone) {
+    TempDir dir;
+    Backend backend(BackendOptions{"cpu", 2, true, false});
+    auto model = open_speech_model(write_qwen3_asr("tiny", dir.path()), backend, {});
+    const json ref = qwen3_asr_reference("tiny");
+    std::vector<std::vector<float>> clips;
+    for (size_t i = 0; i < ref["cases"].size() && clips.size() < 4; ++i) clips.push_back(clip_samples(ref["cases"][i]));
+    TranscribeOptions o;
+    o.max_new_tokens = 12;
+    Logger log(LogLevel::Error);
+    const auto flat = [](const Transcript& t) {
+        std::vector<int> all;
+        for (const auto& seg : t.segments) all.insert(all.end(), seg.tokens.begin(), seg.tokens.end());
+        return all;
+    };
+    auto transcripts = [&](int encode_batch) {
+        EngineOptions eo;
+        eo.max_encode_batch = encode_batch;
+        auto engine = model->start_engine(eo, log);
+        std::vector<std::future<Transcript>> futures;
+        for (const auto& pcm : clips) {
+            TranscriptionRequest r;
+            r.pcm = pcm;
+            r.options = o;
+            futures.push_back(engine->submit(std::move(r)));
+        }
+        std::vector<std::vector<int>> tokens;
+        for (auto& f : futures) tokens.push_back(flat(f.get()));
+        engine->shutdown(false);
+        return tokens;
+    };
+    ASSERT_GE(clips.size(), 3u);
+    const auto one = transcripts(1), four = transcripts(4);
+    EXPECT_EQ(one, four);
+    for (size_t i = 0; i < clips.size(); ++i) EXPECT_EQ(four[i], flat(model->transcribe(clips[i], o))) << "clip " << i;
+}
+
+}  // namespace
+}  // namespace parlance::testing
