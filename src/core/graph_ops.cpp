@@ -107,6 +107,16 @@ bool device_products_invariant() {
     return g_deterministic_gpu.load();
 }
 
+namespace {
+// The padded block's cells for this batch: its longest segment's, rounded as read_capacity rounds
+// (a kept graph holds the decode steps of the same sequences for 256 steps in a row).
+int64_t padded_read_capacity(const StepBatch& b) {
+    int64_t longest = 0;
+    for (const StepBatch::Segment& g : b.segments) longest = std::max<int64_t>(longest, g.n_read);
+    return read_capacity(longest);
+}
+}  // namespace
+
 StepTensors StepTensors::create(ggml_context* ctx, const StepBatch& b, const KvStorage& cache) {
     StepTensors t;
     const int64_t n = b.n_tokens();
@@ -122,7 +132,7 @@ StepTensors StepTensors::create(ggml_context* ctx, const StepBatch& b, const KvS
         t.mask = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, static_cast<int64_t>(b.segment_mask_size()));
         t.segments = b.segments;
     } else {
-        const StepBatch::Padded p = b.padded();
+        const StepBatch::Padded p = b.padded(static_cast<int>(padded_read_capacity(b)));
         t.sequences = p.sequences;
         t.max_tokens = p.max_tokens;
         t.max_read = p.max_read;
@@ -173,8 +183,16 @@ int64_t read_capacity(int64_t n_kv) {
 }
 
 std::optional<StepShape> reusable_shape(const StepBatch& b, const KvStorage& cache) {
-    if (!b.embeddings.empty() || gpu_layout(cache.k(0))) return std::nullopt;
-    return StepShape{b.n_tokens(), static_cast<int64_t>(b.outputs.size()), read_capacity(b.n_kv()), cache.id()};
+    if (!b.embeddings.empty()) return std::nullopt;
+    const AttentionLayout layout = attention_layout(cache.k(0));
+    if (layout == AttentionLayout::Segmented) return std::nullopt;
+    StepShape s{b.n_tokens(), static_cast<int64_t>(b.outputs.size()), read_capacity(b.n_kv()), cache.id()};
+    if (layout == AttentionLayout::Padded) {
+        s.read = padded_read_capacity(b);
+        s.sequences = static_cast<int64_t>(b.segments.size());
+        for (const StepBatch::Segment& g : b.segments) s.max_tokens = std::max<int64_t>(s.max_tokens, g.n_tokens);
+    }
+    return s;
 }
 
 ggml_tensor* paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, const KvStorage& cache,

@@ -104,10 +104,13 @@ int64_t read_capacity(int64_t n_kv);
 struct StepShape {
     int64_t tokens = 0, outputs = 0, read = 0;
     uint64_t cache = 0;  // KvStorage::id()
+    // The padded layout's blocks: sequences and the longest one's tokens (`read` is then the
+    // padded block's cells, read_capacity of the longest segment).
+    int64_t sequences = 0, max_tokens = 0;
     bool operator==(const StepShape&) const = default;
 };
-// The shape of `batch`'s graph, or nullopt where the graph follows more than the shape: caches on a
-// GPU (its attention is built per sequence) and steps that carry embedding spans.
+// The shape of `batch`'s graph, or nullopt where the graph follows more than the shape: the
+// segmented layout (its attention is built per sequence) and steps that carry embedding spans.
 std::optional<StepShape> reusable_shape(const StepBatch& batch, const KvStorage& cache);
 
 // Grouped-query attention of one layer for every token of the batch: writes k and v (this step's,
