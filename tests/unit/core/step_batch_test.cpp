@@ -14,18 +14,23 @@ namespace {
 
 using testing::iota_tokens;
 
-TEST(StepBatch, EachSpanIsOneSegmentAndOneMaskBlock) {
-    KvCacheManager kv(64, 16);
+// Sequence 1 (70 tokens): a prompt chunk of 5 tokens at positions 65..69; sequence 2 (3 tokens): one
+// token at 2.
+StepBatch chunk_and_one(KvCacheManager& kv) {
     std::vector<BlockCopy> copies;
     const std::vector<int32_t> a = iota_tokens(70), b = iota_tokens(3, 100);
     kv.open(1, a);
-    ASSERT_TRUE(kv.append(1, a, copies));
+    EXPECT_TRUE(kv.append(1, a, copies));
     kv.open(2, b);
-    ASSERT_TRUE(kv.append(2, b, copies));
-    // Sequence 1: a prompt chunk of 5 tokens at positions 65..69; sequence 2: one token at 2.
+    EXPECT_TRUE(kv.append(2, b, copies));
     const std::vector<int32_t> chunk(a.begin() + 65, a.end()), one(b.begin() + 2, b.end());
     const std::vector<StepSpan> spans = {{1, 65, chunk, true}, {2, 2, one, true}};
-    const StepBatch s = build_step_batch(spans, kv);
+    return build_step_batch(spans, kv);
+}
+
+TEST(StepBatch, EachSpanIsOneSegmentAndOneMaskBlock) {
+    KvCacheManager kv(64, 16);
+    const StepBatch s = chunk_and_one(kv);
     ASSERT_EQ(s.segments.size(), 2u);
     const int align = StepBatch::kSegmentAlign;
     EXPECT_EQ(s.segments[0].token, 0);
@@ -88,26 +93,12 @@ TEST(StepBatch, ASliceIsTheBatchOfItsSpansAlone) {
     EXPECT_TRUE(whole.slice(0, 1).embeddings.empty());
 }
 
-}  // namespace
-}  // namespace parlance
-
-namespace parlance {
-namespace {
-
 // The padded layout: sequence s's cells in its block of max_read (its segment, then its first
 // cell again), its query slots, each token's slot, and a mask showing each slot exactly its
 // visible cells.
 TEST(StepBatch, ThePaddedLayoutGivesEachSequenceOneBlock) {
     KvCacheManager kv(64, 16);
-    std::vector<BlockCopy> copies;
-    const std::vector<int32_t> a = iota_tokens(70), b = iota_tokens(3, 100);
-    kv.open(1, a);
-    ASSERT_TRUE(kv.append(1, a, copies));
-    kv.open(2, b);
-    ASSERT_TRUE(kv.append(2, b, copies));
-    const std::vector<int32_t> chunk(a.begin() + 65, a.end()), one(b.begin() + 2, b.end());
-    const std::vector<StepSpan> spans = {{1, 65, chunk, true}, {2, 2, one, true}};
-    const StepBatch s = build_step_batch(spans, kv);
+    const StepBatch s = chunk_and_one(kv);
     const StepBatch::Padded p = s.padded();
     const int align = StepBatch::kSegmentAlign;
     ASSERT_EQ(p.sequences, 2);
