@@ -270,9 +270,8 @@ private:
             ec == asio::error::operation_aborted)
             return close();
         if (ec == http::error::body_limit) {
-            // The head was read: the error names what the route takes (a file, or a JSON body).
-            const std::string target(parser_->get().target());
-            const RouteId id = find_route(target.substr(0, target.find('?')), false).id;
+            // The request line was read: the error names what the route takes (a file, or a JSON body).
+            const RouteId id = head_route().id;
             const bool upload = id == RouteId::Transcriptions || id == RouteId::Translations;
             const std::string mb = std::to_string(server_.options.max_upload_bytes >> 20) + " MB";
             return protocol_error(413,
@@ -296,6 +295,14 @@ private:
         close();  // reset or other socket errors: nobody to answer
     }
 
+    // The route of the request line read so far (Beast refuses a too-large Content-Length before
+    // the head is done, with the target read), or Unknown when there is none yet.
+    Route head_route() const {
+        if (!parser_ || parser_->get().target().empty()) return {RouteId::Unknown, "other", false};
+        const std::string target(parser_->get().target());
+        return find_route(target.substr(0, target.find('?')), server_.options.metrics_public);
+    }
+
     void protocol_error(int status, const std::string& message, const std::string& code,
                         const std::string& param = "") {
         read_timer_.cancel();
@@ -305,11 +312,7 @@ private:
         started_ = Clock::now();
         // Answered in the shape of the route the request line named (Anthropic's for
         // /v1/messages); a request line too long to read (414) names none.
-        route_ = {RouteId::Unknown, "other", false};
-        if (parser_ && !parser_->get().target().empty()) {  // Beast refuses a too-large Content-Length mid-head
-            const std::string target(parser_->get().target());
-            route_ = find_route(target.substr(0, target.find('?')), server_.options.metrics_public);
-        }
+        route_ = head_route();
         send_error(ApiError(status, message, param, code), false);
     }
 
