@@ -187,6 +187,7 @@ void run(ServeArgs& a, GlobalOptions& globals) {
              " (loading ", specs.size(), specs.size() == 1 ? " model: " : " models, the first ", specs.front().second,
              ")");
     a.engine.max_new_tokens = a.max_new_tokens;
+    if (a.engine.max_encode_batch < 0) throw Error(ErrorKind::InvalidArgument, "--encode-batch must be >= 0");
     if (a.kv_cache_mb < 0) throw Error(ErrorKind::InvalidArgument, "--kv-cache-mb must be >= 0");
     a.engine.kv_cache_bytes = static_cast<size_t>(a.kv_cache_mb * 1024 * 1024);
     std::vector<SpeechSide> speech;
@@ -204,6 +205,7 @@ void run(ServeArgs& a, GlobalOptions& globals) {
         // ask for another): room for four of them at once, and never fewer slots than before.
         sp.beams = sp.model->default_beam_size();
         EngineOptions eo = a.engine;
+        if (eo.max_encode_batch == 0) eo.max_encode_batch = a.server.device == "cpu" ? 1 : sp.model->gpu_encode_batch();
         eo.cache_slots = a.cache_slots > 0 ? a.cache_slots : std::max(16, 4 * 2 * sp.beams);
         sp.cache_slots = eo.cache_slots;
         if (sp.beams > 1 && eo.cache_slots < 2 * sp.beams)
@@ -373,8 +375,10 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "Whisper: 30 s windows of different requests encoded in one graph (on the CPU each window's "
                     "result is the same bits either way; on a GPU it may differ in the last bits with what runs "
                     "beside it). Qwen3-ASR: audio pieces encoded between two decoder steps (more admits a burst of "
-                    "uploads into the decode batch sooner, and holds the running decodes longer per step)")
-        ->default_val(1);
+                    "uploads into the decode batch sooner, and holds the running decodes longer per step), in "
+                    "one encoder graph (under --deterministic one graph each). Default or 0: 1 on the CPU; on a GPU 4 "
+                    "for Whisper, 32 for Qwen3-ASR")
+        ->default_val(0);
     cmd->add_option("--timeout", a->engine.request_timeout_seconds, "Per-request time limit in seconds (0 = none)")
         ->default_val(600);
     cmd->add_option("-t,--threads", a->threads, "CPU threads for compute (0 = all, up to 8)");

@@ -15,6 +15,7 @@
 #include <ggml-cpu.h>
 
 #include "core/error.h"
+#include "core/op_profile.h"
 #include "core/op_trace.h"
 
 namespace parlance {
@@ -218,9 +219,15 @@ void Backend::alloc_graph(ggml_cgraph* graph, bool batch_invariant) {
 void Backend::compute(ggml_cgraph* graph) {
     if (current_ == nullptr) throw Error(ErrorKind::Internal, "graph computation failed: no graph allocated");
     std::optional<OpTrace::Scope> traced;
-    if (OpTrace* trace = OpTrace::active()) traced.emplace(*trace, graph, current_);
+    std::optional<OpProfile::Scope> profiled;
+    if (OpTrace* trace = OpTrace::active()) {
+        traced.emplace(*trace, graph, current_);
+    } else if (OpProfile* profile = OpProfile::active()) {
+        profiled.emplace(*profile, current_);
+    }
     const ggml_status status = ggml_backend_sched_graph_compute(current_, graph);
     traced.reset();
+    profiled.reset();
     if (status != GGML_STATUS_SUCCESS) throw Error(ErrorKind::Internal, "graph computation failed");
 }
 

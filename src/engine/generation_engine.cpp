@@ -2,6 +2,7 @@
 #include "engine/generation_engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -318,7 +319,9 @@ std::vector<GenerationResult> GenerationEngine::step() {
     add_prompt_rows(out, batch);
     // Prompt chunks only: the step still writes their K/V; one row of logits is asked and ignored.
     if (batch.outputs.empty()) batch.outputs.push_back(0);
+    const auto forward_start = std::chrono::steady_clock::now();
     model_.forward(batch, storage_, logits_);
+    stats_.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count();
     const size_t V = static_cast<size_t>(model_.vocab_size());
     size_t k = 0;  // logits row
     // Picks the token of one row for `s`, as if its tokens were its first `known` ones.

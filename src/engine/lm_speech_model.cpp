@@ -13,6 +13,7 @@
 
 #include "audio/cut_points.h"
 #include "core/error.h"
+#include "core/graph_ops.h"
 #include "decoding/token_words.h"
 #include "engine/generation_decode_service.h"
 #include "engine/generation_engine.h"
@@ -61,16 +62,30 @@ public:
 
     // The next piece, cut (quiet_piece_length), embedded and prompted, ready to submit.
     GenerationRequest next(AudioLanguageModel::EmbedTimes* times = nullptr) {
+        const std::vector<float> piece = cut();
+        int n = 0;
+        std::vector<float> emb = m_.embed_audio(piece, &n, times);
+        return request(made() - 1, std::move(emb), n);
+    }
+
+    // The next piece's samples, cut at the quietest point near the model's limit (the source
+    // releases them: a copy).
+    std::vector<float> cut() {
         const size_t at = cuts_.back();
         const auto max_len = static_cast<size_t>(m_.max_piece_seconds() * 16000);
         const size_t have = audio_.fill(at + max_len + 1);
         const std::span<const float> piece =
             audio_.view(at, at + quiet_piece_length(audio_.view(at, have), m_.max_piece_seconds()));
-        int n = 0;
-        std::vector<float> emb = m_.embed_audio(piece, &n, times);
+        std::vector<float> samples(piece.begin(), piece.end());
         cuts_.push_back(at + piece.size());
         audio_.release(cuts_.back());
         all_made_ = audio_.ended() && cuts_.back() == audio_.decoded();
+        logprobs_.emplace_back();
+        return samples;
+    }
+
+    // The request of piece i (cut already), its audio embedded as `emb` (`n` rows).
+    GenerationRequest request(size_t i, std::vector<float> emb, int n) {
         int at_token = 0;
         GenerationRequest r;
         r.prompt = m_.prompt(n, o_.initial_prompt, forced_, &at_token);
@@ -81,10 +96,9 @@ public:
         r.sampling.temperature = o_.temperatures.empty() ? 0.0f : o_.temperatures.front();
         r.sampling.seed = o_.seed;
         r.sampling.stop_ids = m_.decoder().stop_ids();
-        logprobs_.emplace_back();
         if (o_.word_probabilities) {  // each generated token's log-probability, for its words
             auto kept = std::make_shared<std::vector<float>>();
-            logprobs_.back() = kept;
+            logprobs_.at(i) = kept;
             r.logprobs = 0;
             r.on_logprobs = [kept](const TokenLogprobs& t) { kept->push_back(t.logprob); };
         }
@@ -247,8 +261,8 @@ private:
         (cancelled ? stats_.cancelled : stats_.failed)++;
     }
 
-    // A newly admitted job: its audio cut, its first pieces in as the budget allows (this thread).
-    void start(Job& j, int& embed_budget) {
+    // A newly admitted job: its audio source and piece cutter (this thread).
+    void start(Job& j) {
         const TranscribeOptions& o = j.request.options;
         if (options_.request_timeout_seconds > 0)
             j.deadline = j.submitted + std::chrono::duration_cast<Clock::duration>(
@@ -257,15 +271,21 @@ private:
             j.request.audio ? j.request.audio : std::make_shared<PcmSource>(std::span<const float>(j.request.pcm));
         j.pieces.emplace(model_, *j.audio, o, j.forced);
         j.transcript.task = o.task;
-        feed(j, embed_budget);
     }
 
-    // Embeds and submits the job's next pieces while fewer than kPiecesInFlight are ahead of its
-    // transcript (in the engine, or finished and waiting for an earlier piece) and the step's
-    // encoder budget lasts (each piece takes one).
-    void feed(Job& j, int& embed_budget) {
+    // A piece cut and waiting for this step's encoder passes.
+    struct Cut {
+        Job* job;
+        size_t index;
+        std::vector<float> samples;
+    };
+
+    // Cuts the job's next pieces into `cuts` while fewer than kPiecesInFlight are ahead of its
+    // transcript (waiting to be embedded, in the engine, or finished and waiting for an earlier
+    // piece) and the step's encoder budget lasts (each piece takes one).
+    void feed(Job& j, int& embed_budget, std::vector<Cut>& cuts) {
         if (!j.pieces) return;
-        // A cancelled or timed-out job embeds no new piece (the engine sweeps those in flight);
+        // A cancelled or timed-out job cuts no new piece (the engine sweeps those in flight);
         // with none in flight, nothing else ends it.
         const auto ended = [&j] { return j.request.cancelled->load() || (j.deadline && Clock::now() >= *j.deadline); };
         if (ended()) {
@@ -274,26 +294,60 @@ private:
                 j.error = failure_of(cancelled ? SeqState::FinishedAborted : SeqState::FinishedTimeout);
             return;
         }
-        // Checked again before each piece: embedding one is an encoder pass.
-        while (embed_budget > 0 && !j.error && !ended() && !j.pieces->all_made() &&
+        while (embed_budget > 0 && !j.error && !j.pieces->all_made() &&
                j.pieces->made() - j.emitted < static_cast<size_t>(kPiecesInFlight)) {
             --embed_budget;
             const size_t i = j.pieces->made();
-            GenerationRequest r = j.pieces->next();
+            cuts.push_back({&j, i, j.pieces->cut()});
             j.results.emplace_back();
-            if (i == 0) r.expected.assign(j.request.expected.begin(), j.request.expected.end());
-            r.priority = j.request.priority;
-            r.cancelled = j.request.cancelled;
-            r.deadline = j.deadline;
-            owner_[engine_.submit(std::move(r))] = {&j, i};
             ++j.in_flight;
         }
-        if (j.pieces->all_made() && j.audio) {  // the audio is in the embeddings now
+        if (j.pieces->all_made() && j.audio) {  // the audio is in the cuts now
             j.transcript.duration = static_cast<double>(j.audio->decoded()) / 16000.0;
             j.audio.reset();
             j.request.audio.reset();
             std::vector<float>().swap(j.request.pcm);
         }
+    }
+
+    // This step's encoder passes: every cut piece embedded (in one batch, as many to a graph as
+    // the model takes; one each under --deterministic, whose results must not depend on what else
+    // is encoded), prompted and submitted. A failed pass fails the jobs whose pieces it held.
+    void embed(std::vector<Cut>& cuts) {
+        if (cuts.empty()) return;
+        std::vector<std::span<const float>> clips;
+        for (const Cut& c : cuts) clips.emplace_back(c.samples);
+        const int per_pass = device_products_invariant() ? 1 : std::max(1, options_.max_encode_batch);
+        std::vector<AudioLanguageModel::AudioEmbedding> emb;
+        AudioLanguageModel::EmbedTimes times;
+        try {
+            emb = model_.embed_audio_batch(clips, per_pass, &times);
+        } catch (...) {
+            for (Cut& c : cuts)
+                if (c.job->pieces) abandon(*c.job);
+            cuts.clear();
+            return;
+        }
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stats_.encoder_seconds += times.features + times.encode;
+            stats_.encoded_pieces += cuts.size();
+        }
+        for (size_t k = 0; k < cuts.size(); ++k) {
+            Job& j = *cuts[k].job;
+            if (!j.pieces) continue;  // abandoned by an earlier piece's failure
+            try {
+                GenerationRequest r = j.pieces->request(cuts[k].index, std::move(emb[k].rows), emb[k].tokens);
+                if (cuts[k].index == 0) r.expected.assign(j.request.expected.begin(), j.request.expected.end());
+                r.priority = j.request.priority;
+                r.cancelled = j.request.cancelled;
+                r.deadline = j.deadline;
+                owner_[engine_.submit(std::move(r))] = {&j, cuts[k].index};
+            } catch (...) {
+                abandon(j);
+            }
+        }
+        cuts.clear();
     }
 
     // After a failure to embed or submit: the job's pieces in the engine come out again.
@@ -358,16 +412,25 @@ private:
             const auto t0 = Clock::now();
             // Encoder passes of this step: the most urgent jobs' pieces first (see kEmbedsPerStep);
             // `admitted` left the sorted queue in that order already.
-            std::stable_sort(active_.begin(), active_.end(),
-                             [](const auto& a, const auto& b) { return a->urgency() < b->urgency(); });
-            int embed_budget = std::max(kEmbedsPerStep, options_.max_encode_batch);
             for (Job* j : admitted) {
                 try {
-                    start(*j, embed_budget);
+                    start(*j);
                 } catch (...) {
                     abandon(*j);
                 }
             }
+            std::stable_sort(active_.begin(), active_.end(),
+                             [](const auto& a, const auto& b) { return a->urgency() < b->urgency(); });
+            int embed_budget = std::max(kEmbedsPerStep, options_.max_encode_batch);
+            std::vector<Cut> cuts;
+            for (auto& j : active_) {
+                try {
+                    feed(*j, embed_budget, cuts);
+                } catch (...) {
+                    abandon(*j);
+                }
+            }
+            embed(cuts);
             try {
                 if (engine_.has_work())
                     for (GenerationResult& r : engine_.step()) {
@@ -388,17 +451,7 @@ private:
             }
             std::vector<std::unique_ptr<Job>> done;
             for (auto& j : active_) {
-                bool finished = advance(*j);
-                if (!finished) {
-                    try {
-                        feed(*j, embed_budget);
-                        finished = advance(*j);  // a cancelled job with nothing in flight ends here
-                    } catch (...) {
-                        abandon(*j);
-                        finished = true;
-                    }
-                }
-                if (!finished) continue;
+                if (!advance(*j)) continue;
                 if (j->error) {
                     fail(*j, j->error);
                 } else {
@@ -417,6 +470,7 @@ private:
             stats_.free_slots = max_active_ - stats_.active;
             stats_.decode_tokens = g.tokens_generated;
             stats_.decoder_steps = g.steps;
+            stats_.decoder_forward_seconds = g.forward_seconds;
             stats_.kv = g.kv;
             stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
         }

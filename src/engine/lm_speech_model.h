@@ -41,6 +41,8 @@ public:
     std::string description() const override { return model_->description(); }
     double load_seconds() const override { return model_->load_seconds(); }
     int default_beam_size() const override { return 1; }
+    // A burst of uploads enters the decode batch in a few steps (the encoder batches by chunks).
+    int gpu_encode_batch() const override { return 32; }
     using SpeechModel::transcribe;
     Transcript transcribe(PcmSource& audio16k, const TranscribeOptions& options) override;
     std::unique_ptr<SpeechEngine> start_engine(const EngineOptions& options, Logger& logger) override;

@@ -32,6 +32,21 @@ public:
     // given, get the phases' seconds added.
     virtual std::vector<float> embed_audio(std::span<const float> pcm16k, int* n_tokens,
                                            EmbedTimes* times = nullptr) = 0;
+    struct AudioEmbedding {
+        std::vector<float> rows;  // [tokens][hidden]
+        int tokens = 0;
+    };
+    // Several clips at once (the server's encoder passes of one step, from many requests): each
+    // clip's embed_audio result. A model whose encoder batches clips overrides it (one pass over
+    // all of them, its features computed in parallel); `max_per_pass` clips per encoder graph at
+    // most (1: each clip alone, as embed_audio computes it).
+    virtual std::vector<AudioEmbedding> embed_audio_batch(std::span<const std::span<const float>> clips,
+                                                          int max_per_pass, EmbedTimes* times = nullptr) {
+        (void)max_per_pass;
+        std::vector<AudioEmbedding> out(clips.size());
+        for (size_t i = 0; i < clips.size(); ++i) out[i].rows = embed_audio(clips[i], &out[i].tokens, times);
+        return out;
+    }
 
     // A language as the caller names it (ISO code or name, any case) -> the model's code for it.
     // Throws Error(InvalidArgument) naming the languages it supports.

@@ -51,6 +51,8 @@ struct EngineOptions {
     // identical whatever else runs: the encoder's large products go to OpenBLAS, whose blocking
     // follows the product's width, so a batch of windows changes the last bits of each (seen on
     // an AVX-512 machine with 2 threads: log-probabilities 1e-6 apart, the same tokens).
+    // Qwen3-ASR: the audio pieces embedded between two decoder steps, in one encoder graph (as
+    // many as fit its chunk cap) unless device products are batch-invariant (--deterministic).
     int max_encode_batch = 1;
     double request_timeout_seconds = 600.0;  // 0 = none
     int max_new_tokens = 224;                // cap on decoded tokens per 30 s window, whatever a request asks
@@ -92,6 +94,11 @@ struct EngineStats {
     uint64_t decoder_steps = 0;
     double audio_seconds = 0.0;  // of completed requests
     double busy_seconds = 0.0;   // engine thread time spent computing
+    // Of it: the encoder's passes (features included) and the decoder's forward passes (graph,
+    // compute, logits read back); the rest is scheduling, sampling and the requests' bookkeeping.
+    double encoder_seconds = 0.0;
+    uint64_t encoded_pieces = 0;  // clips or windows through the encoder
+    double decoder_forward_seconds = 0.0;
     // The decoder's paged KV cache (as of the last step).
     size_t kv_capacity_bytes = 0;
     size_t kv_block_bytes = 0;
@@ -139,6 +146,9 @@ public:
     virtual double load_seconds() const = 0;
     // The beam size of requests that do not set one (the checkpoint's generation config).
     virtual int default_beam_size() const = 0;
+    // EngineOptions::max_encode_batch when serve's --encode-batch is left to the device on a GPU:
+    // Whisper's 30 s windows (an encoder graph's attention grows with each), 4.
+    virtual int gpu_encode_batch() const { return 4; }
 
     // Transcribes 16 kHz mono audio of any length on the calling thread, reading it front to
     // back as the model needs it (a file decoded as it goes: memory follows the window, not the

@@ -72,6 +72,14 @@ std::string Metrics::render(const EngineStats* e, double uptime) const {
         os << "# HELP parlance_decode_tokens_per_second parlance_decode_tokens_total over the engine's busy seconds.\n"
               "# TYPE parlance_decode_tokens_per_second gauge\nparlance_decode_tokens_per_second "
            << (e->busy_seconds > 0 ? e->decode_tokens / e->busy_seconds : 0.0) << "\n";
+        os << "# HELP parlance_engine_seconds_total Engine thread seconds: busy (all of a step), and of it the "
+              "encoder's passes (features included) and the decoder's forward passes.\n"
+              "# TYPE parlance_engine_seconds_total counter\n"
+           << "parlance_engine_seconds_total{phase=\"busy\"} " << e->busy_seconds << "\n"
+           << "parlance_engine_seconds_total{phase=\"encoder\"} " << e->encoder_seconds << "\n"
+           << "parlance_engine_seconds_total{phase=\"decoder_forward\"} " << e->decoder_forward_seconds << "\n";
+        os << "# TYPE parlance_encoded_pieces_total counter\nparlance_encoded_pieces_total " << e->encoded_pieces
+           << "\n";
         const KvCacheStats& kv = e->kv;
         const int free_blocks = kv.total_blocks - kv.used_blocks - kv.cached_blocks;
         os << "# HELP parlance_kv_cache_capacity_bytes Bytes of the decoder's paged KV cache (--kv-cache-mb).\n"

@@ -104,47 +104,87 @@ AudioEncoder::AudioEncoder(const AudioEncoderConfig& config, const TensorStore& 
 AudioEncoder::~AudioEncoder() = default;
 
 std::vector<float> AudioEncoder::encode(const Features& f, std::vector<float>* hidden) {
+    const Features* one[] = {&f};
+    return std::move(encode_batch(one, hidden).front());
+}
+
+std::vector<std::vector<float>> AudioEncoder::encode_batch(std::span<const Features* const> clips,
+                                                          std::vector<float>* hidden) {
     const int chunk = c_.chunk_frames(), bins = c_.num_mel_bins;
-    if (f.frames <= 0 || f.frames % chunk != 0 || f.valid_frames <= 0 || f.valid_frames > f.frames ||
-        f.mel.size() != static_cast<size_t>(bins) * f.frames)
-        throw Error(ErrorKind::Internal, "qwen3_asr encode: features are not [n_mels, a multiple of the chunk]");
-    const int n_chunks = f.frames / chunk;
+    if (clips.empty()) return {};
+    if (hidden && clips.size() != 1)
+        throw Error(ErrorKind::Internal, "qwen3_asr encode: the hidden states are kept for one clip only");
+    int n_chunks = 0;
+    for (const Features* f : clips) {
+        if (f->frames <= 0 || f->frames % chunk != 0 || f->valid_frames <= 0 || f->valid_frames > f->frames ||
+            f->mel.size() != static_cast<size_t>(bins) * f->frames)
+            throw Error(ErrorKind::Internal, "qwen3_asr encode: features are not [n_mels, a multiple of the chunk]");
+        n_chunks += f->frames / chunk;
+    }
     const int per_chunk = AudioEncoderConfig::chunk_tokens(chunk);  // 13
-    // Valid tokens per chunk, the clip's tokens in order, and the attention windows over them:
-    // window = (longest chunk's tokens) * (n_window_infer / chunk), as transformers sizes it.
-    std::vector<int32_t> token_rows;  // row of each valid token in the [d, 13 * chunks] conv output
-    int longest = 0;
-    for (int c = 0; c < n_chunks; ++c) {
-        const int frames = std::clamp(f.valid_frames - c * chunk, 0, chunk);
-        const int n = AudioEncoderConfig::chunk_tokens(frames);
-        longest = std::max(longest, n);
-        for (int t = 0; t < n; ++t) token_rows.push_back(c * per_chunk + t);
+    // Per clip: its valid tokens (rows of the [d, 13 * chunks] conv output, the clips' chunks one
+    // after the other) and its attention windows over them, window = (the clip's longest chunk's
+    // tokens) * (n_window_infer / chunk), as transformers sizes it. Windows never span two clips;
+    // every window is padded to the batch's widest (one clip: its own).
+    std::vector<int32_t> token_rows;
+    std::vector<int> clip_tokens, clip_win;
+    int first_chunk = 0, win = 0;
+    for (const Features* f : clips) {
+        int longest = 0, n_clip = 0;
+        for (int c = 0; c < f->frames / chunk; ++c) {
+            const int frames = std::clamp(f->valid_frames - c * chunk, 0, chunk);
+            const int n = AudioEncoderConfig::chunk_tokens(frames);
+            longest = std::max(longest, n);
+            for (int t = 0; t < n; ++t) token_rows.push_back((first_chunk + c) * per_chunk + t);
+            n_clip += n;
+        }
+        first_chunk += f->frames / chunk;
+        clip_tokens.push_back(n_clip);
+        clip_win.push_back(longest * (c_.n_window_infer / chunk));
+        win = std::max(win, clip_win.back());
     }
     const int n_tokens = static_cast<int>(token_rows.size());
-    const int win = longest * (c_.n_window_infer / chunk);
-    const int n_windows = (n_tokens + win - 1) / win;
     // The layers' products and norms run on the valid tokens only; attention alone needs the
     // windows padded to `win` (a 10 s clip's 130 tokens are 2 windows of 104: the padding would be
     // 60 % more work in every product). pad_rows: each padded position's token (the padding's: token 0,
     // hidden by the mask); out_rows: each token's padded position.
+    std::vector<std::pair<int, int>> window_spans;  // (first token, tokens) of each window
+    for (size_t i = 0, first = 0; i < clips.size(); first += clip_tokens[i], ++i)
+        for (int at = 0; at < clip_tokens[i]; at += clip_win[i])
+            window_spans.emplace_back(static_cast<int>(first) + at, std::min(clip_win[i], clip_tokens[i] - at));
+    const int n_windows = static_cast<int>(window_spans.size());
     std::vector<int32_t> pad_rows(static_cast<size_t>(win) * n_windows, 0), out_rows;
     std::vector<float> mask(static_cast<size_t>(win) * win * n_windows, 0.0f);
     for (int w = 0; w < n_windows; ++w) {
-        const int len = std::min(win, n_tokens - w * win);
+        const auto [first, len] = window_spans[static_cast<size_t>(w)];
         for (int j = 0; j < len; ++j) {
-            pad_rows[static_cast<size_t>(w) * win + j] = w * win + j;
+            pad_rows[static_cast<size_t>(w) * win + j] = first + j;
             out_rows.push_back(w * win + j);
         }
         for (int i = 0; i < win; ++i)  // every query row: keys past the window's tokens hidden
             for (int j = len; j < win; ++j)
                 mask[(static_cast<size_t>(w) * win + i) * win + j] = -std::numeric_limits<float>::infinity();
     }
+    // The chunks' log-mel in the convolutions' layout, [chunk, bins, 1, chunks] (time innermost, as
+    // the conv's width): each clip's [bins][frames] cut at every `chunk` frames.
+    std::vector<float> chunks(static_cast<size_t>(chunk) * bins * n_chunks);
+    {
+        size_t c0 = 0;
+        for (const Features* f : clips) {
+            const int n = f->frames / chunk;
+            for (int c = 0; c < n; ++c)
+                for (int b = 0; b < bins; ++b)
+                    std::copy_n(f->mel.begin() + static_cast<size_t>(b) * f->frames + static_cast<size_t>(c) * chunk,
+                                chunk, chunks.begin() + ((c0 + c) * bins + b) * chunk);
+            c0 += static_cast<size_t>(n);
+        }
+    }
     const int64_t d = c_.d_model, H = c_.heads, hd = c_.head_dim(), P = static_cast<int64_t>(win) * n_windows;
 
     GraphContext gc(graph_buf_, static_cast<size_t>(c_.layers) * 48 + 128);
     ggml_context* ctx = gc.ctx;
     ggml_cgraph* g = gc.graph;
-    ggml_tensor* mel = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, f.frames, bins);
+    ggml_tensor* mel = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, chunk, bins, 1, n_chunks);
     ggml_tensor* pos = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, d, per_chunk);
     ggml_tensor* rows_in = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
     ggml_tensor* rows_pad = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, P);
@@ -152,10 +192,7 @@ std::vector<float> AudioEncoder::encode(const Features& f, std::vector<float>* h
     ggml_tensor* mask_in = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, win, win, 1, n_windows);
     for (ggml_tensor* x : {mel, pos, rows_in, rows_pad, rows_out, mask_in}) ggml_set_input(x);
 
-    // [frames, bins] -> chunks [chunk, bins, 1, n_chunks] (time innermost, as the conv's width).
-    ggml_tensor* x = ggml_view_3d(ctx, mel, chunk, n_chunks, bins, chunk * sizeof(float), f.frames * sizeof(float), 0);
-    x = ggml_cont(ctx, ggml_permute(ctx, x, 0, 2, 1, 3));
-    x = ggml_reshape_4d(ctx, x, chunk, bins, 1, n_chunks);
+    ggml_tensor* x = mel;
     for (int i = 0; i < 3; ++i) {
         x = conv2d(ctx, conv_w_[i], x, /*stride=*/2, /*padding=*/1);  // [time, freq, ch, chunks]
         x = ggml_add(ctx, x, ggml_reshape_4d(ctx, conv_b_[i], 1, 1, c_.downsample_hidden, 1));
@@ -205,7 +242,7 @@ std::vector<float> AudioEncoder::encode(const Features& f, std::vector<float>* h
     ggml_build_forward_expand(g, emb);
 
     backend_.alloc_graph(g);
-    ggml_backend_tensor_set(mel, f.mel.data(), 0, f.mel.size() * sizeof(float));
+    ggml_backend_tensor_set(mel, chunks.data(), 0, chunks.size() * sizeof(float));
     const std::vector<float> p = sinusoids(per_chunk, static_cast<int>(d));
     ggml_backend_tensor_set(pos, p.data(), 0, p.size() * sizeof(float));
     ggml_backend_tensor_set(rows_in, token_rows.data(), 0, token_rows.size() * sizeof(int32_t));
@@ -217,8 +254,13 @@ std::vector<float> AudioEncoder::encode(const Features& f, std::vector<float>* h
         hidden->resize(static_cast<size_t>(d) * n_tokens);
         ggml_backend_tensor_get(enc, hidden->data(), 0, hidden->size() * sizeof(float));
     }
-    std::vector<float> out(static_cast<size_t>(c_.output_dim) * n_tokens);
-    ggml_backend_tensor_get(emb, out.data(), 0, out.size() * sizeof(float));
+    std::vector<std::vector<float>> out;
+    size_t at = 0;
+    for (const int n : clip_tokens) {
+        out.emplace_back(static_cast<size_t>(c_.output_dim) * n);
+        ggml_backend_tensor_get(emb, out.back().data(), at * sizeof(float), out.back().size() * sizeof(float));
+        at += out.back().size();
+    }
     return out;
 }
 

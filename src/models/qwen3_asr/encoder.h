@@ -3,8 +3,8 @@
 // stride-2 3x3 convolutions with GELU, conv_out and sinusoidal positions restarting per chunk;
 // only the valid positions kept; pre-LN transformer layers attending within windows of
 // n_window_infer frames' tokens (104 = 8 s), counted from the clip's first token; ln_post; then
-// linear -> GELU -> linear into the text model's width. One graph per clip: the windows are one
-// batched attention (padded to the window size, padding keys masked).
+// linear -> GELU -> linear into the text model's width. One graph per clip or batch of clips: the
+// windows are one batched attention (padded to the window size, padding keys masked).
 #pragma once
 
 #include <memory>
@@ -34,6 +34,12 @@ public:
     // The audio embeddings of one clip, [tokens][output_dim] row-major. If `hidden` is given it
     // receives the encoder's output before the projector (after ln_post), [tokens][d_model].
     std::vector<float> encode(const Features& features, std::vector<float>* hidden = nullptr);
+    // Several clips in one graph (the server's encoder passes batched across requests): each
+    // clip's embeddings, as encode gives them. The clips' chunks go through the convolutions and
+    // the layers' products together; attention windows stay within their clip. `hidden` only
+    // with one clip.
+    std::vector<std::vector<float>> encode_batch(std::span<const Features* const> clips,
+                                                 std::vector<float>* hidden = nullptr);
 
     std::string weight_summary() const { return weights_->type_summary(); }
 

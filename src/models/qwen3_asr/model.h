@@ -62,6 +62,12 @@ public:
     qwen3::Qwen3Model& decoder() override { return *decoder_; }
     double max_piece_seconds() const override { return kMaxPieceSeconds; }
     std::vector<float> embed_audio(std::span<const float> pcm16k, int* n_tokens, EmbedTimes* times) override;
+    // Features on up to hardware_concurrency threads, then the clips' chunks through the encoder
+    // together, kMaxChunksPerPass chunks (100 s of audio) per graph at most: the convolutions'
+    // intermediates are ~25 MB a chunk.
+    std::vector<AudioEmbedding> embed_audio_batch(std::span<const std::span<const float>> clips, int max_per_pass,
+                                                  EmbedTimes* times) override;
+    static constexpr int kMaxChunksPerPass = 100;
     std::string language_code(const std::string& code_or_name) const override;
     std::vector<int32_t> prompt(int n_audio, const std::string& context, const std::string& language_code,
                                 int* audio_position) const override;

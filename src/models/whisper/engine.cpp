@@ -344,8 +344,12 @@ void WhisperEngine::step_once() {
         encoding.push_back(j);
     }
     if (!encoding.empty()) {
+        const auto t0 = Clock::now();
         runner_->encode(mels, crosses);
         for (Job* j : encoding) j->session->encoded();
+        std::lock_guard<std::mutex> lock(mutex_);
+        stats_.encoder_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        stats_.encoded_pieces += encoding.size();
     }
     // Word-timestamp alignment passes (one sequence each, between steps, in a runner's slot 0).
     for (auto& j : active_) {

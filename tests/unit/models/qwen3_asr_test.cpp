@@ -127,6 +127,44 @@ TEST_P(Qwen3AsrAudio, FeaturesEncoderAndEmbeddingsMatchTransformers) {
     }
 }
 
+// The server's encoder passes batched across requests (serve --encode-batch): the three clips in
+// one graph — several windows, a partial last chunk, and one under a chunk whose window is
+// narrower than the others' (its windows padded to theirs) — each give what they give alone, and
+// transformers' embeddings.
+TEST_P(Qwen3AsrAudio, ClipsEncodedTogetherMatchEachAlone) {
+    TempDir dir;
+    const auto model = write_qwen3_asr(GetParam(), dir.path());
+    ModelFiles files = open_model_files(model);
+    const Qwen3AsrConfig cfg = Qwen3AsrConfig::parse(files.config, files.root / "config.json");
+    Backend backend(BackendOptions{"cpu", 2, true, false});
+    AudioEncoder enc(cfg.audio, *files.tensors, backend, GGML_TYPE_COUNT);
+    const LogMel mel(cfg.audio.num_mel_bins);
+    const json ref = qwen3_asr_reference(GetParam());
+    std::vector<qwen3_asr::Features> f;
+    for (const json& c : ref["cases"])
+        f.push_back(qwen3_asr::compute_features(mel, clip_samples(c), cfg.audio.chunk_frames()));
+    ASSERT_GE(f.size(), 3u);
+    std::vector<const qwen3_asr::Features*> all;
+    for (const auto& x : f) all.push_back(&x);
+    const std::vector<std::vector<float>> together = enc.encode_batch(all);
+    ASSERT_EQ(together.size(), f.size());
+    const size_t every = ref["array_stride"];
+    for (size_t i = 0; i < f.size(); ++i) {
+        const json& c = ref["cases"][i];
+        SCOPED_TRACE(c["name"].get<std::string>());
+        const std::vector<float> alone = enc.encode(f[i]);
+        ASSERT_EQ(together[i].size(), alone.size());
+        double d = 0, m = 0;
+        for (size_t k = 0; k < alone.size(); ++k) {
+            d += (together[i][k] - alone[k]) * (together[i][k] - alone[k]);
+            m += alone[k] * alone[k];
+        }
+        EXPECT_LT(std::sqrt(d / m), 1e-6) << "batched vs alone";
+        EXPECT_LT(rel_error(together[i], c["audio_embeddings_f64"].get<std::vector<double>>(), every), 1e-3);
+    }
+    EXPECT_TRUE(enc.encode_batch({}).empty());
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Qwen3AsrAudio, ::testing::Values("tiny", "layout-0.6b"), [](const auto& info) {
     return info.param == "tiny" ? std::string("tiny") : std::string("layout_06b");
 });
