@@ -346,8 +346,8 @@ throughput() {
   [ -f "$CARRY/qwen3tok.tar.xz" ] && tar xJf "$CARRY/qwen3tok.tar.xz" -C "$PCACHE/assets/qwen3"
   for ref in "$ROOT"/tests/fixtures/whisper/*/; do
     ref="${ref%/}"; [ -f "$ref/reference.json" ] || continue
-    for mode in "" ${TP_PARITY_ONLY:+-}--deterministic; do
-      [ "$mode" = "---deterministic" ] && continue
+    for mode in ${TP_PARITY-default --deterministic}; do
+      [ "$mode" = default ] && mode=""
       echo "-- parity whisper $(basename "$ref") on cuda ${mode:-(throughput)}: $(run_parlance parity "$ref" --device cuda $mode 2>&1 | grep -E 'checks identical|error' | tail -1)"
     done
   done
@@ -355,14 +355,15 @@ throughput() {
     ref="${ref%/}"; name="$(basename "$ref")"
     kind=qwen3; w=$name; [[ "$ref" == *qwen3_asr* ]] && kind=qwen3-asr && w="asr:$name"
     [ -f "$STATE/$kind-$name/config.json" ] || run_w "$w" "$STATE/$kind-$name" >/dev/null || continue
-    for mode in "" ${TP_PARITY_ONLY:+-}--deterministic; do
-      [ "$mode" = "---deterministic" ] && continue
+    for mode in ${TP_PARITY-default --deterministic}; do
+      [ "$mode" = default ] && mode=""
       echo "-- parity $kind $name on cuda ${mode:-(throughput)}: $(run_parlance parity "$ref" --model "$STATE/$kind-$name" --device cuda $mode 2>&1 | grep -E 'checks identical|error' | tail -1)"
     done
   done
-  # TP_PARITY_ONLY=1: the fixtures' parity in the default mode and nothing else (a short call).
+  # TP_PARITY: the parity modes (default: "default --deterministic"; "" none). TP_PARITY_ONLY=1:
+  # the fixtures' parity and nothing else (a short call).
   [ -n "${TP_PARITY_ONLY:-}" ] && return 0
-  for kind in whisper qwen3_asr chat; do
+  for kind in ${TP_INVARIANCE-whisper qwen3_asr chat}; do
     SERVE_EXTRA=--deterministic serve_invariance cuda "$kind" | tail -2
   done
   run_w asr:layout-0.6b "$dir" --gguf --f16 --edit '{"audio_config":{"d_model":1024,"encoder_layers":24,
@@ -370,7 +371,17 @@ throughput() {
 "text_config":{"hidden_size":2048,"intermediate_size":6144,"num_hidden_layers":28,"num_attention_heads":16,
 "num_key_value_heads":8,"head_dim":128}}' >/dev/null || return 1
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-  for mode in --deterministic "" "--encode-batch 8"; do
+  # TP_PROFILE=1: one request alone under PARLANCE_PROFILE_OPS (each node timed, synchronised).
+  if [ -n "${TP_PROFILE:-}" ]; then
+    PARLANCE_PROFILE_OPS=1 run_parlance transcribe --device cuda --model "$dir" --timings --max-new-tokens 40 \
+      --min-new-tokens 40 -f text -o /dev/null "$ROOT/tests/fixtures/audio/jfk.wav" >"$STATE/profile.log" 2>&1
+    echo "-- op profile, one request (1.7B layout, jfk.wav, 40 tokens):"; grep -A45 '^op profile' "$STATE/profile.log"
+  fi
+  # TP_MODES: the serve modes, ';'-separated ("default" = no extra flag).
+  local modes
+  IFS=';' read -r -a modes <<<"${TP_MODES:---deterministic;default;--encode-batch 8}"
+  for mode in "${modes[@]}"; do
+    [ "$mode" = default ] && mode=""
     port=$((18800 + RANDOM % 500))
     run_parlance serve --device cuda --port "$port" --model "$dir" $mode \
       --max-new-tokens 40 --max-queue 1024 --cache-slots 256 --kv-cache-mb 8192 >"$STATE/serve_tp.log" 2>&1 &
@@ -379,12 +390,13 @@ throughput() {
     for c in ${TP_LEVELS:-1 8 64}; do
       echo "${mode:-throughput}: $(python3 "$ROOT/bench/load_gen.py" --url "http://127.0.0.1:$port" \
         --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency "$c" --requests $((c < 8 ? 8 : 2 * c)))"
+      echo "metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total)' | tr '\n' ' ')"
     done
-    echo "metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|decode_tokens_per_second|real_time_factor) ' | tr '\n' ' ')"
     kill "$pid"; wait "$pid" 2>/dev/null
   done
   # One request alone, phase by phase (encoder, prompt, decode), in each mode.
-  for mode in --deterministic ""; do
+  for mode in ${TP_TIMINGS---deterministic default}; do
+    [ "$mode" = default ] && mode=""
     echo "timings ${mode:-throughput}: $(run_parlance transcribe --device cuda --model "$dir" $mode --timings \
       --max-new-tokens 40 --min-new-tokens 40 -f text -o /dev/null "$ROOT/tests/fixtures/audio/jfk.wav" 2>&1 | grep '^timings')"
   done
