@@ -144,7 +144,7 @@ build_ggml_cuda() {
     >"$STATE/ggml-src/CMakeLists.txt"
   cmake -S "$STATE/ggml-src" -B "$STATE/ggml-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DGGML_NATIVE=ON -DGGML_OPENMP=ON \
-    -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" -DGGML_CUDA_FA=ON -DGGML_CUDA_FA_ALL_QUANTS=OFF \
+    -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" -DGGML_CUDA_FA=ON -DGGML_CUDA_FA_ALL_QUANTS=OFF -DGGML_CUDA_GRAPHS=ON \
     -DGGML_CUDA_NCCL=OFF -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF \
     -DCMAKE_INSTALL_PREFIX="$GGML_PREFIX" || return 1
   cmake --build "$STATE/ggml-build" --target ggml ggml-base ggml-cpu ggml-cuda -j"$JOBS" || return 1
@@ -377,12 +377,17 @@ throughput() {
       --min-new-tokens 40 -f text -o /dev/null "$ROOT/tests/fixtures/audio/jfk.wav" >"$STATE/profile.log" 2>&1
     echo "-- op profile, one request (1.7B layout, jfk.wav, 40 tokens):"; grep -A45 '^op profile' "$STATE/profile.log"
   fi
-  # TP_MODES: the serve modes, ';'-separated ("default" = no extra flag).
-  local modes
+  # TP_MODES: the serve modes, ';'-separated ("default" = no extra flag; "nographs ..." = with
+  # GGML_CUDA_DISABLE_GRAPHS=1, ggml-cuda's graph capture off).
+  local modes graphs
   IFS=';' read -r -a modes <<<"${TP_MODES:---deterministic;default;--encode-batch 8}"
   for mode in "${modes[@]}"; do
+    graphs=""
+    if [[ "$mode" == nographs* ]]; then graphs=1; mode="${mode#nographs}"; mode="${mode# }"; echo "(CUDA graphs off)"; fi
     [ "$mode" = default ] && mode=""
     port=$((18800 + RANDOM % 500))
+    # (ggml-cuda reads only whether the variable is set)
+    if [ -n "$graphs" ]; then export GGML_CUDA_DISABLE_GRAPHS=1; else unset GGML_CUDA_DISABLE_GRAPHS; fi
     run_parlance serve --device cuda --port "$port" --model "$dir" $mode \
       --max-new-tokens 40 --max-queue 1024 --cache-slots 256 --kv-cache-mb 8192 >"$STATE/serve_tp.log" 2>&1 &
     pid=$!
@@ -393,6 +398,8 @@ throughput() {
       echo "metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total)' | tr '\n' ' ')"
     done
     kill "$pid"; wait "$pid" 2>/dev/null
+    echo "server log's end: $(tail -3 "$STATE/serve_tp.log" | tr '\n' ' ')"
+    unset GGML_CUDA_DISABLE_GRAPHS
   done
   # One request alone, phase by phase (encoder, prompt, decode), in each mode.
   for mode in ${TP_TIMINGS---deterministic default}; do
