@@ -22,6 +22,12 @@
 namespace parlance::cli {
 namespace {
 
+// The decoder step's width when --max-batch-tokens / --max-batch-sequences are left to the
+// device: on two CPU cores a step of 512 tokens is already ~1 s; a GPU's step is bound by reading
+// the weights up to hundreds of tokens, so a wide one takes a burst's prompts in a few steps.
+constexpr int kCpuBatchTokens = 512, kGpuBatchTokens = 4096;
+constexpr int kCpuBatchSequences = 64, kGpuBatchSequences = 256;
+
 struct ServeArgs {
     std::vector<std::string> models;  // PATH or ID=PATH, each --model
     std::string mmproj;
@@ -188,6 +194,8 @@ void run(ServeArgs& a, GlobalOptions& globals) {
              ")");
     a.engine.max_new_tokens = a.max_new_tokens;
     if (a.engine.max_encode_batch < 0) throw Error(ErrorKind::InvalidArgument, "--encode-batch must be >= 0");
+    if (a.engine.max_batch_tokens < 0 || a.engine.max_batch_sequences < 0)
+        throw Error(ErrorKind::InvalidArgument, "--max-batch-tokens and --max-batch-sequences must be >= 0");
     if (a.kv_cache_mb < 0) throw Error(ErrorKind::InvalidArgument, "--kv-cache-mb must be >= 0");
     a.engine.kv_cache_bytes = static_cast<size_t>(a.kv_cache_mb * 1024 * 1024);
     std::vector<SpeechSide> speech;
@@ -205,8 +213,19 @@ void run(ServeArgs& a, GlobalOptions& globals) {
         // ask for another): room for four of them at once, and never fewer slots than before.
         sp.beams = sp.model->default_beam_size();
         EngineOptions eo = a.engine;
-        if (eo.max_encode_batch == 0) eo.max_encode_batch = a.server.device == "cpu" ? 1 : sp.model->gpu_encode_batch();
-        eo.cache_slots = a.cache_slots > 0 ? a.cache_slots : std::max(16, 4 * 2 * sp.beams);
+        const bool gpu = a.server.device != "cpu";
+        if (gpu && a.kv_cache_mb == 0) {
+            // A GPU's cache takes half the memory the weights left free (the rest: step and
+            // encoder graphs, other models loaded after this one).
+            const Backend::Memory m = sp.backend->device_memory();
+            eo.kv_cache_bytes = m.free / 2;
+            log.info(path, ": KV cache ", eo.kv_cache_bytes >> 20, " MiB, half of the ", m.free >> 20, " MiB the ",
+                     sp.backend->device_name(), " has free (--kv-cache-mb sets it)");
+        }
+        if (eo.max_encode_batch == 0) eo.max_encode_batch = gpu ? sp.model->gpu_encode_batch() : 1;
+        if (eo.max_batch_tokens == 0) eo.max_batch_tokens = gpu ? kGpuBatchTokens : kCpuBatchTokens;
+        if (eo.max_batch_sequences == 0) eo.max_batch_sequences = gpu ? kGpuBatchSequences : kCpuBatchSequences;
+        eo.cache_slots = a.cache_slots > 0 ? a.cache_slots : std::max(gpu ? sp.model->gpu_cache_slots() : 16, 4 * 2 * sp.beams);
         sp.cache_slots = eo.cache_slots;
         if (sp.beams > 1 && eo.cache_slots < 2 * sp.beams)
             throw Error(ErrorKind::InvalidArgument,
@@ -364,11 +383,12 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
         ->default_val(32);
     cmd->add_option("--cache-slots", a->cache_slots,
                     "Decoder sequences at once: a greedy request holds one, a beam search two per beam "
-                    "(default or 0: 16, or room for 4 requests at the model's default beam size when that is "
-                    "more)");
+                    "(default or 0: 16, on a GPU 512 for Qwen3-ASR, or room for 4 requests at the model's default beam "
+                    "size when that is more)");
     cmd->add_option("--kv-cache-mb", a->kv_cache_mb,
                     "Byte cap of the decoder's paged KV cache in MiB; a request waits until its beams' worst "
-                    "case (a full context each) fits. Default or 0: a full context per two cache slots. "
+                    "case (a full context each) fits. Default or 0: on the CPU a full context per two cache slots, on a "
+                    "GPU half its free memory after loading the model. "
                     "Occupancy, prefix hits and evictions are in /metrics (parlance_kv_cache_*)");
     cmd->add_option("--max-new-tokens", a->max_new_tokens, "Decoded tokens per 30 s window (cap)")->default_val(224);
     cmd->add_option("--encode-batch", a->engine.max_encode_batch,
@@ -378,6 +398,17 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "uploads into the decode batch sooner, and holds the running decodes longer per step), in "
                     "one encoder graph (under --deterministic one graph each). Default or 0: 1 on the CPU; on a GPU 4 "
                     "for Whisper, 32 for Qwen3-ASR")
+        ->default_val(0);
+    cmd->add_option("--max-batch-tokens", a->engine.max_batch_tokens,
+                    "Qwen3-ASR: tokens one decoder step computes at most, decodes and prompt chunks together (a "
+                    "wider step takes a burst's prompts sooner and holds each decode longer). Default or 0: " +
+                        std::to_string(kCpuBatchTokens) + " on the CPU, " + std::to_string(kGpuBatchTokens) +
+                        " on a GPU")
+        ->default_val(0);
+    cmd->add_option("--max-batch-sequences", a->engine.max_batch_sequences,
+                    "Qwen3-ASR: sequences decoding in one step at most. Default or 0: " +
+                        std::to_string(kCpuBatchSequences) + " on the CPU, " + std::to_string(kGpuBatchSequences) +
+                        " on a GPU")
         ->default_val(0);
     cmd->add_option("--timeout", a->engine.request_timeout_seconds, "Per-request time limit in seconds (0 = none)")
         ->default_val(600);

@@ -187,6 +187,12 @@ ggml_backend_buffer_type_t Backend::primary_buffer_type() const {
     return ggml_backend_get_default_buffer_type(primary_);
 }
 
+Backend::Memory Backend::device_memory() const {
+    Memory m;
+    if (ggml_backend_dev_t dev = ggml_backend_get_device(primary_)) ggml_backend_dev_memory(dev, &m.free, &m.total);
+    return m;
+}
+
 void Backend::set_threads(int threads) {
     threads_ = std::max(1, threads);
     for (ggml_backend_t b : backends_) {

@@ -51,6 +51,12 @@ public:
     const std::string& device_description() const { return device_description_; }
     int threads() const { return threads_; }
     void set_threads(int threads);
+    // The primary device's free and total memory in bytes, as its driver reports them now (the
+    // CPU: the system's).
+    struct Memory {
+        size_t free = 0, total = 0;
+    };
+    Memory device_memory() const;
 
     // Allocates the graph's intermediate tensors on the right backends. Call, then set the
     // input tensors' data, then compute(). Throws Error(Internal) if allocation fails.

@@ -162,6 +162,15 @@ GenerationEngineOptions generation_options(size_t kv_bytes, ggml_type kv_type) {
     return g;
 }
 
+// The server's step: its KV cap and, where set, its width (serve --max-batch-tokens and
+// --max-batch-sequences).
+GenerationEngineOptions step_options(const EngineOptions& o, ggml_type kv_type) {
+    GenerationEngineOptions g = generation_options(o.kv_cache_bytes, kv_type);
+    if (o.max_batch_tokens > 0) g.token_budget = o.max_batch_tokens;
+    if (o.max_batch_sequences > 0) g.max_running = o.max_batch_sequences;
+    return g;
+}
+
 // The server's engine: one thread, one GenerationEngine; admitted requests' pieces decode in the
 // same steps as every other request's.
 class LmSpeechEngine final : public SpeechEngine {
@@ -172,7 +181,7 @@ public:
           options_(options),
           log_(log),
           max_active_(std::max(1, options.cache_slots / 2)),
-          engine_(model.decoder(), backend, generation_options(options.kv_cache_bytes, kv_type)) {
+          engine_(model.decoder(), backend, step_options(options, kv_type)) {
         const GenerationStats g = engine_.stats();
         stats_.kv = g.kv;
         stats_.kv_capacity_bytes = g.kv_bytes;

@@ -54,6 +54,11 @@ struct EngineOptions {
     // Qwen3-ASR: the audio pieces embedded between two decoder steps, in one encoder graph (as
     // many as fit its chunk cap) unless device products are batch-invariant (--deterministic).
     int max_encode_batch = 1;
+    // The decoder step's width on the generation engine (audio LMs): tokens computed per step
+    // (decodes and prompt chunks together) and sequences decoding at once; 0 = the engine's
+    // defaults (GenerationEngineOptions: 512 and 64).
+    int max_batch_tokens = 0;
+    int max_batch_sequences = 0;
     double request_timeout_seconds = 600.0;  // 0 = none
     int max_new_tokens = 224;                // cap on decoded tokens per 30 s window, whatever a request asks
     // Where Whisper's decodes run (the generation engine, from open_speech_model); unset: the
@@ -149,6 +154,9 @@ public:
     // EngineOptions::max_encode_batch when serve's --encode-batch is left to the device on a GPU:
     // Whisper's 30 s windows (an encoder graph's attention grows with each), 4.
     virtual int gpu_encode_batch() const { return 4; }
+    // serve's --cache-slots when left to the device on a GPU: Whisper's 16 (each request holds
+    // its windows' cross-attention keys and values, 0.5 GB at large-v3 in f32).
+    virtual int gpu_cache_slots() const { return 16; }
 
     // Transcribes 16 kHz mono audio of any length on the calling thread, reading it front to
     // back as the model needs it (a file decoded as it goes: memory follows the window, not the
