@@ -47,6 +47,7 @@ struct DecodeServiceStats {
     uint64_t steps = 0;            // decoder steps run
     uint64_t tokens_computed = 0;  // prompt and generated tokens through the decoder
     uint64_t tokens = 0;           // tokens chosen by finished searches
+    double forward_seconds = 0.0;  // in the decoder's forward passes
 };
 
 class DecodeService {

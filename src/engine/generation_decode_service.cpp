@@ -62,6 +62,7 @@ DecodeServiceStats GenerationDecodeService::stats() const {
     s.steps = g.steps;
     s.tokens_computed = g.tokens_computed;
     s.tokens = tokens_;
+    s.forward_seconds = g.forward_seconds;
     return s;
 }
 

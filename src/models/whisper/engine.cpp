@@ -287,6 +287,7 @@ void WhisperEngine::loop() {
             stats_.kv = d.kv;
             stats_.decoder_steps = d.steps;
             stats_.decode_tokens = d.tokens;
+            stats_.decoder_forward_seconds = d.forward_seconds;
             stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
             const auto end = std::stable_partition(active_.begin(), active_.end(),
                                                    [](const std::unique_ptr<Job>& j) { return !j->done; });

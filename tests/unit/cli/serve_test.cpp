@@ -58,8 +58,18 @@ TEST(Serve, HealthModelsStatusMetricsAndPage) {
     for (const char* name : {"parlance_requests_total{route=\"/v1/audio/transcriptions\",status=\"200\"} 1",
                              "parlance_request_duration_seconds_bucket", "parlance_audio_seconds_total 11",
                              "parlance_queue_depth", "parlance_active_requests", "parlance_decode_tokens_total",
-                             "parlance_resident_memory_bytes", "parlance_real_time_factor"})
+                             "parlance_resident_memory_bytes", "parlance_real_time_factor",
+                             "parlance_encoded_pieces_total 1\n"})
         EXPECT_NE(metrics.find(name), std::string::npos) << name;
+    // The engine's phases: the encoder's and the decoder's passes are parts of its busy time.
+    const auto seconds = [&](const std::string& phase) {
+        const std::string key = "parlance_engine_seconds_total{phase=\"" + phase + "\"} ";
+        const size_t at = metrics.find(key);
+        return at == std::string::npos ? -1.0 : std::stod(metrics.substr(at + key.size()));
+    };
+    EXPECT_GT(seconds("encoder"), 0.0);
+    EXPECT_GT(seconds("decoder_forward"), 0.0);
+    EXPECT_LE(seconds("encoder") + seconds("decoder_forward"), seconds("busy"));
 }
 
 TEST(Serve, EveryResponseFormatOnBothEndpoints) {
