@@ -34,6 +34,7 @@ for arg in "$@"; do
     --stages) ACTION=stages ;;
     --serve-bench) ONLY=serve_bench ;;
     --throughput) ONLY=throughput ;;
+    --gpu-bench) ONLY=gpu_bench ;;
     *) echo "device_cuda_check.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -67,6 +68,12 @@ if [ "$ACTION" = prepare ]; then
     common/unicode.h common/unicode.cpp common/json-schema-to-grammar.h common/json-schema-to-grammar.cpp \
     common/common.h src/llama-grammar.h src/llama-grammar.cpp src/llama-impl.h src/llama-vocab.h \
     src/llama-sampler.h include/llama.h include/llama-cpp.h
+  # llama.cpp's own sources but ggml (bench/gpu_bench.sh's anchors: llama-batched-bench and
+  # llama-server, built against the ggml above), without the web UI's sources and assets.
+  tar cJf "$CARRY/llama-src.tar.xz" -C "$LLAMA_SRC" --exclude=tools/ui/src --exclude=tools/ui/static \
+    --exclude=tools/ui/tests --exclude='tools/ui/package*' --exclude='tools/server/public*' --exclude='*.md' \
+    --exclude=tools/mtmd/legacy-models CMakeLists.txt cmake common include src tools vendor licenses LICENSE \
+    ggml/cmake scripts/ui-assets.cmake
   # whisper.cpp's sources (the bench anchor, npm @fugood/whisper.node as bench/run.sh unpacks them).
   WCPP="$HOME/.cache/parlance/whisper.node-1.1.3"
   [ -d "$WCPP/whisper.cpp/src" ] && tar czf "$CARRY/whisper-cpp-src.tar.gz" -C "$WCPP/whisper.cpp" src include
@@ -409,6 +416,90 @@ throughput() {
   done
 }
 
+# llama.cpp's tools from the pinned bundle against the ggml built above (the same CUDA kernels
+# parlance runs; the exact-f32 patch touches f32 weights only, and the anchors' are f16).
+build_llama_tools() {
+  rm -rf "$STATE/llama-full" && mkdir -p "$STATE/llama-full" || return 1
+  tar xJf "$CARRY/llama-src.tar.xz" -C "$STATE/llama-full" || return 1
+  cmake -S "$STATE/llama-full" -B "$STATE/llama-tools" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DLLAMA_USE_SYSTEM_GGML=ON -DCMAKE_PREFIX_PATH="$GGML_PREFIX" -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF \
+    -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF || return 1
+  cmake --build "$STATE/llama-tools" --target llama-batched-bench llama-server -j"$JOBS" || return 1
+}
+
+# bench/gpu_bench.sh (issue 51): the Qwen3-ASR 1.7B layout (random weights, f16 GGUF pair) served
+# by parlance on cuda under bench/load_gen.py at GB_LEVELS, then the anchors on the same GPU in the
+# same run: transformers `generate` (bench/anchor/transformers_qwen3_asr.py, bf16, sdpa) at the
+# same batch sizes, and llama.cpp's llama-batched-bench on the pair's text GGUF with the request's
+# language-model shape (its prompt + 40 generated tokens per sequence). GPU busy time is sampled
+# by nvidia-smi while each load runs.
+gpu_bench() {
+  local dir="$STATE/qwen3-asr-1.7b" port pid c smi edit levels csv
+  levels="${GB_LEVELS:-1 8 64 128 256}"
+  csv="$(echo $levels | tr ' ' ',')"
+  edit='{"audio_config":{"d_model":1024,"encoder_layers":24,"encoder_attention_heads":16,"encoder_ffn_dim":4096,
+"downsample_hidden_size":480,"output_dim":2048},"text_config":{"hidden_size":2048,"intermediate_size":6144,
+"num_hidden_layers":28,"num_attention_heads":16,"num_key_value_heads":8,"head_dim":128}}'
+  mkdir -p "$PCACHE/assets/qwen3"
+  [ -f "$CARRY/qwen3tok.tar.xz" ] && tar xJf "$CARRY/qwen3tok.tar.xz" -C "$PCACHE/assets/qwen3"
+  run_w asr:layout-0.6b "$dir" --gguf --f16 --edit "$edit" >/dev/null || return 1
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  echo "commit ${COMMIT:-unknown}; clip tests/fixtures/audio/jfk.wav (11 s), 40 new tokens a request"
+  if [ -n "${GB_PROFILE:-}" ]; then  # one request alone, each node timed (PARLANCE_PROFILE_OPS)
+    PARLANCE_PROFILE_OPS=1 run_parlance transcribe --device cuda --model "$dir" --timings --max-new-tokens 40 \
+      --min-new-tokens 40 -f text -o /dev/null "$ROOT/tests/fixtures/audio/jfk.wav" >"$STATE/profile.log" 2>&1
+    echo "-- op profile, one request:"; grep -E -A30 '^op profile' "$STATE/profile.log"; grep '^timings' "$STATE/profile.log"
+  fi
+  busy() {  # mean GPU utilisation (%) sampled every 100 ms while the given command runs
+    nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 >"$STATE/smi.log" 2>/dev/null &
+    smi=$!
+    "$@"
+    kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
+    awk '{s += $1; n++} END {if (n) printf "gpu busy %.0f %% (%d samples)\n", s / n, n}' "$STATE/smi.log"
+  }
+  port=$((18800 + RANDOM % 500))
+  run_parlance serve --device cuda --port "$port" --model "$dir" --max-new-tokens 40 --max-queue 4096 \
+    ${GB_SERVE_EXTRA:-} >"$STATE/serve_gb.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
+  for c in $levels; do
+    echo "parlance c=$c: $(busy python3 "$ROOT/bench/load_gen.py" --url "http://127.0.0.1:$port" \
+      --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency "$c" --requests $((c < 8 ? 8 : 2 * c)) | tr '\n' ' ')"
+  done
+  echo "metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total|kv_cache_capacity)' | tr '\n' ' ')"
+  kill "$pid"; wait "$pid" 2>/dev/null
+  grep -E "KV cache|error" "$STATE/serve_gb.log" | head -5
+  # GB_MODES: more serve modes (';'-separated flags; "nographs" = CUDA graphs off) at c=64.
+  local modes mode
+  IFS=';' read -r -a modes <<<"${GB_MODES:-}"
+  for mode in "${modes[@]}"; do
+    if [[ "$mode" == nographs* ]]; then export GGML_CUDA_DISABLE_GRAPHS=1; mode="${mode#nographs}"; fi
+    port=$((18800 + RANDOM % 500))
+    run_parlance serve --device cuda --port "$port" --model "$dir" --max-new-tokens 40 --max-queue 4096 $mode \
+      >"$STATE/serve_gb.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
+    echo "parlance ${GGML_CUDA_DISABLE_GRAPHS:+(CUDA graphs off) }$mode c=64: $(python3 "$ROOT/bench/load_gen.py" \
+      --url "http://127.0.0.1:$port" --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency 64 --requests 128)"
+    kill "$pid"; wait "$pid" 2>/dev/null
+    unset GGML_CUDA_DISABLE_GRAPHS
+  done
+  # transformers on the same layout (its HF config: the 0.6B fixture's with the same edit).
+  echo "-- transformers generate (bf16, sdpa)"
+  busy python3 "$ROOT/bench/anchor/transformers_qwen3_asr.py" --config "$ROOT/tests/fixtures/qwen3_asr/layout-0.6b/config.json" \
+    --edit "$edit" --wav "$ROOT/tests/fixtures/audio/jfk.wav" --batches "$csv" --new-tokens 40 2>&1 | grep -E '^\{|Error|error' | tail -12
+  # llama.cpp on the pair's text GGUF: the prompt parlance's requests have (the transcript's
+  # prompt tokens: 158 for the 11 s clip, as `transcribe --timings` counts them) and 40 generated tokens.
+  if [ -x "$STATE/llama-tools/bin/llama-batched-bench" ]; then
+    echo "-- llama-batched-bench (flash attention on)"
+    busy "$STATE/llama-tools/bin/llama-batched-bench" -m "$dir/model.gguf" -ngl 99 -fa on -c 80000 -b 2048 -ub 512 \
+      -npp "${GB_PROMPT:-158}" -ntg 40 -npl "$csv" 2>&1 | grep -E '^\|' | tail -8
+  else
+    echo "-- llama-batched-bench: not built (see llama_tools.log)"
+  fi
+}
+
 environment() {
   uname -a; cat /etc/os-release 2>/dev/null | head -3; ldd --version | head -1; nproc
   command -v nvidia-smi >/dev/null && nvidia-smi
@@ -435,6 +526,13 @@ if [ "$ACTION" = stages ]; then
     stage llama_common build_llama_common || fail llama_common
   fi
   stage parlance_build build_parlance || fail parlance_build
+  if [ "$ONLY" = gpu_bench ]; then
+    stage llama_tools build_llama_tools
+    stage gpu_bench gpu_bench
+    echo "all steps ran" >>"$STATE/summary.txt"
+    touch "$STATE/done"
+    exit 0
+  fi
   if [ "$ONLY" = throughput ]; then
     stage throughput throughput
     echo "all steps ran" >>"$STATE/summary.txt"
@@ -540,6 +638,8 @@ collect() {
   [ -f "$STATE/op_trace_short.log" ] && cp "$STATE/op_trace_short.log" "$OUT/op_trace.log"
   [ -f "$STATE/accumulation_cost.log" ] && cp "$STATE/accumulation_cost.log" "$OUT/accumulation_cost.log"
   [ -f "$STATE/throughput.log" ] && cp "$STATE/throughput.log" "$OUT/throughput.log"
+  [ -f "$STATE/gpu_bench.log" ] && cp "$STATE/gpu_bench.log" "$OUT/gpu_bench.log"
+  [ -f "$STATE/llama_tools.log" ] && tail -40 "$STATE/llama_tools.log" >"$OUT/llama_tools.log"
   if [ -f "$STATE/whisper_anchor.log" ]; then
     { cat "$STATE/serve_bench.log" 2>/dev/null; echo "-- anchor build"; tail -30 "$STATE/whisper_anchor.log";
       echo "-- server log"; tail -30 "$ROOT/bench/build/serve.log" 2>/dev/null;

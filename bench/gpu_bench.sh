@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The GPU benchmark (issue 51), end to end on the GPU machine: builds ggml-cuda, parlance and
+# llama.cpp's tools from the pinned bundle, writes the Qwen3-ASR 1.7B layout (random weights, f16
+# GGUF pair), serves it with `parlance serve --device cuda` under bench/load_gen.py at concurrency
+# 1, 8, 64, 128 and 256 (GB_LEVELS), then runs the anchors on the same GPU in the same run:
+# transformers `generate` (bench/anchor/transformers_qwen3_asr.py) and llama-batched-bench on the
+# pair's text GGUF. GPU busy percentage is sampled during each. Results: $OUT/gpu_bench.log.
+#
+# It is scripts/device_cuda_check.sh's --gpu-bench stage (the same detached build, WAIT_S and
+# collection): prepare the carry here with `scripts/device_cuda_check.sh --prepare`, then on the
+# GPU machine (docs/cuda.md gives the device call; carry the five .device/cuda/*.tar.xz files):
+#   COMMIT=<sha> WAIT_S=570 bash bench/gpu_bench.sh     # exits 3 while still running: call again
+# GB_SERVE_EXTRA adds serve flags; GB_PROMPT sets llama-batched-bench's prompt length (158).
+set -uo pipefail
+exec bash "$(cd "$(dirname "$0")/.." && pwd)/scripts/device_cuda_check.sh" --gpu-bench "$@"
