@@ -319,13 +319,42 @@ std::vector<GenerationResult> GenerationEngine::step() {
     add_prompt_rows(out, batch);
     // Prompt chunks only: the step still writes their K/V; one row of logits is asked and ignored.
     if (batch.outputs.empty()) batch.outputs.push_back(0);
+    // Rows whose choice is the plain argmax (greedy, no penalty, processor, constraint or
+    // log-probabilities asked, past min_tokens): the model may take it where the logits are.
+    greedy_rows_.assign(batch.outputs.size(), 0);
+    {
+        std::vector<const ScheduledSeq*> owner(static_cast<size_t>(batch.n_tokens()), nullptr);
+        int row = 0;
+        for (const ScheduledSeq& it : out.items) {
+            for (int i = 0; i < it.n && row + i < static_cast<int>(owner.size()); ++i) owner[row + i] = &it;
+            row += it.n;
+        }
+        for (size_t i = 0; i < batch.outputs.size(); ++i) {
+            const ScheduledSeq* it = owner.at(static_cast<size_t>(batch.outputs[i]));
+            if (!it || it->seq->group) continue;
+            const Sequence& s = *it->seq;
+            const SamplingParams& p = s.sampling;
+            if (p.temperature > 0.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
+                p.repetition_penalty != 1.0f || s.generated() - s.draft < p.min_tokens)
+                continue;
+            const auto ex = extra_.find(s.id);
+            if (ex != extra_.end()) {
+                const Extra& e = ex->second;
+                if (e.on_logits || (e.logprobs >= 0 && e.on_logprobs) || !e.processors.empty() || e.sum_logprob ||
+                    e.constraint)
+                    continue;
+            }
+            greedy_rows_[i] = 1;
+        }
+    }
     const auto forward_start = std::chrono::steady_clock::now();
-    model_.forward(batch, storage_, logits_);
+    model_.forward(batch, storage_, logits_, greedy_rows_, argmax_);
     stats_.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count();
     const size_t V = static_cast<size_t>(model_.vocab_size());
     size_t k = 0;  // logits row
     // Picks the token of one row for `s`, as if its tokens were its first `known` ones.
     auto choose = [&](Sequence& s, Extra* e, size_t known) {
+        if (k < argmax_.size() && argmax_[k] >= 0) return argmax_[k++];  // a greedy row (greedy_rows_)
         std::span<float> row(logits_.data() + k * V, V);
         ++k;
         if (e && e->on_logits) e->on_logits(row);

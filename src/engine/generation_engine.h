@@ -197,6 +197,8 @@ private:
     std::map<SeqId, Extra> extra_;
     GenerationStats stats_;
     std::vector<float> logits_;
+    std::vector<uint8_t> greedy_rows_;  // per output row: only its argmax is needed
+    std::vector<int32_t> argmax_;       // per output row: its greedy id taken by the model, or -1
     std::vector<float> raw_row_;          // a row before sampling changes it (log-probabilities)
     std::vector<float> constrained_row_;  // the same, to choose again under a constraint
     std::vector<float> processed_row_;    // a row after its processors (sum_logprob)

@@ -30,6 +30,17 @@ public:
     // batch.outputs, [outputs][vocab] row-major, into `logits`. Not thread-safe (one engine
     // thread); the weights are shared and immutable.
     virtual void forward(const StepBatch& batch, KvStorage& kv, std::vector<float>& logits) = 0;
+    // The same step where some rows need only their greedy choice (greedy_rows[i] != 0 for
+    // output row i): a model whose logits live on a device may take those rows' argmax there and
+    // return it in argmax[i] (>= 0), leaving their logits unread (unspecified) — a step of 256
+    // decodes then copies 256 ids instead of 155 MB of logits to the host. argmax empty: every
+    // row's logits were read. The default reads every row.
+    virtual void forward(const StepBatch& batch, KvStorage& kv, std::vector<float>& logits,
+                         const std::vector<uint8_t>& greedy_rows, std::vector<int32_t>& argmax) {
+        (void)greedy_rows;
+        argmax.clear();
+        forward(batch, kv, logits);
+    }
     // "f32×10, q8_0×28" and device bytes, for logs and `parlance info`.
     virtual std::string weight_summary() const = 0;
     virtual size_t weight_bytes() const = 0;

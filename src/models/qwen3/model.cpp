@@ -116,6 +116,7 @@ struct Qwen3Model::StepGraph {
     std::unique_ptr<GraphContext> gc;
     StepTensors in;
     ggml_tensor* out = nullptr;
+    ggml_tensor* argmax = nullptr;  // [n_out] I32: the rows' greedy ids, where taken on the device
     ggml_tensor* span_rows = nullptr;  // embedding spans (prompt steps of audio models)
     ggml_tensor* span_data = nullptr;
     std::optional<StepShape> shape;  // nullopt: built for its step alone
@@ -168,10 +169,23 @@ void Qwen3Model::build_step(const StepBatch& b, const KvStorage& kv, const std::
     step->out = weight_product(ctx, output_, x);  // [V, n_out]
     ggml_set_output(step->out);
     ggml_build_forward_expand(step->gc->graph, step->out);
+    // The throughput layout (a GPU's default; on the CPU when PARLANCE_ATTENTION_LAYOUT=padded
+    // tests it) takes greedy rows' argmax in the graph.
+    if (attention_layout(kv.k(0)) == AttentionLayout::Padded) {
+        step->argmax = ggml_argmax(ctx, step->out);
+        ggml_set_output(step->argmax);
+        ggml_build_forward_expand(step->gc->graph, step->argmax);
+    }
     step_ = std::move(step);
 }
 
 void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& logits) {
+    std::vector<int32_t> argmax;
+    forward(b, kv, logits, {}, argmax);
+}
+
+void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& logits,
+                         const std::vector<uint8_t>& greedy_rows, std::vector<int32_t>& argmax) {
     const int64_t n = b.n_tokens(), d = c_.hidden_size;
     if (n == 0 || b.outputs.empty()) throw Error(ErrorKind::Internal, "qwen3: an empty step");
     for (int32_t t : b.tokens)
@@ -200,8 +214,28 @@ void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& 
         }
     }
     backend_.compute(step.gc->graph);
-    logits.resize(static_cast<size_t>(c_.vocab_size) * b.outputs.size());
-    ggml_backend_tensor_get(step.out, logits.data(), 0, logits.size() * sizeof(float));
+    const size_t V = static_cast<size_t>(c_.vocab_size), n_out = b.outputs.size();
+    logits.resize(V * n_out);
+    argmax.clear();
+    if (!step.argmax || greedy_rows.size() != n_out) {
+        ggml_backend_tensor_get(step.out, logits.data(), 0, logits.size() * sizeof(float));
+        return;
+    }
+    argmax.resize(n_out);
+    ggml_backend_tensor_get(step.argmax, argmax.data(), 0, n_out * sizeof(int32_t));
+    // The other rows' logits (and a greedy row's whose argmax failed: NaN or all -inf), in runs.
+    const auto needs = [&](size_t i) { return !greedy_rows[i] || argmax[i] < 0; };
+    for (size_t i = 0; i < n_out;) {
+        if (!needs(i)) {
+            ++i;
+            continue;
+        }
+        size_t end = i + 1;
+        while (end < n_out && needs(end)) ++end;
+        ggml_backend_tensor_get(step.out, logits.data() + i * V, i * V * sizeof(float), (end - i) * V * sizeof(float));
+        for (size_t r = i; r < end; ++r) argmax[r] = -1;  // read from the logits
+        i = end;
+    }
 }
 
 }  // namespace parlance::qwen3

@@ -52,6 +52,11 @@ public:
     const Tokenizer& tokenizer() const override { return *tokenizer_; }
     std::vector<int32_t> stop_ids() const override { return stop_ids_; }
     void forward(const StepBatch& batch, KvStorage& kv, std::vector<float>& logits) override;
+    // In the throughput layout (AttentionLayout::Padded: a GPU outside --deterministic) greedy
+    // rows' argmax is taken in the graph (ggml_argmax; CUDA's may pick another of exactly tied
+    // maxima than the lowest id).
+    void forward(const StepBatch& batch, KvStorage& kv, std::vector<float>& logits,
+                 const std::vector<uint8_t>& greedy_rows, std::vector<int32_t>& argmax) override;
     std::string weight_summary() const override { return weights_->type_summary(); }
     size_t weight_bytes() const override { return weights_->device_bytes(); }
 
