@@ -2,7 +2,8 @@
 # Builds llama.cpp's tools from the pinned bundle (node-llama-cpp 3.21.1's llama.cpp, unpacked by
 # scripts/setup.sh into the cache) with the ggml flags parlance's own ggml has (OpenMP, OpenBLAS,
 # no llamafile GEMM, native CPU), so a comparison differs in the programs, not in the build. The
-# anchor for bench/qwen3_bench.sh (llama-bench) and bench/qwen3_asr_bench.sh (llama-mtmd-cli).
+# anchor for bench/qwen3_bench.sh (llama-bench), bench/qwen3_asr_bench.sh (llama-mtmd-cli) and
+# bench/chat_bench.sh (llama-server, without its web UI).
 # Prints the path of the first target's binary on stdout; logs go to the build folder.
 # Usage: bench/build_llama_bench.sh [TARGET...]     (default: llama-bench)
 set -euo pipefail
@@ -20,7 +21,7 @@ if [ "$missing" = 1 ]; then
   mkdir -p "$B"
   log "configuring llama.cpp in $B"
   cmake -S "$SRC" -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF \
     -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE="${GGML_NATIVE:-ON}" -DGGML_OPENMP=ON -DGGML_LLAMAFILE=OFF \
     -DGGML_BLAS=ON -DGGML_BLAS_VENDOR=OpenBLAS >"$B/configure.log" 2>&1 || { tail -30 "$B/configure.log" >&2; exit 1; }
   log "building ${targets[*]} (several minutes on 2 cores)"

@@ -25,7 +25,7 @@ log() { printf '[chat-bench] %s\n' "$*" >&2; }
 PARLANCE="$ROOT/build/parlance"
 WRITER="$ROOT/build/tests/write_qwen3_fixture"
 [ -x "$PARLANCE" ] && [ -x "$WRITER" ] || { echo "build parlance first (scripts/run.sh or cmake --build build)" >&2; exit 1; }
-LLAMA_SERVER="$(bash "$ROOT/bench/build_llama_server.sh")"
+LLAMA_SERVER="$(bash "$ROOT/bench/build_llama_bench.sh" llama-server)"
 M="$CACHE/bench/qwen3-0.6b-layout-$W"
 if [ ! -f "$M/model.gguf" ]; then
   log "writing the 0.6B layout as $W GGUF into $M"
