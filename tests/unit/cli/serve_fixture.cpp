@@ -52,7 +52,10 @@ std::string RawClient::read_until(const std::string& marker, double timeout_s) {
         pollfd p{fd_, POLLIN, 0};
         if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
         const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-        if (n <= 0) break;  // closed (or reset)
+        if (n <= 0) {  // closed (or reset)
+            peer_closed_ = true;
+            break;
+        }
         got_.append(buf, static_cast<size_t>(n));
     }
     return got_;

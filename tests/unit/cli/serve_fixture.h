@@ -151,10 +151,13 @@ public:
     std::string read_all(double timeout_s = 30);
     // Reads until `marker` has arrived (or timeout_s passes); everything received so far.
     std::string read_until(const std::string& marker, double timeout_s = 30);
+    // Whether a read saw the server close (or reset) the connection.
+    bool peer_closed() const { return peer_closed_; }
     void close();
 
 private:
     int fd_ = -1;
+    bool peer_closed_ = false;
     std::string got_;
 };
 

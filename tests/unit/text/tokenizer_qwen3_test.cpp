@@ -154,22 +154,19 @@ TEST_F(Qwen3, ConcurrentEncodeIsConsistent) {
     for (int good : ok) EXPECT_EQ(good, 20);
 }
 
-TEST_F(Qwen3, Throughput) {
-    // Mixed English/Chinese/code text, ~1 MB, distinct words so the cache does not do all the work.
+// A megabyte of mixed English/Chinese/code text, distinct words so the cache does not do all the
+// work: it round-trips (a quadratic pre-tokenizer would show as this test's ctest timeout; speed is
+// for benchmarks, not tests).
+TEST_F(Qwen3, AMegabyteOfMixedTextRoundTrips) {
     std::string text;
     for (int i = 0; text.size() < (1 << 20); ++i) {
         text += "Request " + std::to_string(i * 7919) + ": the quick brown fox jumps over the lazy dog w" +
                 std::to_string(i) + "x. 我们今天讨论第" + std::to_string(i) + "个问题。\n    if (x_" +
                 std::to_string(i) + " > 0) { return y; }\n";
     }
-    const auto t0 = std::chrono::steady_clock::now();
     const Ids ids = tok().encode(text);
-    const auto t1 = std::chrono::steady_clock::now();
-    const double s = std::chrono::duration<double>(t1 - t0).count();
-    std::cout << "[ perf     ] qwen3 encode: " << text.size() / s / 1e6 << " MB/s, " << ids.size() / s / 1e6
-              << " Mtok/s (" << ids.size() << " tokens)\n";
+    EXPECT_GT(ids.size(), text.size() / 8);
     EXPECT_EQ(tok().decode(ids), text);
-    EXPECT_LT(s, 10.0);  // a generous bound: only catches pathological (quadratic) behaviour
 }
 
 }  // namespace
