@@ -182,6 +182,10 @@ build_parlance() {
 
 run_w() { LD_LIBRARY_PATH="$SYSROOT/usr/lib/$ARCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$STATE/build/tests/write_qwen3_fixture" "$@"; }
 run_parlance() { LD_LIBRARY_PATH="$SYSROOT/usr/lib/$ARCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$STATE/build/parlance" "$@"; }
+# A server in the background, $! its own pid: a function run with & is a subshell, and killing
+# that left parlance running and holding the GPU's memory (2026-12-06: the next mode's server and
+# the transformers anchor then ran short of memory).
+spawn_parlance() { LD_LIBRARY_PATH="$SYSROOT/usr/lib/$ARCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$STATE/build/parlance" "$@" & }
 
 # Batch invariance through the server (what Serve.ConcurrentRequestsGiveTheSameBytesAsOneAtATime
 # and Chat.ConcurrentRequestsEqualAlone check on the CPU): four requests one at a time, then all
@@ -194,8 +198,8 @@ serve_invariance() {
   local model=(--model "$fx/whisper/tiny-multi/model")
   [ "$kind" = qwen3_asr ] && model=(--model "$STATE/qwen3-asr-tiny")
   [ "$kind" = chat ] && model+=(--chat-model "$STATE/qwen3-tiny" --chat-model-id qwen3-tiny)
-  run_parlance serve --device "$device" --port "$port" --max-new-tokens 24 --cache-slots 8 "${model[@]}" ${SERVE_EXTRA:-} \
-    >"$STATE/serve_${kind}_$device.log" 2>&1 &
+  spawn_parlance serve --device "$device" --port "$port" --max-new-tokens 24 --cache-slots 8 "${model[@]}" ${SERVE_EXTRA:-} \
+    >"$STATE/serve_${kind}_$device.log" 2>&1
   pid=$!
   for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
   post() {
@@ -395,8 +399,8 @@ throughput() {
     port=$((18800 + RANDOM % 500))
     # (ggml-cuda reads only whether the variable is set)
     if [ -n "$graphs" ]; then export GGML_CUDA_DISABLE_GRAPHS=1; else unset GGML_CUDA_DISABLE_GRAPHS; fi
-    run_parlance serve --device cuda --port "$port" --model "$dir" $mode \
-      --max-new-tokens 40 --max-queue 1024 --cache-slots 256 --kv-cache-mb 8192 >"$STATE/serve_tp.log" 2>&1 &
+    spawn_parlance serve --device cuda --port "$port" --model "$dir" $mode \
+      --max-new-tokens 40 --max-queue 1024 --cache-slots 256 --kv-cache-mb 8192 >"$STATE/serve_tp.log" 2>&1
     pid=$!
     for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
     for c in ${TP_LEVELS:-1 8 64}; do
@@ -424,7 +428,10 @@ build_llama_tools() {
   cmake -S "$STATE/llama-full" -B "$STATE/llama-tools" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DLLAMA_USE_SYSTEM_GGML=ON -DCMAKE_PREFIX_PATH="$GGML_PREFIX" -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF \
-    -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF || return 1
+    -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF \
+    -DCMAKE_SHARED_LINKER_FLAGS="-L/usr/local/cuda/lib64 -Wl,--no-as-needed -lcudart -lcublas -lcublasLt -lcuda" \
+    -DCMAKE_EXE_LINKER_FLAGS="-L/usr/local/cuda/lib64 -L/usr/local/cuda/lib64/stubs -Wl,--no-as-needed -lcudart -lcublas -lcublasLt -lcuda" \
+    || return 1
   cmake --build "$STATE/llama-tools" --target llama-batched-bench llama-server -j"$JOBS" || return 1
 }
 
@@ -459,8 +466,8 @@ gpu_bench() {
     awk '{s += $1; n++} END {if (n) printf "gpu busy %.0f %% (%d samples)\n", s / n, n}' "$STATE/smi.log"
   }
   port=$((18800 + RANDOM % 500))
-  run_parlance serve --device cuda --port "$port" --model "$dir" --max-new-tokens 40 --max-queue 4096 \
-    ${GB_SERVE_EXTRA:-} >"$STATE/serve_gb.log" 2>&1 &
+  spawn_parlance serve --device cuda --port "$port" --model "$dir" --max-new-tokens 40 --max-queue 4096 \
+    ${GB_SERVE_EXTRA:-} >"$STATE/serve_gb.log" 2>&1
   pid=$!
   for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
   for c in $levels; do
@@ -476,8 +483,8 @@ gpu_bench() {
   for mode in "${modes[@]}"; do
     if [[ "$mode" == nographs* ]]; then export GGML_CUDA_DISABLE_GRAPHS=1; mode="${mode#nographs}"; fi
     port=$((18800 + RANDOM % 500))
-    run_parlance serve --device cuda --port "$port" --model "$dir" --max-new-tokens 40 --max-queue 4096 $mode \
-      >"$STATE/serve_gb.log" 2>&1 &
+    spawn_parlance serve --device cuda --port "$port" --model "$dir" --max-new-tokens 40 --max-queue 4096 $mode \
+      >"$STATE/serve_gb.log" 2>&1
     pid=$!
     for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
     echo "parlance ${GGML_CUDA_DISABLE_GRAPHS:+(CUDA graphs off) }$mode c=64: $(python3 "$ROOT/bench/load_gen.py" \
