@@ -139,15 +139,18 @@ std::vector<AudioLanguageModel::AudioEmbedding> Qwen3AsrModel::embed_audio_batch
     {
         // Each clip's log-mel on its own thread (~20 ms for 11 s on one core: 64 of them in a
         // row would stall the GPU for a second).
-        const size_t n_threads =
-            std::min<size_t>(clips.size(), std::max(1u, std::thread::hardware_concurrency()));
+        const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+        const size_t n_threads = std::min(clips.size(), cores);
+        // Fewer clips than cores: each clip's frames split between the rest (the same bits on
+        // any number of threads), so one request's log-mel takes a few ms, not 25.
+        const int per_clip = static_cast<int>(std::max<size_t>(1, cores / clips.size()));
         std::atomic<size_t> next{0};
         std::exception_ptr failed;
         std::mutex failed_mutex;
         auto work = [&] {
             for (size_t i; (i = next.fetch_add(1)) < clips.size();) {
                 try {
-                    f[i] = features(clips[i]);
+                    f[i] = features(clips[i], per_clip);
                 } catch (...) {
                     std::lock_guard<std::mutex> lock(failed_mutex);
                     if (!failed) failed = std::current_exception();
