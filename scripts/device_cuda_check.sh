@@ -147,6 +147,7 @@ build_ggml_cuda() {
   # ggml/ alone is not standalone here (its ggml.pc.in lives outside it): configure it as a
   # subproject, the way llama.cpp's root does.
   bash "$ROOT/scripts/lib/ggml_cuda_exact_f32.sh" "$STATE/ggml-src/ggml" || return 1
+  bash "$ROOT/scripts/lib/ggml_cuda_f16_f32acc.sh" "$STATE/ggml-src/ggml" || return 1
   printf 'cmake_minimum_required(VERSION 3.18)\nproject(ggml_outer C CXX)\nadd_subdirectory(ggml)\n' \
     >"$STATE/ggml-src/CMakeLists.txt"
   cmake -S "$STATE/ggml-src" -B "$STATE/ggml-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \

@@ -87,6 +87,8 @@ if [ -z "$GGML_PREFIX" ]; then
     # CUDA: f32 products with 5-16 columns would run on ggml's TF32 tensor-core kernel; the patch
     # sends them to cuBLAS, which parlance runs in exact f32 (scripts/lib/ggml_cuda_exact_f32.sh).
     [ "$WITH_CUDA" = 1 ] && bash "$(dirname "${BASH_SOURCE[0]}")/lib/ggml_cuda_exact_f32.sh" "$SRC/ggml"
+    # f16 weights at f32 precision on tensor cores (f32 accumulation; scripts/lib/ggml_cuda_f16_f32acc.sh).
+    [ "$WITH_CUDA" = 1 ] && bash "$(dirname "${BASH_SOURCE[0]}")/lib/ggml_cuda_f16_f32acc.sh" "$SRC/ggml"
     rm -rf "$bdir"
     cmake -S "$SRC" -B "$bdir" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
       -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DGGML_NATIVE="${GGML_NATIVE:-ON}" -DGGML_OPENMP=ON \
