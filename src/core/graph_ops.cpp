@@ -48,8 +48,14 @@ ggml_tensor* conv2d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int 
     ggml_tensor* cols =
         ggml_im2col(ctx, kernel, x, stride, stride, padding, padding, 1, 1, /*is_2D=*/true, GGML_TYPE_F32);
     const int64_t k = cols->ne[0], w_out = cols->ne[1], h_out = cols->ne[2], n = cols->ne[3], c_out = kernel->ne[3];
+    // A device's throughput step multiplies an f32 kernel as f16 (f32 accumulation: tensor cores;
+    // in f32 the Qwen3-ASR encoder's convolutions ran at the FP32 roof, ~7 ms for 99 chunks on an
+    // H100). The CPU and --deterministic keep the f32 kernel.
+    ggml_tensor* w = kernel;
+    if (kernel->type == GGML_TYPE_F32 && !in_cpu_memory(kernel) && !device_products_invariant())
+        w = ggml_cast(ctx, kernel, GGML_TYPE_F16);
     ggml_tensor* y =
-        weight_product(ctx, ggml_reshape_2d(ctx, kernel, k, c_out), ggml_reshape_2d(ctx, cols, k, w_out * h_out * n));
+        weight_product(ctx, ggml_reshape_2d(ctx, w, k, c_out), ggml_reshape_2d(ctx, cols, k, w_out * h_out * n));
     // [C_out, W_out, H_out, N] -> [W_out, H_out, C_out, N]
     y = ggml_reshape_4d(ctx, y, c_out, w_out, h_out, n);
     return ggml_cont(ctx, ggml_permute(ctx, y, 2, 0, 1, 3));
