@@ -24,13 +24,14 @@ namespace parlance {
 // earlier ones are done, so memory does not grow with the audio.
 inline constexpr int kPiecesInFlight = 8;
 
-// Pieces the server's engine embeds (encoder passes) between two decoder steps by default
-// (EngineOptions::max_encode_batch, serve --encode-batch, sets it), taken from the most urgent
-// request first (TranscriptionRequest::priority, then arrival): a burst of uploads does not stall
-// running decodes for all of its encoder passes, and a live item's final decode is embedded before
-// pieces of less urgent requests that arrived earlier. On a GPU one pass per step admits one
-// request per step: with 64 uploads the decode batch fills one sequence at a time (the H100 run of
-// BENCHMARKS.md's "The GPU: the throughput step" averaged 8 tokens a step at concurrency 64).
+// Pieces the server's engine embeds between two decoder steps at least (EngineOptions::
+// max_encode_batch, serve --encode-batch, raises it: 32 on a GPU), taken from the most urgent
+// request first (TranscriptionRequest::priority, then arrival) and embedded together
+// (AudioLanguageModel::embed_audio_batch): a burst of uploads does not stall running decodes for
+// all of its encoder passes, and a live item's final decode is embedded before pieces of less
+// urgent requests that arrived earlier. One piece a step on a GPU admitted one request a step (the
+// H100 run of BENCHMARKS.md's "The GPU: the throughput step" averaged 8 tokens a step at
+// concurrency 64); 32 in batched graphs doubled its requests per second.
 inline constexpr int kEmbedsPerStep = 1;
 
 class LmSpeechModel : public SpeechModel {
