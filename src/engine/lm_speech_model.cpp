@@ -419,8 +419,6 @@ private:
                 stats_.queued = static_cast<int>(queue_.size());
             }
             const auto t0 = Clock::now();
-            // Encoder passes of this step: the most urgent jobs' pieces first (see kEmbedsPerStep);
-            // `admitted` left the sorted queue in that order already.
             for (Job* j : admitted) {
                 try {
                     start(*j);
@@ -430,6 +428,7 @@ private:
             }
             std::stable_sort(active_.begin(), active_.end(),
                              [](const auto& a, const auto& b) { return a->urgency() < b->urgency(); });
+            // This step's pieces, the most urgent jobs' first (see kEmbedsPerStep), embedded together.
             int embed_budget = std::max(kEmbedsPerStep, options_.max_encode_batch);
             std::vector<Cut> cuts;
             for (auto& j : active_) {

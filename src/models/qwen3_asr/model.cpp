@@ -118,17 +118,10 @@ std::string Qwen3AsrModel::description() const {
 }
 
 std::vector<float> Qwen3AsrModel::embed_audio(std::span<const float> pcm16k, int* n_tokens, EmbedTimes* times) {
-    using Clock = std::chrono::steady_clock;
-    const auto t0 = Clock::now();
-    const Features f = features(pcm16k);
-    const auto t1 = Clock::now();
-    std::vector<float> emb = encoder_->encode(f);
-    if (times) {
-        times->features += std::chrono::duration<double>(t1 - t0).count();
-        times->encode += std::chrono::duration<double>(Clock::now() - t1).count();
-    }
-    if (n_tokens) *n_tokens = encoder_->tokens(f.valid_frames);
-    return emb;
+    const std::span<const float> one[] = {pcm16k};
+    AudioEmbedding e = std::move(embed_audio_batch(one, 1, times).front());
+    if (n_tokens) *n_tokens = e.tokens;
+    return std::move(e.rows);
 }
 
 std::vector<AudioLanguageModel::AudioEmbedding> Qwen3AsrModel::embed_audio_batch(

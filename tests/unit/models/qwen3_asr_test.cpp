@@ -88,15 +88,29 @@ TEST(Qwen3AsrConfig, RefusalsNameTheField) {
 
 class Qwen3AsrAudio : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(Qwen3AsrAudio, FeaturesEncoderAndEmbeddingsMatchTransformers) {
+// A fixture's checkpoint written, its audio encoder on the CPU, and its transformers reference.
+struct EncoderFixture {
+    explicit EncoderFixture(const std::string& name)
+        : files(open_model_files(write_qwen3_asr(name, dir.path()))),
+          cfg(Qwen3AsrConfig::parse(files.config, files.root / "config.json")),
+          enc(cfg.audio, *files.tensors, backend, GGML_TYPE_COUNT),
+          mel(cfg.audio.num_mel_bins),
+          ref(qwen3_asr_reference(name)) {}
     TempDir dir;
-    const auto model = write_qwen3_asr(GetParam(), dir.path());
-    ModelFiles files = open_model_files(model);
-    const Qwen3AsrConfig cfg = Qwen3AsrConfig::parse(files.config, files.root / "config.json");
-    Backend backend(BackendOptions{"cpu", 2, true, false});
-    AudioEncoder enc(cfg.audio, *files.tensors, backend, GGML_TYPE_COUNT);
-    const LogMel mel(cfg.audio.num_mel_bins);
-    const json ref = qwen3_asr_reference(GetParam());
+    ModelFiles files;
+    Qwen3AsrConfig cfg;
+    Backend backend{BackendOptions{"cpu", 2, true, false}};
+    AudioEncoder enc;
+    LogMel mel;
+    json ref;
+};
+
+TEST_P(Qwen3AsrAudio, FeaturesEncoderAndEmbeddingsMatchTransformers) {
+    EncoderFixture fx(GetParam());
+    const Qwen3AsrConfig& cfg = fx.cfg;
+    AudioEncoder& enc = fx.enc;
+    const LogMel& mel = fx.mel;
+    const json& ref = fx.ref;
     const int stride = ref["feature_stride"];
     const size_t every = ref["array_stride"];
     for (const json& c : ref["cases"]) {
@@ -132,14 +146,11 @@ TEST_P(Qwen3AsrAudio, FeaturesEncoderAndEmbeddingsMatchTransformers) {
 // narrower than the others' (its windows padded to theirs) — each give what they give alone, and
 // transformers' embeddings.
 TEST_P(Qwen3AsrAudio, ClipsEncodedTogetherMatchEachAlone) {
-    TempDir dir;
-    const auto model = write_qwen3_asr(GetParam(), dir.path());
-    ModelFiles files = open_model_files(model);
-    const Qwen3AsrConfig cfg = Qwen3AsrConfig::parse(files.config, files.root / "config.json");
-    Backend backend(BackendOptions{"cpu", 2, true, false});
-    AudioEncoder enc(cfg.audio, *files.tensors, backend, GGML_TYPE_COUNT);
-    const LogMel mel(cfg.audio.num_mel_bins);
-    const json ref = qwen3_asr_reference(GetParam());
+    EncoderFixture fx(GetParam());
+    const Qwen3AsrConfig& cfg = fx.cfg;
+    AudioEncoder& enc = fx.enc;
+    const LogMel& mel = fx.mel;
+    const json& ref = fx.ref;
     std::vector<qwen3_asr::Features> f;
     for (const json& c : ref["cases"])
         f.push_back(qwen3_asr::compute_features(mel, clip_samples(c), cfg.audio.chunk_frames()));
