@@ -10,6 +10,7 @@
 # collection): prepare the carry here with `scripts/device_cuda_check.sh --prepare`, then on the
 # GPU machine (docs/cuda.md gives the device call; carry the five .device/cuda/*.tar.xz files):
 #   COMMIT=<sha> WAIT_S=570 bash bench/gpu_bench.sh     # exits 3 while still running: call again
-# GB_SERVE_EXTRA adds serve flags; GB_PROMPT sets llama-batched-bench's prompt length (158).
+# GB_SERVE_EXTRA adds serve flags; GB_PROMPT sets llama-batched-bench's prompt length (158);
+# GB_PARITY=1 first checks every fixture's parity on cuda in both modes (throughput.log).
 set -uo pipefail
 exec bash "$(cd "$(dirname "$0")/.." && pwd)/scripts/device_cuda_check.sh" --gpu-bench "$@"

@@ -535,6 +535,8 @@ if [ "$ACTION" = stages ]; then
   fi
   stage parlance_build build_parlance || fail parlance_build
   if [ "$ONLY" = gpu_bench ]; then
+    # GB_PARITY=1: first every fixture's parity on cuda in both modes (the throughput stage's first part).
+    [ -n "${GB_PARITY:-}" ] && TP_PARITY_ONLY=1 stage throughput throughput
     stage llama_tools build_llama_tools
     stage gpu_bench gpu_bench
     echo "all steps ran" >>"$STATE/summary.txt"
