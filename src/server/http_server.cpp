@@ -234,8 +234,7 @@ private:
             http::async_read(self->reader(), self->buffer_, *self->parser_,
                              beast::bind_front_handler(&Connection<Stream>::on_read, self));
         };
-        // "Expect: 100-continue" (curl sends it for uploads and would otherwise wait a second).
-        if (req[http::field::expect] == "100-continue" && !parser_->is_done())
+        if (asked_continue(req) && !parser_->is_done())
             return push_write({"HTTP/1.1 100 Continue\r\n\r\n", read_body});
         read_body();
     }
@@ -569,6 +568,12 @@ private:
         });
     }
 
+    // "Expect: 100-continue" (case-insensitive) on an HTTP/1.1 request: curl sends it for uploads
+    // and would otherwise wait a second; HTTP/1.0 clients may not receive 1xx responses.
+    static bool asked_continue(const http::request_header<>& req) {
+        return req.version() >= 11 && beast::iequals(req[http::field::expect], "100-continue");
+    }
+
     // While a request works, a read on the socket tells whether the client is still there. Data
     // is the start of its next request (kept for the parser). EOF is ambiguous: the client closed
     // the connection, or only its sending side (shutdown(SHUT_WR), which proxies and tools do and
@@ -595,12 +600,14 @@ private:
                                  });
     }
 
-    // Writes something every client ignores (an interim "100 Continue" before the response, an
-    // SSE comment in a stream), twice, 250 ms apart: to a closed socket the first write draws a
-    // reset and the second fails, which cancels the request; a half-closed client reads on.
-    // HTTP/1.0 clients may not receive 1xx responses: their requests just run to the end.
+    // Writes something the client ignores (an SSE comment in a stream; another interim "100
+    // Continue" to a request that sent "Expect: 100-continue", which already got one), twice,
+    // 250 ms apart: to a closed socket the first write draws a reset and the second fails, which
+    // cancels the request; a half-closed client reads on. Nothing is sent that a request did not
+    // ask for, so a request without either runs to the end after its client's EOF (bounded by its
+    // limits; the answer's write then fails and frees it).
     void probe_peer() {
-        if (final_queued_ || (request_.version() < 11 && !sse_started_)) return;
+        if (final_queued_ || (!sse_started_ && !asked_continue(request_))) return;
         auto probe = [this] { push_write({sse_started_ ? ": ping\n\n" : "HTTP/1.1 100 Continue\r\n\r\n", {}}); };
         probe();
         probe_timer_.expires_after(std::chrono::milliseconds(250));

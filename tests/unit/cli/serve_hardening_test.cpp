@@ -211,16 +211,36 @@ TEST(ServeHardening, FieldErrorsChannelsAndThePageWithAKey) {
     EXPECT_NE(page.find("'Authorization'"), std::string::npos);
 }
 
-// 5. A client that half-closes after sending still gets its response.
+// 5. A client that half-closes after sending still gets its response, and no interim "100
+// Continue" it did not ask for; one that sent "Expect: 100-continue" may get more than one.
 TEST(ServeHardening, HalfClosedClientGetsItsResponse) {
     Server s;
     ASSERT_GT(s.port(), 0) << s.read_log();
     const std::string wav = read_file(fixture("audio/jfk.wav"));
-    const RawResponse r = exchange(
-        s.port(), multipart_request("/v1/audio/transcriptions", wav, {{"model", "whisper"}, {"temperature", "0"}}),
-        true);
+    const std::string request =
+        multipart_request("/v1/audio/transcriptions", wav, {{"model", "whisper"}, {"temperature", "0"}});
+    RawClient c(s.port());
+    c.send(request);
+    c.shutdown_write();
+    const std::string wire = c.read_all(30);
+    EXPECT_EQ(wire.rfind("HTTP/1.1 200", 0), 0u) << wire.substr(0, 200);
+    const RawResponse r = parse_response(wire);
     EXPECT_EQ(r.status, 200) << r.head << "\n" << r.body;
     EXPECT_TRUE(json::parse(r.body, nullptr, false).contains("text")) << r.body;
+
+    std::string asking = request;
+    asking.insert(asking.find("\r\n") + 2, "Expect: 100-Continue\r\n");
+    RawClient e(s.port());
+    e.send(asking);
+    e.shutdown_write();
+    const std::string answered = e.read_all(30);
+    const RawResponse ra = parse_response(answered);
+    EXPECT_EQ(ra.status, 200) << answered.substr(0, 200);
+    for (size_t at = 0; answered.compare(at, 9, "HTTP/1.1 ") == 0 && ra.status == 200;) {
+        if (answered.compare(at, 12, "HTTP/1.1 200") == 0) break;
+        EXPECT_EQ(answered.compare(at, 25, "HTTP/1.1 100 Continue\r\n\r\n"), 0) << answered.substr(at, 40);
+        at += 25;
+    }
     const json status = json::parse(Server::curl("-s " + s.url("/v1/status")));
     EXPECT_EQ(status["cancelled"], 0);
 }

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 
+#include <ggml.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -74,7 +75,28 @@ TEST_F(WhisperErrors, IntactCopyLoads) {
     BackendOptions bo;
     bo.threads = 1;
     Backend backend(bo);
-    EXPECT_NO_THROW(WhisperModel::load(dir_, backend));
+    // The copy loads as the fixture is: its config, special tokens, tokenizer and weights.
+    const std::unique_ptr<WhisperModel> m = WhisperModel::load(dir_, backend);
+    EXPECT_EQ(m->format, FileFormat::Safetensors);
+    EXPECT_EQ(m->config.d_model, 32);
+    EXPECT_EQ(m->config.encoder_layers, 1);
+    EXPECT_EQ(m->config.decoder_layers, 3);
+    EXPECT_EQ(m->config.vocab_size, 51864);
+    EXPECT_EQ(m->config.n_mels, 80);
+    EXPECT_EQ(m->tokens.eot, 50256);
+    EXPECT_EQ(m->tokens.sot, 50257);
+    EXPECT_EQ(m->tokens.notimestamps, 50362);
+    EXPECT_FALSE(m->tokens.multilingual);
+    ASSERT_TRUE(m->tokenizer);
+    EXPECT_EQ(m->tokenizer->vocab_size(), 51864u);
+    EXPECT_EQ(m->tokenizer->decode(m->tokenizer->encode(" And so my fellow Americans")), " And so my fellow Americans");
+    ASSERT_TRUE(m->weights);
+    EXPECT_EQ(m->weights->enc_layers.size(), 1u);
+    EXPECT_EQ(m->weights->dec_layers.size(), 3u);
+    ASSERT_NE(m->weights->tok_emb, nullptr);
+    EXPECT_EQ(m->weights->tok_emb->ne[0], 32);
+    EXPECT_EQ(m->weights->tok_emb->ne[1], 51864);
+    EXPECT_GT(m->bytes_on_disk, 0u);
 }
 
 TEST_F(WhisperErrors, ModelTypeNotWhisper) {
