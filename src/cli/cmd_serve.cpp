@@ -144,15 +144,45 @@ std::unique_ptr<ChatSide> load_chat(const ServeArgs& a, Logger& log) {
     return c;
 }
 
+// `--model` takes any model: a language model among its values serves the chat endpoints (as
+// --chat-model, which stays as an alias; its id is the value's, as for a speech model), the rest
+// serve the audio ones. One language model at most; with no speech model left, the audio
+// endpoints get the default one, as when no --model is given.
+void take_language_model(std::vector<std::pair<std::string, std::string>>& specs, ServeArgs& a, Logger& log) {
+    for (auto it = specs.begin(); it != specs.end();) {
+        const ArchitectureEntry* e = architecture_of(it->second, specs.size() == 1 ? a.mmproj : std::string());
+        if (!e || !e->capabilities.generate || e->capabilities.transcribe || e->capabilities.audio_lm) {
+            ++it;
+            continue;
+        }
+        if (!a.chat_model.empty())
+            throw Error(ErrorKind::InvalidArgument, "serve holds one language model: --model " + it->second +
+                                                        " and " + a.chat_model + " are both " + e->name +
+                                                        " models (give one of them)");
+        a.chat_model = it->second;
+        if (a.chat_model_id.empty()) a.chat_model_id = it->first;
+        log.info(it->second, ": a ", e->name, " language model, served as '", a.chat_model_id,
+                 "' on the chat endpoints (/v1/chat/completions, /v1/completions, /v1/messages, /v1/responses)");
+        it = specs.erase(it);
+    }
+    if (specs.empty()) {
+        specs.push_back(model_spec(resolve_model("")));
+        specs.back().second = resolve_model(specs.back().second);
+        log.info("no speech model given: the audio endpoints use the default, ", specs.back().second);
+    }
+}
+
 void run(ServeArgs& a, GlobalOptions& globals) {
     Logger log(parse_log_level(globals.log_level));
-    // The speech models and their ids (the first is the default); --model-id renames the first.
+    // The models and their ids (the first speech model is the default); --model-id renames the
+    // first speech model.
     std::vector<std::pair<std::string, std::string>> specs;
     for (const std::string& m : a.models.empty() ? std::vector<std::string>{""} : a.models) {
         auto spec = model_spec(m.empty() ? resolve_model("") : m);
         spec.second = resolve_model(spec.second);
         specs.push_back(spec);
     }
+    take_language_model(specs, a, log);
     if (!a.server.model_id.empty()) specs.front().first = a.server.model_id;
     for (size_t i = 0; i < specs.size(); ++i) {
         if (specs[i].first.empty())
@@ -294,7 +324,9 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
     cmd->add_option("-m,--model", a->models,
                     std::string(kSpeechModelHelp) +
                         ". Repeat for several models: ID=PATH names one (else its directory or file name without the "
-                        "extension); a request's `model` picks it, whisper-1 and OpenAI's other names mean the first");
+                        "extension); a request's `model` picks it, whisper-1 and OpenAI's other names mean the first "
+                        "speech model. A language model (Qwen3) serves the chat endpoints, as --chat-model does; "
+                        "without a speech model the audio endpoints use the default one");
     cmd->add_option("--mmproj", a->mmproj, kMmprojHelp);
     cmd->add_option("--audio-window", a->audio_window, kAudioWindowHelp)->type_name("S");
     cmd->add_option("--kv-cache-type", a->kv_cache_type, kKvCacheTypeHelp)
@@ -419,9 +451,10 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "Linear weights at load: f32 (full precision) or quantized f16|q8_0|q5_k|q4_k");
     cmd->add_option("--chat-model", a->chat_model,
                     "A language model for POST /v1/chat/completions (HF directory with config.json model_type "
-                    "qwen3, or a GGUF); its own chat template renders the messages");
+                    "qwen3, or a GGUF); its own chat template renders the messages. --model takes one too");
     cmd->add_option("--chat-model-id", a->chat_model_id,
-                    "The `model` chat clients send (default: the architecture, e.g. qwen3)");
+                    "The `model` chat clients send (default: the architecture, e.g. qwen3; for a language model "
+                    "given with --model, its id there)");
     cmd->add_option("--chat-kv-cache-mb", a->chat_kv_cache_mb,
                     "The chat model's paged KV cache in MiB (shared prompt prefixes reuse its blocks)")
         ->default_val(256);

@@ -622,6 +622,36 @@ TEST_F(Chat, TopShowsTheChatModel) {
     EXPECT_NE(screen.find("prefix cache hit"), std::string::npos) << screen;
 }
 
+// `serve --model` takes any model: a language model there serves the chat endpoints under the
+// --model id rule, beside a speech model given the same way (the same answers as --chat-model);
+// with no speech model the audio endpoints use the default one; two language models are refused.
+TEST_F(Chat, ServeModelTakesALanguageModel) {
+    const std::string qwen3 = (dir_->path() / "qwen3").string();
+    json r = request("one_user_turn");
+    r.update({{"max_tokens", 8}, {"temperature", 0}});
+    const auto [s0, expected] = post(r);
+    ASSERT_EQ(s0, 200) << expected.dump();
+    for (const bool with_speech : {true, false}) {
+        SCOPED_TRACE(with_speech ? "with a speech model" : "the default speech model");
+        Server both("--model " + quoted("qwen3-tiny=" + qwen3), with_speech ? "whisper/tiny-multi/model" : "");
+        ASSERT_GT(both.port(), 0) << both.read_log();
+        const json models = json::parse(Server::curl("-s " + both.url("/v1/models")));
+        ASSERT_EQ(models["data"].size(), 2u) << models.dump();
+        EXPECT_EQ(models["data"][1]["id"], "qwen3-tiny");
+        const auto file = dir_->path() / "any_model.json";
+        std::ofstream(file) << r.dump();
+        const json got = json::parse(Server::curl("-s -H 'Content-Type: application/json' --data-binary @" +
+                                                  quoted(file.string()) + " " + both.url("/v1/chat/completions")));
+        EXPECT_EQ(got["choices"][0]["message"], expected["choices"][0]["message"]) << got.dump();
+        const auto [status, body] = both.post("/v1/audio/transcriptions", "-F model=whisper-1 -F file=@" + fixture("audio/jfk.wav"));
+        EXPECT_EQ(status, 200) << body;
+        EXPECT_NE(both.read_log().find("served as 'qwen3-tiny' on the chat endpoints"), std::string::npos);
+    }
+    Server two("--model " + quoted(qwen3) + " --chat-model " + quoted(qwen3), "");
+    EXPECT_NE(two.wait_exit(30), 0);
+    EXPECT_NE(two.read_log().find("serve holds one language model"), std::string::npos) << two.read_log();
+}
+
 // --chat-speculative: prompt-lookup drafts change nothing in what comes back (greedy, sampled,
 // n choices, logprobs), and their counts reach /metrics.
 TEST_F(Chat, SpeculativeDecodingChangesNoOutput) {
