@@ -63,7 +63,7 @@ if [ "$ACTION" = prepare ]; then
   export XZ_OPT=-9e
   rm -f "$CARRY/ggml-src.tar.gz"
   tar cJf "$CARRY/ggml-src.tar.xz" -C "$LLAMA_SRC" "${skip[@]}" ggml
-  # The bundle's pieces scripts/lib/llama_common builds (Jinja, GBNF grammar, JSON schema converter).
+  # The bundle's pieces cmake/llama_common builds (Jinja, GBNF grammar, JSON schema converter).
   tar cJf "$CARRY/llama-common-src.tar.xz" -C "$LLAMA_SRC" common/jinja common/json.h common/json.cpp \
     common/unicode.h common/unicode.cpp common/json-schema-to-grammar.h common/json-schema-to-grammar.cpp \
     common/common.h src/llama-grammar.h src/llama-grammar.cpp src/llama-impl.h src/llama-vocab.h \
@@ -160,13 +160,13 @@ build_ggml_cuda() {
   touch "$GGML_PREFIX/.parlance-ok"
 }
 
-# The bundle's Jinja engine and grammar (scripts/lib/llama_common), as setup.sh builds them.
+# The bundle's Jinja engine and grammar (cmake/llama_common), as setup.sh builds them.
 build_llama_common() {
   rm -rf "$STATE/llama-src" "$STATE/llama-common-build"; mkdir -p "$STATE/llama-src"
   tar xJf "$CARRY/llama-common-src.tar.xz" -C "$STATE/llama-src" || return 1
-  cmake -S "$ROOT/scripts/lib/llama_common" -B "$STATE/llama-common-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  cmake -S "$ROOT/cmake/llama_common" -B "$STATE/llama-common-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DLLAMA_SRC="$STATE/llama-src" -DCMAKE_PREFIX_PATH="$GGML_PREFIX;$SYSROOT/usr" \
-    -DCMAKE_INSTALL_PREFIX="$PCACHE/llama-common-3.21.1-b2" || return 1
+    -DCMAKE_INSTALL_PREFIX="$PCACHE/llama-common-3.21.1-b3" || return 1
   cmake --build "$STATE/llama-common-build" -j"$JOBS" || return 1
   cmake --install "$STATE/llama-common-build" || return 1
 }

@@ -107,15 +107,15 @@ fi
 # ---------------------------------------------------------------- the bundle's Jinja engine and grammar
 # Chat templates render through llama.cpp's common/jinja, structured output is constrained by its
 # GBNF grammar and JSON-schema converter: built as libraries from the bundle
-# (scripts/lib/llama_common/CMakeLists.txt); CPU-only, so one build serves both ggml variants.
-JINJA_PREFIX="$CACHE/llama-common-3.21.1-b2"
+# (cmake/llama_common/CMakeLists.txt); CPU-only, so one build serves both ggml variants.
+JINJA_PREFIX="$CACHE/llama-common-3.21.1-b3"
 if [ ! -f "$JINJA_PREFIX/.parlance-ok" ]; then
   log "building the bundle's Jinja engine and grammar into $JINJA_PREFIX (about a minute on 2 cores)"
   jdir="$CACHE/llama-common-build"
   rm -rf "$jdir"
   gp=()
   [ "$GGML_PREFIX" != "system" ] && gp=(-DCMAKE_PREFIX_PATH="$GGML_PREFIX")
-  cmake -S "$(dirname "${BASH_SOURCE[0]}")/lib/llama_common" -B "$jdir" -DCMAKE_BUILD_TYPE=Release \
+  cmake -S "$(dirname "${BASH_SOURCE[0]}")/../cmake/llama_common" -B "$jdir" -DCMAKE_BUILD_TYPE=Release \
     -DLLAMA_SRC="$SRC" -DCMAKE_INSTALL_PREFIX="$JINJA_PREFIX" "${gp[@]}" >"$jdir.configure.log" 2>&1 \
     || { tail -30 "$jdir.configure.log"; exit 1; }
   cmake --build "$jdir" -j"$(nproc)" >"$jdir.build.log" 2>&1 || { tail -40 "$jdir.build.log"; exit 1; }

@@ -10,7 +10,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
-#include "grammar_glue.h"
+#include "text/grammar_glue.h"
 #include "llama-grammar.h"
 
 namespace parlance {

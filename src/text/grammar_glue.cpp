@@ -1,5 +1,6 @@
 // The symbols llama-grammar.cpp and json-schema-to-grammar.cpp take from the rest of libllama
-// and common, so the two build alone:
+// and common: cmake/llama_common builds the two alone as llama::llama_grammar, and this file,
+// compiled into parlance's text layer, links beside it:
 //  - llama_log_internal: collected per thread for llama_grammar_take_log() (a bad grammar's
 //    reason reaches the API error, not the server's stderr);
 //  - llama_vocab's token_to_piece / is_eog / tokenize: only called by the vocabulary-level entry
@@ -13,16 +14,20 @@
 #include <string>
 #include <vector>
 
-#include "grammar_glue.h"
+#include "text/grammar_glue.h"
+
 #include "llama-impl.h"
 #include "llama-vocab.h"
 
-namespace {
+namespace parlance_grammar_glue {
 thread_local std::string g_log;
 [[noreturn]] void no_vocab() {
     throw std::logic_error("llama-grammar was asked for a llama_vocab; parlance matches tokens itself");
 }
-}  // namespace
+}  // namespace parlance_grammar_glue
+
+using parlance_grammar_glue::g_log;
+using parlance_grammar_glue::no_vocab;
 
 std::string llama_grammar_take_log() {
     std::string s;
