@@ -201,6 +201,40 @@ std::optional<StepShape> reusable_shape(const StepBatch& b, const KvStorage& cac
     return s;
 }
 
+int64_t sequence_bucket(int64_t sequences) {
+    int64_t b = 1;
+    while (b < sequences && b < 16) b *= 2;
+    if (b >= sequences) return b;
+    for (int64_t p = 16;; p *= 2) {  // 16, 24, 32, 48, 64, 96, ...
+        if (p >= sequences) return p;
+        if (p + p / 2 >= sequences) return p + p / 2;
+    }
+}
+
+std::optional<StepBatch> bucketed(const StepBatch& b, const KvStorage& cache) {
+    if (!b.embeddings.empty() || attention_layout(cache.k(0)) != AttentionLayout::Padded) return std::nullopt;
+    for (const StepBatch::Segment& g : b.segments)
+        if (g.n_tokens != 1) return std::nullopt;
+    const int64_t S = static_cast<int64_t>(b.segments.size());
+    if (S == 0 || b.n_tokens() != S || b.visible.size() != 2 * static_cast<size_t>(S)) return std::nullopt;
+    const int64_t want = sequence_bucket(S);
+    if (want == S) return std::nullopt;
+    StepBatch p = b;
+    const auto scratch = static_cast<int32_t>(cache.scratch_cell());
+    for (int64_t s = S; s < want; ++s) {
+        const int row = static_cast<int>(s), read = static_cast<int>(p.read_cells.size());
+        p.tokens.push_back(0);
+        p.positions.push_back(0);
+        p.write_cells.push_back(scratch);
+        p.read_cells.push_back(scratch);
+        p.visible.push_back(read);
+        p.visible.push_back(1);
+        p.outputs.push_back(row);
+        p.segments.push_back({row, 1, read, 1, nullptr});
+    }
+    return p;
+}
+
 ggml_tensor* paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, const KvStorage& cache,
                              int layer, const StepTensors& in, float scale) {
     const int64_t hd = q->ne[0], H = q->ne[1], n = q->ne[2];

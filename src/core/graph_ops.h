@@ -113,6 +113,16 @@ struct StepShape {
 // segmented layout (its attention is built per sequence) and steps that carry embedding spans.
 std::optional<StepShape> reusable_shape(const StepBatch& batch, const KvStorage& cache);
 
+// The sequences a kept decode graph is built for: `sequences` rounded up to 1, 2, 4, 8, 16, then
+// steps of a half (24, 32, 48, 64, 96, ...): at most a third of a step's rows are filling.
+int64_t sequence_bucket(int64_t sequences);
+// A decode step (one token per sequence, no embedding spans) in the padded layout, filled to
+// sequence_bucket() sequences, so the graph kept across steps (StepShape), and the CUDA graph
+// ggml-cuda captures from it, hold while sequences join and leave. Each added sequence is one
+// token (id 0, position 0) that writes and reads the cache's scratch cell only; its output row,
+// after the real ones, is computed and never read. Any other step or layout: nullopt.
+std::optional<StepBatch> bucketed(const StepBatch& batch, const KvStorage& cache);
+
 // Grouped-query attention of one layer for every token of the batch: writes k and v (this step's,
 // [hd, kv_heads, n]) into the layer's cache cells and attends q [hd, heads, n] over each token's
 // visible cells — in place on the CPU (cpu_attention.h); on a GPU each sequence's segment is

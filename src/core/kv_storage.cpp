@@ -33,8 +33,9 @@ KvStorage::KvStorage(const KvSpec& spec, int64_t n_cells, Backend& backend)
     ggml_init_params p{ggml_tensor_overhead() * (2 * spec.n_layers + 2), nullptr, true};
     ctx_ = ggml_init(p);
     for (int l = 0; l < spec.n_layers; ++l) {
-        k_.push_back(ggml_new_tensor_2d(ctx_, spec.type, spec.kv_dim, n_cells));
-        v_.push_back(ggml_new_tensor_2d(ctx_, spec.type, spec.kv_dim, n_cells));
+        // One cell more than asked: scratch_cell().
+        k_.push_back(ggml_new_tensor_2d(ctx_, spec.type, spec.kv_dim, n_cells + 1));
+        v_.push_back(ggml_new_tensor_2d(ctx_, spec.type, spec.kv_dim, n_cells + 1));
         ggml_format_name(k_.back(), "cache_k_l%d", l);
         ggml_format_name(v_.back(), "cache_v_l%d", l);
     }
@@ -92,7 +93,7 @@ void KvStorage::free_memory() {
 }
 
 size_t KvStorage::bytes() const {
-    return buffer_ ? ggml_backend_buffer_get_size(buffer_) : 0;
+    return buffer_ ? spec_.bytes_per_token() * static_cast<size_t>(n_cells_) : 0;
 }
 
 void KvStorage::copy_cells(std::span<const CellCopy> copies, Backend& backend) {

@@ -1,4 +1,4 @@
-// The device memory of a paged KV cache: per layer one K and one V tensor of ne [kv_dim, n_cells]
+// The device memory of a paged KV cache: per layer one K and one V tensor of ne [kv_dim, n_cells + 1]
 // (a cell per token: block b's cells are [b * block_size, (b + 1) * block_size)). Models write
 // into and gather from it inside their step graphs (graph_ops.h paged_attention); the engine
 // copies blocks (copy-on-write) with copy_cells. Not thread-safe: the engine thread owns it.
@@ -41,7 +41,10 @@ public:
     // address): what a kept step graph (StepShape) names its cells by.
     uint64_t id() const { return id_; }
     int64_t n_cells() const { return n_cells_; }
-    size_t bytes() const;
+    // One cell past the last, in no block: the rows a step adds to fill a graph kept across steps
+    // (graph_ops.h, bucketed) write there, so no sequence's or cached prefix's cell changes.
+    int64_t scratch_cell() const { return n_cells_; }
+    size_t bytes() const;  // the cells' (the scratch cell and alignment not counted)
     ggml_tensor* k(int layer) const { return k_[layer]; }
     ggml_tensor* v(int layer) const { return v_[layer]; }
 

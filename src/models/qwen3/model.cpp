@@ -191,8 +191,12 @@ void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& 
     for (int32_t t : b.tokens)
         if (t < 0 || t >= c_.vocab_size) throw Error(ErrorKind::Internal, "qwen3: token id out of range");
 
-    const std::optional<StepShape> shape = reusable_shape(b, kv);
-    if (!step_ || !shape || step_->shape != shape) build_step(b, kv, shape);
+    // A decode step in the throughput layout runs filled to a bucket of sequences (graph_ops.h),
+    // so its graph is kept, and replayed, while sequences come and go.
+    const std::optional<StepBatch> filled = bucketed(b, kv);
+    const StepBatch& run = filled ? *filled : b;
+    const std::optional<StepShape> shape = reusable_shape(run, kv);
+    if (!step_ || !shape || step_->shape != shape) build_step(run, kv, shape);
     StepGraph& step = *step_;
     if (step.allocation == 0 || step.allocation != backend_.allocation()) {
         if (step.allocation != 0) step.gc->unplace();  // placed in a compute buffer since reused
@@ -200,7 +204,7 @@ void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& 
         backend_.alloc_graph(step.gc->graph, /*batch_invariant=*/true);
         step.allocation = backend_.allocation();
     }
-    step.in.upload(b);
+    step.in.upload(run);
     if (step.span_rows) {
         std::vector<int64_t> rows;
         for (const auto& e : b.embeddings)

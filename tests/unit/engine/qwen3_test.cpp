@@ -14,6 +14,7 @@
 
 #include "core/backend.h"
 #include "core/error.h"
+#include "core/graph_ops.h"
 #include "engine/generation_engine.h"
 #include "models/registry.h"
 #include "qwen3_fixture.h"
@@ -288,6 +289,84 @@ TEST(Qwen3Engine, AKeptStepGraphGivesEveryStepItsOwnLogits) {
     for (int i = 0; i < 3; ++i) {
         m.forward(sequence_step({a_next[i]}, static_cast<int>(a.size()) + i), *kv_c, logits);
         expect_logits(ref_a[1 + i], "a's decode in a new cache");
+    }
+}
+
+// In the throughput layout (a GPU's default; PARLANCE_ATTENTION_LAYOUT=padded on the CPU) a decode
+// step is filled to a bucket of sequences (graph_ops.h bucketed), so the graph built for the first
+// is kept while sequences join and leave within the bucket: 5, 6, 7 and again 5 sequences run in
+// one graph of 8 (no new allocation on the backend), and every sequence's logits are, bit for
+// bit, its logits alone.
+TEST(Qwen3Engine, ADecodeGraphIsKeptWhileSequencesComeAndGo) {
+    TempDir d;
+    const auto path = testing::write_qwen3("tiny", d.path());
+    auto l = load(path);
+    LanguageModel& m = *l->model;
+    constexpr int kSeqs = 8, kCells = 64;
+    KvStorage kv(m.kv_spec(), kSeqs * kCells, l->backend);
+    if (attention_layout(kv.k(0)) != AttentionLayout::Padded)
+        GTEST_SKIP() << "the throughput layout's (ctest PaddedAttentionLayoutOnCpu.Engine runs it)";
+    EXPECT_EQ(sequence_bucket(5), 8);
+    EXPECT_EQ(sequence_bucket(17), 24);
+    EXPECT_EQ(sequence_bucket(100), 128);
+    // Sequence i lives in cells [i * 64, i * 64 + 64); (i, token, position) rows, one per sequence.
+    struct Row {
+        int seq, token, pos;
+    };
+    auto step = [&](const std::vector<Row>& rows, int n_tokens_each) {
+        StepBatch b;
+        for (const Row& r : rows) {
+            const int row0 = b.n_tokens(), read = b.n_kv(), base = r.seq * kCells;
+            for (int j = 0; j < n_tokens_each; ++j) {
+                b.tokens.push_back(r.token + j);
+                b.positions.push_back(r.pos + j);
+                b.write_cells.push_back(base + r.pos + j);
+                b.visible.insert(b.visible.end(), {read, r.pos + j + 1});
+            }
+            const int seen = r.pos + n_tokens_each;
+            for (int c = 0; c < kCells; ++c) b.read_cells.push_back(base + (c < seen ? c : 0));
+            b.segments.push_back({row0, n_tokens_each, read, kCells});
+            b.outputs.push_back(row0 + n_tokens_each - 1);
+        }
+        return b;
+    };
+    const std::vector<std::vector<int>> rounds = {{0, 1, 2, 3, 4}, {0, 1, 2, 3, 4, 5}, {0, 1, 2, 3, 4, 5, 6}, {2, 3, 5, 6, 7}};
+    auto token_of = [](int seq, int k) { return (7 * seq + 3 * k) % 90 + 3; };
+    // Alone: each sequence's prompt, then its decodes in order, on a model and cache of its own.
+    std::vector<std::vector<std::vector<float>>> alone(kSeqs);
+    {
+        auto a = load(path);
+        for (int i = 0; i < kSeqs; ++i) {
+            KvStorage own(a->model->kv_spec(), kSeqs * kCells, a->backend);
+            std::vector<float> logits;
+            a->model->forward(step({{i, 10 + i, 0}}, 3), own, logits);
+            int k = 0;
+            for (const auto& round : rounds)
+                if (std::find(round.begin(), round.end(), i) != round.end()) {
+                    a->model->forward(step({{i, token_of(i, k), 3 + k}}, 1), own, logits);
+                    alone[i].push_back(logits);
+                    ++k;
+                }
+        }
+    }
+    std::vector<float> logits;
+    for (int i = 0; i < kSeqs; ++i) m.forward(step({{i, 10 + i, 0}}, 3), kv, logits);
+    std::vector<int> decoded(kSeqs, 0);
+    uint64_t allocation = 0;
+    const size_t V = static_cast<size_t>(m.vocab_size());
+    for (size_t r = 0; r < rounds.size(); ++r) {
+        std::vector<Row> rows;
+        for (int i : rounds[r]) rows.push_back({i, token_of(i, decoded[i]), 3 + decoded[i]});
+        m.forward(step(rows, 1), kv, logits);
+        ASSERT_EQ(logits.size(), V * rows.size()) << "the filling rows' logits are not returned";
+        if (r == 0) allocation = l->backend.allocation();
+        EXPECT_EQ(l->backend.allocation(), allocation) << "round " << r << ": the graph was built again";
+        for (size_t j = 0; j < rows.size(); ++j) {
+            const int i = rows[j].seq;
+            EXPECT_EQ(0, std::memcmp(logits.data() + j * V, alone[i][decoded[i]].data(), V * sizeof(float)))
+                << "sequence " << i << ", decode " << decoded[i];
+            ++decoded[i];
+        }
     }
 }
 
