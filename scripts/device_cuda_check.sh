@@ -475,7 +475,7 @@ gpu_bench() {
     echo "parlance c=$c: $(busy python3 "$ROOT/bench/load_gen.py" --url "http://127.0.0.1:$port" \
       --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency "$c" --requests $((c < 8 ? 8 : 2 * c)) | tr '\n' ' ')"
   done
-  echo "metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total|kv_cache_capacity)' | tr '\n' ' ')"
+  echo "metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total|kv_cache_capacity|device_memory)' | tr '\n' ' ')"
   kill "$pid"; wait "$pid" 2>/dev/null
   grep -E "KV cache|error" "$STATE/serve_gb.log" | head -5
   # GB_MODES: more serve modes (';'-separated flags; "nographs" = CUDA graphs off) at c=64.

@@ -297,6 +297,14 @@ void run(ServeArgs& a, GlobalOptions& globals) {
                                                             "' is the id of the speech model " + sp.path + " too");
         http.set_chat(&chat->info);
     }
+    if (a.server.device != "cpu") {
+        // Each model computes on a Backend of its own on the same device: the first's reports it.
+        const Backend* device = speech.front().backend.get();
+        http.set_device_memory([device] {
+            const Backend::Memory m = device->device_memory();
+            return std::vector<server::DeviceMemory>{{device->device_name(), m.free, m.total}};
+        });
+    }
     std::vector<server::SpeechModelInfo> infos;
     for (const SpeechSide& sp : speech) {
         infos.push_back({sp.id, sp.engine.get(), sp.model->description()});

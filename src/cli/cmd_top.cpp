@@ -214,7 +214,20 @@ std::string frame(const std::vector<Server>& servers, const TopArgs& a) {
         os << "  speech  " << (st.is_object() ? st.value("model", "?") : "?") << ": queue "
            << get(m, "parlance_queue_depth") << ", active " << get(m, "parlance_active_requests") << ", live sessions "
            << get(m, "parlance_realtime_sessions") << ", decode "
-           << (prev ? num(rate("parlance_decode_tokens_total")) : std::string("-")) << " tok/s\n";
+           << (prev ? num(rate("parlance_decode_tokens_total")) : std::string("-")) << " tok/s, engine busy "
+           << (prev ? num(100.0 * rate("parlance_engine_seconds_total{phase=\"busy\"}")) : std::string("-"))
+           << "% (forward passes "
+           << (prev ? num(100.0 * (rate("parlance_engine_seconds_total{phase=\"encoder\"}") +
+                                   rate("parlance_engine_seconds_total{phase=\"decoder_forward\"}")))
+                    : std::string("-"))
+           << "%)\n";
+        // Accelerators (a GPU server's /v1/status lists them).
+        if (st.is_object() && st.contains("devices"))
+            for (const auto& d : st["devices"]) {
+                const double total = d.value("total_bytes", 0.0), free = d.value("free_bytes", 0.0);
+                os << "  device  " << d.value("name", "?") << ": memory " << num((total - free) / (1 << 20), 0)
+                   << " / " << num(total / (1 << 20), 0) << " MiB used\n";
+            }
         // Chat.
         if (st.is_object() && st.contains("chat")) {
             const auto& c = st["chat"];

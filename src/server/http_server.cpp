@@ -106,6 +106,12 @@ struct HttpServer::Impl {
     std::atomic<SpeechEngine*> engine{nullptr};
     std::vector<SpeechModelInfo> speech;
     std::atomic<const ChatModel*> chat{nullptr};
+    std::mutex device_mutex;  // guards device_memory (set while requests may be served)
+    std::function<std::vector<DeviceMemory>()> device_memory;
+    std::vector<DeviceMemory> devices() {
+        std::lock_guard<std::mutex> lock(device_mutex);
+        return device_memory ? device_memory() : std::vector<DeviceMemory>{};
+    }
     ResponseStore responses;
     std::string model_description;
     Clock::time_point started = Clock::now();
@@ -353,6 +359,7 @@ private:
                 std::string text = server_.metrics.render(e ? &s : nullptr, uptime()) + RealtimeSession::metrics_text();
                 if (c) text += generation_metrics_text(c->service->stats());
                 if (c && c->latency) text += c->latency->render();
+                text += device_memory_text(server_.devices());
                 return send(200, "text/plain; version=0.0.4", text);
             }
             case RouteId::Models: {
@@ -495,6 +502,10 @@ private:
                              {"prefix_hit_tokens", s.kv.prefix_hits},
                              {"evictions", s.kv.evictions}};
         }
+        nlohmann::json devices = nlohmann::json::array();
+        for (const DeviceMemory& d : server_.devices())
+            devices.push_back({{"name", d.name}, {"free_bytes", d.free}, {"total_bytes", d.total}});
+        if (!devices.empty()) j["devices"] = devices;
         if (e) {  // every speech model (the fields above are the first's)
             nlohmann::json models = nlohmann::json::array();
             for (const SpeechModelInfo& m : server_.speech) {
@@ -1158,6 +1169,11 @@ void HttpServer::set_speech_models(std::vector<SpeechModelInfo> models) {
 
 void HttpServer::set_chat(const ChatModel* chat) {
     impl_->chat.store(chat);
+}
+
+void HttpServer::set_device_memory(std::function<std::vector<DeviceMemory>()> probe) {
+    std::lock_guard<std::mutex> lock(impl_->device_mutex);
+    impl_->device_memory = std::move(probe);
 }
 
 void HttpServer::set_vad(VoiceActivityModel* vad) {

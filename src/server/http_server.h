@@ -9,8 +9,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/log.h"
 #include "models/speech_model.h"
@@ -80,6 +82,8 @@ public:
     // The chat model of /v1/chat/completions (null: none, the route answers 404). It must
     // outlive the server.
     void set_chat(const ChatModel* chat);
+    // Reads the accelerators' memory when /metrics or /v1/status is asked (unset on the CPU: none).
+    void set_device_memory(std::function<std::vector<DeviceMemory>()> probe);
     int port() const { return bound_port_; }
     // Stops accepting and lets in-flight requests finish for the shutdown grace period; then
     // cancels what is left (its clients get a 503 "shutting_down") and stops the I/O threads.

@@ -112,6 +112,17 @@ std::string Metrics::render(const EngineStats* e, double uptime) const {
     return os.str();
 }
 
+std::string device_memory_text(const std::vector<DeviceMemory>& devices) {
+    if (devices.empty()) return "";
+    std::ostringstream os;
+    os << "# HELP parlance_device_memory_bytes Accelerator memory as its driver reports it: free, total.\n"
+          "# TYPE parlance_device_memory_bytes gauge\n";
+    for (const DeviceMemory& d : devices)
+        os << "parlance_device_memory_bytes{device=\"" << d.name << "\",state=\"free\"} " << d.free << "\n"
+           << "parlance_device_memory_bytes{device=\"" << d.name << "\",state=\"total\"} " << d.total << "\n";
+    return os.str();
+}
+
 std::string generation_metrics_text(const GenerationServiceStats& s) {
     std::ostringstream os;
     auto gauge = [&](const char* name, const char* help, auto value) {

@@ -36,6 +36,14 @@ private:
 // cached, generated), its KV cache (blocks, prefix hits, evictions).
 std::string generation_metrics_text(const GenerationServiceStats& s);
 
+// An accelerator's memory as its driver reports it (/metrics, /v1/status, `parlance top`).
+struct DeviceMemory {
+    std::string name;  // "CUDA0"
+    size_t free = 0, total = 0;
+};
+// parlance_device_memory_bytes{device, state="free"|"total"} of each (nothing for none).
+std::string device_memory_text(const std::vector<DeviceMemory>& devices);
+
 // Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown.
 size_t resident_bytes();
 

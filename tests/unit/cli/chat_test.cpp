@@ -620,6 +620,7 @@ TEST_F(Chat, TopShowsTheChatModel) {
     run_command("tmux kill-session -t " + session);
     EXPECT_NE(screen.find("chat    qwen3-tiny"), std::string::npos) << screen;
     EXPECT_NE(screen.find("prefix cache hit"), std::string::npos) << screen;
+    EXPECT_NE(screen.find("% (forward passes "), std::string::npos) << screen;  // the speech engine's busy time
 }
 
 // `serve --model` takes any model: a language model there serves the chat endpoints under the
