@@ -28,11 +28,13 @@
 #include "server/audio_budget.h"
 #include "server/auth.h"
 #include "server/chat_completion.h"
+#include "server/info_routes.h"
 #include "server/multipart.h"
 #include "server/realtime_connection.h"
 #include "server/realtime_protocol.h"
 #include "server/responses_api.h"
 #include "server/routes.h"
+#include "server/server_state.h"
 #include "server/session_slots.h"
 #include "server/text_completion.h"
 #include "server/transcription_form.h"
@@ -91,64 +93,15 @@ std::string url_decode(const std::string& s) {
 }
 }  // namespace
 
-struct HttpServer::Impl {
-    ServerOptions options;
-    Logger& log;
+struct HttpServer::Impl : ServerState {
     asio::io_context io;
     tcp::acceptor acceptor{io};
     std::vector<std::thread> io_threads;
-    asio::thread_pool workers;
-    Metrics metrics;
-    AudioBudget audio_budget;
-    VoiceActivityModel* vad = nullptr;
-    // The first speech model's engine, stored last by set_speech_models: non-null means `speech`
-    // is complete (it is never changed after).
-    std::atomic<SpeechEngine*> engine{nullptr};
-    std::vector<SpeechModelInfo> speech;
-    std::atomic<const ChatModel*> chat{nullptr};
-    std::mutex device_mutex;  // guards device_memory (set while requests may be served)
-    std::function<std::vector<DeviceMemory>()> device_memory;
-    std::vector<DeviceMemory> devices() {
-        std::lock_guard<std::mutex> lock(device_mutex);
-        return device_memory ? device_memory() : std::vector<DeviceMemory>{};
-    }
-    ResponseStore responses;
-    std::string model_description;
-    Clock::time_point started = Clock::now();
-    std::atomic<int> in_flight{0};
-    std::atomic<bool> stopping{false};
-    SessionSlots sessions;  // --max-sessions, claimed at the upgrade
     // --tls-cert / --tls-key: every connection is TLS (HTTPS and WSS on the one port).
     std::unique_ptr<asio::ssl::context> tls;
-    // Set when the shutdown grace ran out: cancelled requests then say so to their clients.
-    std::atomic<bool> grace_over{false};
-    // The cancellation flags of the requests in flight, for the end of the grace period.
-    std::mutex active_mutex;
-    std::set<std::shared_ptr<std::atomic<bool>>> active;
 
-    Impl(const ServerOptions& o, Logger& l)
-        : options(o),
-          log(l),
-          workers(std::max(1, o.worker_threads)),
-          audio_budget(o.audio_memory_bytes),
-          responses(o.max_stored_responses),
-          sessions(o.max_sessions) {}
+    Impl(const ServerOptions& o, Logger& l) : ServerState(o, l) {}
     void accept();
-
-    void track(const std::shared_ptr<std::atomic<bool>>& flag) {
-        std::lock_guard<std::mutex> lock(active_mutex);
-        active.insert(flag);
-        if (grace_over.load()) flag->store(true);
-    }
-    void untrack(const std::shared_ptr<std::atomic<bool>>& flag) {
-        std::lock_guard<std::mutex> lock(active_mutex);
-        active.erase(flag);
-    }
-    void cancel_all() {
-        std::lock_guard<std::mutex> lock(active_mutex);
-        grace_over.store(true);
-        for (const auto& f : active) f->store(true);
-    }
 };
 
 namespace {
@@ -348,44 +301,24 @@ private:
                 return send(200, "text/html; charset=utf-8", web_page_html());
             case RouteId::Health:
                 only(http::verb::get);
-                if (!server_.engine.load()) return send_json(503, {{"status", "loading"}});
+                if (!ready(server_)) return send_json(503, {{"status", "loading"}});
                 return send_json(200, {{"status", "ok"}});
-            case RouteId::Metrics: {
+            case RouteId::Metrics:
                 only(http::verb::get);
-                SpeechEngine* e = server_.engine.load();
-                EngineStats s;
-                if (e) s = e->stats();
-                const ChatModel* c = server_.chat.load();
-                std::string text = server_.metrics.render(e ? &s : nullptr, uptime()) + RealtimeSession::metrics_text();
-                if (c) text += generation_metrics_text(c->service->stats());
-                if (c && c->latency) text += c->latency->render();
-                text += device_memory_text(server_.devices());
-                return send(200, "text/plain; version=0.0.4", text);
-            }
-            case RouteId::Models: {
+                return send(200, "text/plain; version=0.0.4", metrics_text(server_));
+            case RouteId::Models:
                 only(http::verb::get);
-                nlohmann::json data = nlohmann::json::array();
-                if (server_.engine.load())
-                    for (const SpeechModelInfo& m : server_.speech) data.push_back(model_object(m.id));
-                else
-                    data.push_back(model_object());
-                if (const ChatModel* c = server_.chat.load()) data.push_back(model_object(c->id));
-                return send_json(200, {{"object", "list"}, {"data", data}});
-            }
+                return send_json(200, models_list(server_));
             case RouteId::Model: {
                 only(http::verb::get);
                 const std::string id = path.substr(11);
-                const ChatModel* c = server_.chat.load();
-                if (c && id == c->id) return send_json(200, model_object(id));
-                const bool loaded = server_.engine.load() != nullptr;
-                if (loaded ? !speech_model(id) : id != server_.options.model_id)
-                    throw ApiError(404, "the model " + ApiError::quote(id) + " does not exist", "model",
-                                   "model_not_found");
-                return send_json(200, model_object(id));
+                if (auto m = model_info(server_, id)) return send_json(200, *m);
+                throw ApiError(404, "the model " + ApiError::quote(id) + " does not exist", "model",
+                               "model_not_found");
             }
             case RouteId::Status:
                 only(http::verb::get);
-                return send_json(200, status_object());
+                return send_json(200, status_json(server_));
             case RouteId::Transcriptions:
             case RouteId::Translations:
                 only(http::verb::post);
@@ -448,13 +381,6 @@ private:
 
     void upgrade_realtime();
 
-    // The loaded speech model a request names: its id, or an alias of the first. Null when none.
-    const SpeechModelInfo* speech_model(const std::string& requested) const {
-        for (const SpeechModelInfo& m : server_.speech)
-            if (m.id == requested) return &m;
-        return is_speech_model_alias(requested) ? &server_.speech.front() : nullptr;
-    }
-
     // "'a', 'b'": what a 404 for an unknown model lists.
     std::string speech_model_ids() const {
         std::string s;
@@ -462,84 +388,6 @@ private:
         return s;
     }
 
-    nlohmann::json model_object(const std::string& id = "") const {
-        return {{"id", id.empty() ? server_.options.model_id : id},
-                {"object", "model"},
-                {"created", 0},
-                {"owned_by", "parlance"}};
-    }
-
-    nlohmann::json status_object() const {
-        SpeechEngine* e = server_.engine.load();
-        nlohmann::json j{{"model", server_.options.model_id},
-                         {"description", server_.model_description},
-                         {"device", server_.options.device},
-                         {"ready", e != nullptr},
-                         {"uptime_seconds", uptime()},
-                         {"in_flight_requests", server_.in_flight.load()},
-                         {"resident_memory_bytes", resident_bytes()},
-                         {"audio_memory",
-                          {{"capacity_bytes", server_.audio_budget.capacity()},
-                           {"used_bytes", server_.audio_budget.used()},
-                           {"waiting_requests", server_.audio_budget.waiting()}}}};
-        if (e) {
-            EngineStats s = e->stats();
-            j["queue"] = s.queued;
-            j["active_requests"] = s.active;
-            j["free_cache_slots"] = s.free_slots;
-            j["completed"] = s.completed;
-            j["cancelled"] = s.cancelled;
-            j["failed"] = s.failed;
-            j["decode_tokens"] = s.decode_tokens;
-            j["audio_seconds"] = s.audio_seconds;
-            j["kv_cache"] = {{"capacity_bytes", s.kv_capacity_bytes},
-                             {"block_bytes", s.kv_block_bytes},
-                             {"total_blocks", s.kv.total_blocks},
-                             {"used_blocks", s.kv.used_blocks},
-                             {"cached_blocks", s.kv.cached_blocks},
-                             {"reserved_blocks", s.kv_reserved_blocks},
-                             {"hypothesis_blocks", s.kv_hypothesis_blocks},
-                             {"prefix_hit_tokens", s.kv.prefix_hits},
-                             {"evictions", s.kv.evictions}};
-        }
-        nlohmann::json devices = nlohmann::json::array();
-        for (const DeviceMemory& d : server_.devices())
-            devices.push_back({{"name", d.name}, {"free_bytes", d.free}, {"total_bytes", d.total}});
-        if (!devices.empty()) j["devices"] = devices;
-        if (e) {  // every speech model (the fields above are the first's)
-            nlohmann::json models = nlohmann::json::array();
-            for (const SpeechModelInfo& m : server_.speech) {
-                const EngineStats s = m.engine->stats();
-                models.push_back({{"id", m.id},
-                                  {"description", m.description},
-                                  {"queue", s.queued},
-                                  {"active_requests", s.active},
-                                  {"completed", s.completed},
-                                  {"audio_seconds", s.audio_seconds}});
-            }
-            j["speech_models"] = models;
-        }
-        if (const ChatModel* c = server_.chat.load()) {
-            const GenerationServiceStats g = c->service->stats();
-            j["chat"] = {{"model", c->id},
-                         {"queue", g.queued},
-                         {"running_sequences", g.running},
-                         {"completed", g.completed},
-                         {"cancelled", g.cancelled},
-                         {"failed", g.failed},
-                         {"prompt_tokens", g.prompt_tokens},
-                         {"cached_prompt_tokens", g.cached_prompt_tokens},
-                         {"generated_tokens", g.generated_tokens},
-                         {"kv_cache",
-                          {{"capacity_bytes", g.kv_bytes},
-                           {"total_blocks", g.kv.total_blocks},
-                           {"used_blocks", g.kv.used_blocks},
-                           {"cached_blocks", g.kv.cached_blocks},
-                           {"prefix_hit_tokens", g.kv.prefix_hits},
-                           {"evictions", g.kv.evictions}}}};
-        }
-        return j;
-    }
 
     // --- Transcription: validated here, decoded and waited for on the worker pool.
     void transcribe(bool translation) {
@@ -552,7 +400,7 @@ private:
         if (form_.chunking && !server_.vad)
             throw ApiError(400, "chunking_strategy server_vad needs the Silero VAD model (serve --vad-model)",
                            "chunking_strategy", "unsupported_value");
-        const SpeechModelInfo* chosen = speech_model(form_.model);
+        const SpeechModelInfo* chosen = server_.speech_model(form_.model);
         if (!chosen)
             throw ApiError(404,
                            "the model " + ApiError::quote(form_.model) + " does not exist (this server serves " +
@@ -980,7 +828,6 @@ private:
                          " audio=", audio_seconds, "s time=", seconds, "s");
     }
 
-    double uptime() const { return std::chrono::duration<double>(Clock::now() - server_.started).count(); }
 
     // Closes after what was written: the sending side first, then whatever the client still sends
     // is read and dropped for up to a second, so a response to a request whose body was not read
@@ -1085,7 +932,7 @@ void Connection<Stream>::upgrade_realtime() {
         const size_t end = std::min(query.find('&', at), query.size());
         if (query.compare(at, 6, "model=") == 0) {
             const std::string name = url_decode(query.substr(at + 6, end - at - 6));
-            if (const SpeechModelInfo* m = speech_model(name))
+            if (const SpeechModelInfo* m = server_.speech_model(name))
                 chosen = m;
             else if (!is_realtime_model_alias(name))
                 throw ApiError(404,
@@ -1172,8 +1019,7 @@ void HttpServer::set_chat(const ChatModel* chat) {
 }
 
 void HttpServer::set_device_memory(std::function<std::vector<DeviceMemory>()> probe) {
-    std::lock_guard<std::mutex> lock(impl_->device_mutex);
-    impl_->device_memory = std::move(probe);
+    impl_->set_device_memory(std::move(probe));
 }
 
 void HttpServer::set_vad(VoiceActivityModel* vad) {

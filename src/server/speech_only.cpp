@@ -8,8 +8,8 @@ namespace parlance::server {
 
 namespace {
 
-constexpr int kRate = 16000;
-constexpr auto kGapSamples = static_cast<size_t>(SpeechOnly::kGapSeconds * kRate);
+constexpr int kVadRate = 16000;
+constexpr auto kGapSamples = static_cast<size_t>(SpeechOnly::kGapSeconds * kVadRate);
 
 // The pieces of speech the probabilities of `total` samples hold (windows of `window` samples),
 // where each lands back to back.
@@ -20,13 +20,13 @@ SpeechOnly plan_speech(std::span<const float> probs, int64_t window, size_t tota
     o.speech_pad_ms = c.prefix_padding_ms;
     SpeechOnly s;
     size_t at = 0;  // samples of the back-to-back buffer so far
-    for (const SpeechSegment& seg : speech_segments(probs, window, kRate, total, o)) {
-        const auto lo = std::min(total, static_cast<size_t>(std::llround(seg.start * kRate)));
-        const auto hi = std::min(total, static_cast<size_t>(std::llround(seg.end * kRate)));
+    for (const SpeechSegment& seg : speech_segments(probs, window, kVadRate, total, o)) {
+        const auto lo = std::min(total, static_cast<size_t>(std::llround(seg.start * kVadRate)));
+        const auto hi = std::min(total, static_cast<size_t>(std::llround(seg.end * kVadRate)));
         if (hi <= lo) continue;
         if (!s.pieces.empty()) at += kGapSamples;
-        s.pieces.push_back({static_cast<double>(at) / kRate, static_cast<double>(lo) / kRate,
-                            static_cast<double>(hi - lo) / kRate, lo, hi});
+        s.pieces.push_back({static_cast<double>(at) / kVadRate, static_cast<double>(lo) / kVadRate,
+                            static_cast<double>(hi - lo) / kVadRate, lo, hi});
         at += hi - lo;
     }
     return s;
@@ -35,7 +35,7 @@ SpeechOnly plan_speech(std::span<const float> probs, int64_t window, size_t tota
 }  // namespace
 
 SpeechOnly keep_speech(std::span<const float> pcm, VoiceActivityModel& vad, const VadChunking& c) {
-    SpeechOnly s = plan_speech(vad.probabilities(pcm, kRate), vad.window_samples(kRate), pcm.size(), c);
+    SpeechOnly s = plan_speech(vad.probabilities(pcm, kVadRate), vad.window_samples(kVadRate), pcm.size(), c);
     for (const SpeechOnly::Piece& p : s.pieces) {
         if (!s.pcm.empty()) s.pcm.insert(s.pcm.end(), kGapSamples, 0.0f);
         s.pcm.insert(s.pcm.end(), pcm.begin() + static_cast<std::ptrdiff_t>(p.begin),
@@ -45,8 +45,8 @@ SpeechOnly keep_speech(std::span<const float> pcm, VoiceActivityModel& vad, cons
 }
 
 SpeechOnly find_speech(PcmSource& audio, VoiceActivityModel& vad, const VadChunking& c) {
-    const std::vector<float> probs = vad.probabilities(audio, kRate);
-    return plan_speech(probs, vad.window_samples(kRate), audio.decoded(), c);
+    const std::vector<float> probs = vad.probabilities(audio, kVadRate);
+    return plan_speech(probs, vad.window_samples(kVadRate), audio.decoded(), c);
 }
 
 std::shared_ptr<PcmSource> speech_source(std::shared_ptr<PcmSource> audio, const SpeechOnly& plan) {
