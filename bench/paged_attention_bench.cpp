@@ -28,6 +28,7 @@
 #include <ggml.h>
 
 #include "bench/read_speed.h"
+#include "src/cli/runtime_environment.h"
 #include "src/core/backend.h"
 #include "src/core/cpu_attention_kernel.h"
 #include "src/core/cpu_features.h"
@@ -44,6 +45,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    parlance::cli::apply_runtime_environment();  // PARLANCE_CPU_KERNELS=avx2: the AVX2 path
     std::vector<std::string> args;
     bool hot = false;
     for (int i = 1; i < argc; ++i) {

@@ -20,9 +20,11 @@
 
 #include <ggml.h>
 
+#include "src/cli/runtime_environment.h"
 #include "src/core/weight_product.h"
 
 int main(int argc, char** argv) {
+    parlance::cli::apply_runtime_environment();  // PARLANCE_CPU_KERNELS=avx2: the AVX2 path
     if (argc < 4) {
         std::fprintf(stderr, "usage: weight_product_bench ROWS IN COLS [REPS] [THREADS] [f16|f32|q8_0]\n");
         return 2;

@@ -6,9 +6,18 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/runtime_environment.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
+    // The PARLANCE_* variables, the only environment core's settings come from, before anything
+    // computes.
+    try {
+        parlance::cli::apply_runtime_environment();
+    } catch (const parlance::Error& e) {
+        std::fprintf(stderr, "parlance: error: %s\n", e.what());
+        return 2;
+    }
     CLI::App app{
         "parlance " PARLANCE_VERSION
         " - a native inference server for open speech and language models on ggml.\n"

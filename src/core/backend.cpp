@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/op_profile.h"
 #include "core/op_trace.h"
+#include "core/runtime_settings.h"
 
 namespace parlance {
 namespace {
@@ -85,11 +86,7 @@ bool cpu_buffer_type(ggml_backend_buffer_type_t type) {
 
 void prefer_huge_pages(void* base, size_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    static const bool off = [] {
-        const char* want = std::getenv("PARLANCE_HUGE_PAGES");
-        return want && std::string(want) == "off";
-    }();
-    if (off) return;
+    if (!runtime_settings().huge_pages) return;
     constexpr uintptr_t kHuge = uintptr_t{2} << 20;
     const uintptr_t begin = (reinterpret_cast<uintptr_t>(base) + kHuge - 1) & ~(kHuge - 1);
     const uintptr_t end = (reinterpret_cast<uintptr_t>(base) + bytes) & ~(kHuge - 1);

@@ -1,5 +1,6 @@
 // cpuid behind core/cpu_features.h.
 #include "core/cpu_features.h"
+#include "core/runtime_settings.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -21,9 +22,9 @@ CpuKernels detect_cpu_kernels() {
     const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                         __builtin_cpu_supports("avx512vl");
-    const char* want = std::getenv("PARLANCE_CPU_KERNELS");
-    if (want && std::strcmp(want, "none") == 0) return CpuKernels::none;
-    if (want && std::strcmp(want, "avx2") == 0) return avx2 ? CpuKernels::avx2 : CpuKernels::none;
+    const std::string& want = runtime_settings().cpu_kernels;
+    if (want == "none") return CpuKernels::none;
+    if (want == "avx2") return avx2 ? CpuKernels::avx2 : CpuKernels::none;
     if (avx512) return CpuKernels::avx512;
     return avx2 ? CpuKernels::avx2 : CpuKernels::none;
 #else

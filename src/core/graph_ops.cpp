@@ -4,6 +4,7 @@
 #include "core/backend.h"
 #include "core/cpu_attention.h"
 #include "core/error.h"
+#include "core/runtime_settings.h"
 #include "core/weight_product.h"
 
 #include <ggml-backend.h>
@@ -78,13 +79,10 @@ namespace {
 
 // PARLANCE_ATTENTION_LAYOUT, read once: "gpu" (Segmented) or "padded" for every cache.
 std::optional<AttentionLayout> forced_layout() {
-    static const std::optional<AttentionLayout> forced = []() -> std::optional<AttentionLayout> {
-        const char* want = std::getenv("PARLANCE_ATTENTION_LAYOUT");
-        if (want && std::strcmp(want, "gpu") == 0) return AttentionLayout::Segmented;
-        if (want && std::strcmp(want, "padded") == 0) return AttentionLayout::Padded;
-        return std::nullopt;
-    }();
-    return forced;
+    const std::string& want = runtime_settings().attention_layout;
+    if (want == "gpu") return AttentionLayout::Segmented;
+    if (want == "padded") return AttentionLayout::Padded;
+    return std::nullopt;
 }
 
 // Whether attention over this cache is built as on a GPU (any layout but the host's).

@@ -1,5 +1,6 @@
 // Op profiling (see op_profile.h).
 #include "core/op_profile.h"
+#include "core/runtime_settings.h"
 
 #include <algorithm>
 #include <chrono>
@@ -27,8 +28,7 @@ std::string shape_of(const ggml_tensor* t) {
 
 OpProfile* OpProfile::active() {
     static OpProfile* profile = []() -> OpProfile* {
-        const char* want = std::getenv("PARLANCE_PROFILE_OPS");
-        if (want == nullptr || *want == '\0' || std::strcmp(want, "0") == 0) return nullptr;
+        if (!runtime_settings().profile_ops) return nullptr;
         auto* p = new OpProfile();  // lives as long as the process; reported at its exit
         std::atexit([] { OpProfile::active()->report(stderr); });
         return p;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/runtime_settings.h"
 
 namespace parlance {
 namespace {
@@ -40,12 +41,12 @@ void put_text(std::FILE* f, const char* text) {
 
 OpTrace* OpTrace::active() {
     static OpTrace* trace = []() -> OpTrace* {
-        const char* dir = std::getenv("PARLANCE_TRACE_OPS");
-        if (dir == nullptr || *dir == '\0') return nullptr;
+        const std::string& dir = runtime_settings().trace_ops_dir;
+        if (dir.empty()) return nullptr;
         std::error_code ec;
         std::filesystem::create_directories(dir, ec);
         if (ec)
-            throw Error(ErrorKind::Io, std::string("PARLANCE_TRACE_OPS: cannot create ") + dir + ": " + ec.message());
+            throw Error(ErrorKind::Io, "PARLANCE_TRACE_OPS: cannot create " + dir + ": " + ec.message());
         return new OpTrace(dir);  // lives as long as the process
     }();
     return trace;

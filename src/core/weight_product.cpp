@@ -9,6 +9,7 @@
 #include "core/backend.h"
 #include "core/cpu_features.h"
 #include "core/graph_ops.h"
+#include "core/runtime_settings.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -685,11 +686,7 @@ bool weight_product_rows(ggml_type w_type, const void* w, size_t row_bytes, int6
 namespace {
 
 bool gpu_default_accumulation() {
-    static const bool value = [] {
-        const char* want = std::getenv("PARLANCE_GPU_ACCUMULATION");
-        return want && std::strcmp(want, "default") == 0;
-    }();
-    return value;
+    return runtime_settings().gpu_default_accumulation;
 }
 
 }  // namespace

@@ -12,7 +12,18 @@
 #include <stdexcept>
 #include <sys/wait.h>
 
+#include "cli/runtime_environment.h"
+
 namespace parlance::testing {
+
+// The PARLANCE_* settings ctest gives a test (PARLANCE_ATTENTION_LAYOUT, PARLANCE_CPU_KERNELS),
+// applied before any test runs, as the command's main() applies them.
+namespace {
+const bool g_runtime_environment_applied = [] {
+    cli::apply_runtime_environment();
+    return true;
+}();
+}  // namespace
 
 std::filesystem::path assets_dir() {
     if (const char* env = std::getenv("PARLANCE_ASSETS")) return env;
