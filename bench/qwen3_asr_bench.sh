@@ -12,16 +12,16 @@
 # ms/token; and the whole process's wall time and peak RSS (GNU time). One warm-up run each, then
 # the two programs in turn --reps times; medians, and the median of the pairwise ratios. Both
 # keep the decoder's KV cache in the same type (--kv: parlance --kv-cache-type, llama.cpp -ctk/-ctv;
-# f32 is parlance's default, f16 llama.cpp's). Beside every pair of runs, the same threads read the
-# text model's tensor bytes once (bench/read_floor.cpp, best of 5): the floor under any exact decode
-# step of one sequence, which reads every weight once whatever the program; the table gives it and
+# f16 by default: llama.cpp's default, and what both take; f32 is parlance's own). Beside
+# every pair of runs, the same threads read the text model's tensor bytes once
+# (bench/read_floor.cpp, best of 5): the floor under any exact decode step of one sequence, which reads every weight once whatever the program; the table gives it and
 # llama.cpp's decode over it (below 1.25x, a decode 0.8x llama.cpp's would be under the floor).
 # Usage: bench/qwen3_asr_bench.sh [--sizes "0.6b 1.7b"] [--types "f16 q8_0"] [--threads "1 2"]
-#                                 [--kv "f32 f16"] [--tokens 33] [--reps 3]
+#                                 [--kv "f16 f32"] [--tokens 33] [--reps 3]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${PARLANCE_CACHE:-$HOME/.cache/parlance}"
-TOKENS=33; THREADS="1 2"; REPS=3; SIZES="0.6b"; TYPES="f16"; KVS="f32"
+TOKENS=33; THREADS="1 2"; REPS=3; SIZES="0.6b"; TYPES="f16"; KVS="f16"
 while [ $# -gt 0 ]; do
   case "$1" in
     --tokens) TOKENS="$2"; shift 2 ;;
@@ -87,8 +87,15 @@ PY
 # read from the program's own stderr.
 timed() {  # TOOL COMMAND...
   local tool="$1"; shift
-  /usr/bin/time -f "%e %M" -o "$CLIPS/time.txt" "$@" >/dev/null 2>"$CLIPS/stderr.txt" || {
-    tail -5 "$CLIPS/stderr.txt" >&2; exit 1; }
+  local rc=0
+  /usr/bin/time -f "%e %M" -o "$CLIPS/time.txt" "$@" >/dev/null 2>"$CLIPS/stderr.txt" || rc=$?
+  if [ "$rc" != 0 ]; then
+    # Said, not swallowed: the table stops at the row that could not be measured.
+    local what="$tool"; [ "$tool" = llama ] && what="the anchor, llama-mtmd-cli,"
+    { echo "bench/qwen3_asr_bench.sh: $what failed (exit status $rc$( [ "$rc" -gt 128 ] && echo ": signal $((rc - 128))"))"
+      echo "  command: $*"; echo "  its last lines:"; tail -5 "$CLIPS/stderr.txt" | sed 's/^/    /'; } >&2
+    exit 1
+  fi
   python3 - "$tool" "$CLIPS/time.txt" "$CLIPS/stderr.txt" <<'PY'
 import re, sys
 tool, wall_rss, err = sys.argv[1], open(sys.argv[2]).read().split(), open(sys.argv[3], errors="replace").read()
@@ -136,7 +143,11 @@ for size in $SIZES; do
         mtmd_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS" "$kv" >/dev/null
         rows=()
         for _ in $(seq 1 "$REPS"); do  # in turn, so a drift of the machine's speed hits both
-          rows+=("$(parlance_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS" "$kv") $(mtmd_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS" "$kv") $(floor_ms "$BYTES" "$th")")
+          # One assignment each: a failing run's status is not masked by the next substitution's.
+          ours="$(parlance_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS" "$kv")"
+          theirs="$(mtmd_run "$M" "$th" "$CLIPS/clip$clip.wav" "$TOKENS" "$kv")"
+          floor="$(floor_ms "$BYTES" "$th")"
+          rows+=("$ours $theirs $floor")
         done
         printf '%s\n' "${rows[@]}" | python3 -c '
 import statistics, sys
