@@ -14,8 +14,9 @@
 # keep the decoder's KV cache in the same type (--kv: parlance --kv-cache-type, llama.cpp -ctk/-ctv;
 # f16 by default: llama.cpp's default, and what both take; f32 is parlance's own). Beside
 # every pair of runs, the same threads read the text model's tensor bytes once
-# (bench/read_floor.cpp, best of 5): the floor under any exact decode step of one sequence, which reads every weight once whatever the program; the table gives it and
-# llama.cpp's decode over it (below 1.25x, a decode 0.8x llama.cpp's would be under the floor).
+# (bench/read_floor.cpp, best of 5): the floor under any exact decode step of one sequence,
+# which reads every weight once whatever the program; the table gives it and llama.cpp's decode
+# over it (below 1.25x, a decode 0.8x llama.cpp's would be under the floor).
 # Usage: bench/qwen3_asr_bench.sh [--sizes "0.6b 1.7b"] [--types "f16 q8_0"] [--threads "1 2"]
 #                                 [--kv "f16 f32"] [--tokens 33] [--reps 3]
 set -euo pipefail
