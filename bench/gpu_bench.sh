@@ -11,6 +11,7 @@
 # GPU machine (docs/cuda.md gives the device call; carry the five .device/cuda/*.tar.xz files):
 #   COMMIT=<sha> WAIT_S=570 bash bench/gpu_bench.sh     # exits 3 while still running: call again
 # GB_SERVE_EXTRA adds serve flags; GB_PROMPT sets llama-batched-bench's prompt length (158);
-# GB_PARITY=1 first checks every fixture's parity on cuda in both modes (throughput.log).
+# GB_PARITY=1 first checks every fixture's parity on cuda in both modes (throughput.log);
+# GB_LEVELS the concurrencies ("1 8 64 128 256"); GB_LLAMA=0 leaves llama.cpp's anchor out.
 set -uo pipefail
 exec bash "$(cd "$(dirname "$0")/.." && pwd)/scripts/device_cuda_check.sh" --gpu-bench "$@"

@@ -537,7 +537,8 @@ if [ "$ACTION" = stages ]; then
   if [ "$ONLY" = gpu_bench ]; then
     # GB_PARITY=1: first every fixture's parity on cuda in both modes (the throughput stage's first part).
     [ -n "${GB_PARITY:-}" ] && TP_PARITY_ONLY=1 stage throughput throughput
-    stage llama_tools build_llama_tools
+    # GB_LLAMA=0: no llama.cpp anchor (its tools take a minute to build; a short call).
+    [ "${GB_LLAMA:-1}" != 0 ] && stage llama_tools build_llama_tools
     stage gpu_bench gpu_bench
     echo "all steps ran" >>"$STATE/summary.txt"
     touch "$STATE/done"
