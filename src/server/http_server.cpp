@@ -27,7 +27,7 @@
 #include "server/api_error.h"
 #include "server/audio_budget.h"
 #include "server/auth.h"
-#include "server/chat_completion.h"
+#include "server/chat_routes.h"
 #include "server/info_routes.h"
 #include "server/multipart.h"
 #include "server/realtime_connection.h"
@@ -328,19 +328,19 @@ private:
                 return upgrade_realtime();
             case RouteId::ChatCompletions:
                 only(http::verb::post);
-                return chat_completions();
+                return admit_generation(chat_completions_route(chat_model(), request_.body()));
             case RouteId::Completions:
                 only(http::verb::post);
-                return text_completions();
+                return admit_generation(completions_route(chat_model(), request_.body()));
             case RouteId::Messages:
                 only(http::verb::post);
-                return messages();
+                return admit_generation(messages_route(chat_model(), request_.body()));
             case RouteId::CountTokens:
                 only(http::verb::post);
-                return count_tokens();
+                return send_json(200, count_tokens_route(chat_model(), request_.body()));
             case RouteId::Responses:
                 only(http::verb::post);
-                return responses();
+                return admit_generation(responses_route(chat_model(), request_.body(), server_.responses));
             case RouteId::Response: {
                 const std::string id = path.substr(14);
                 if (method == http::verb::delete_) {
@@ -551,7 +551,7 @@ private:
     const ChatModel& chat_model() const {
         const ChatModel* chat = server_.chat.load();
         if (!chat)
-            throw ApiError(404, "this server has no chat model (start it with serve --chat-model)", "model",
+            throw ApiError(404, "this server has no chat model (start it with serve --model LANGUAGE_MODEL)", "model",
                            "model_not_found");
         if (server_.stopping.load()) throw ApiError(503, "the server is shutting down", "", "shutting_down");
         const std::string type(request_[http::field::content_type]);
@@ -559,95 +559,17 @@ private:
             throw ApiError(415, "Content-Type must be application/json", "", "unsupported_media_type");
         return *chat;
     }
-    void check_model_id(const ChatModel& chat, const std::string& requested) const {
-        if (requested != chat.id)
-            throw ApiError(404,
-                           "the model " + ApiError::quote(requested) +
-                               " does not exist (this server's chat model is '" + chat.id + "')",
-                           "model", "model_not_found");
-    }
-    // Admits a validated generation request: bounded, cancelled by a disconnect; `work` runs on
-    // the worker pool (rendering and tokenizing a long prompt is not I/O-thread work).
-    template <typename Work>
-    void admit_generation(Work work) {
+    // Admits a validated generation request: bounded, cancelled by a disconnect; its run is made
+    // and started on the worker pool (server/chat_routes.h).
+    void admit_generation(GenerationRoute route) {
         if (server_.in_flight.load() >= server_.options.worker_threads + server_.options.max_pending)
             throw ApiError(429, "too many requests in flight; retry shortly", "", "overloaded");
         cancelled_ = std::make_shared<std::atomic<bool>>(false);
         server_.track(cancelled_);
         watch_disconnect();
         ++server_.in_flight;
-        asio::post(server_.workers, std::move(work));
-    }
-
-    void chat_completions() {
-        const ChatModel& chat = chat_model();
-        ChatRequest req = parse_chat_request(request_.body());
-        check_model_id(chat, req.model);
-        admit_generation([self = this->shared_from_this(), &chat, req = std::move(req)]() mutable {
-            self->run_chat(chat, std::move(req));
-        });
-    }
-
-    void text_completions() {
-        const ChatModel& chat = chat_model();
-        CompletionRequest req = parse_completion_request(request_.body());
-        check_model_id(chat, req.model);
-        admit_generation([self = this->shared_from_this(), &chat, req = std::move(req)]() mutable {
-            self->run_generation(req.stream, [&](ResponseCallbacks cb) {
-                RunSettings settings = completion_run_settings(chat, req);
-                auto writer = make_completion_writer(chat, req, next_completion_id("cmpl-"),
-                                                     static_cast<int64_t>(std::time(nullptr)), std::move(cb));
-                return std::make_shared<GenerationRun>(chat, std::move(settings), std::move(writer));
-            });
-        });
-    }
-
-    void messages() {
-        const ChatModel& chat = chat_model();
-        MessagesRequest req = parse_messages_request(request_.body());
-        check_model_id(chat, req.chat.model);
-        admit_generation([self = this->shared_from_this(), &chat, req = std::move(req)]() mutable {
-            self->run_generation(req.chat.stream, [&](ResponseCallbacks cb) {
-                RunSettings settings = chat_run_settings(chat, req.chat);
-                auto writer = make_messages_writer(chat, req, next_completion_id("msg_"),
-                                                   static_cast<int>(settings.prompt.size()), std::move(cb));
-                return std::make_shared<GenerationRun>(chat, std::move(settings), std::move(writer));
-            });
-        });
-    }
-
-    void responses() {
-        const ChatModel& chat = chat_model();
-        ResponsesRequest req = parse_responses_request(request_.body(), server_.responses);
-        check_model_id(chat, req.chat.model);
-        admit_generation([self = this->shared_from_this(), &chat, req = std::move(req)]() mutable {
-            self->run_generation(req.chat.stream, [&](ResponseCallbacks cb) {
-                RunSettings settings = chat_run_settings(chat, req.chat);
-                auto writer = make_responses_writer(chat, req, next_completion_id("resp_"),
-                                                    static_cast<int64_t>(std::time(nullptr)), self->server_.responses,
-                                                    std::move(cb));
-                return std::make_shared<GenerationRun>(chat, std::move(settings), std::move(writer));
-            });
-        });
-    }
-
-    // Anthropic's count_tokens: the rendered prompt's length, nothing generated.
-    void count_tokens() {
-        const ChatModel& chat = chat_model();
-        MessagesRequest req = parse_messages_request(request_.body(), /*count_tokens=*/true);
-        check_model_id(chat, req.chat.model);
-        // Counted whatever the length: a conversation longer than the context is a count, not an
-        // error (the client asks in order to know whether it fits).
-        const std::string text = chat_prompt_text(chat, req.chat);
-        send_json(200, {{"input_tokens", chat.tokenizer->encode(text, /*parse_special=*/true).size()}});
-    }
-
-    void run_chat(const ChatModel& chat, ChatRequest req) {
-        run_generation(req.stream, [&](ResponseCallbacks cb) {
-            RunSettings settings = chat_run_settings(chat, req);
-            auto writer = make_chat_writer(chat, req, next_completion_id("chatcmpl-"),
-                                           static_cast<int64_t>(std::time(nullptr)), std::move(cb));
-            return std::make_shared<GenerationRun>(chat, std::move(settings), std::move(writer));
+        asio::post(server_.workers, [self = this->shared_from_this(), route = std::move(route)] {
+            self->run_generation(route.stream, route.make);
         });
     }
 
@@ -717,14 +639,6 @@ private:
         return "data: " + ev.dump() + "\n\n";
     }
 
-    static std::string next_completion_id(const char* prefix) {
-        static std::atomic<uint64_t> counter{0};
-        static const uint64_t salt = std::random_device{}() * 0x9E3779B97F4A7C15ULL;
-        char buf[40];
-        std::snprintf(buf, sizeof buf, "%s%016llx", prefix,
-                      static_cast<unsigned long long>(salt ^ (++counter * 0xD1B54A32D192ED03ULL)));
-        return buf;
-    }
 
     // --- SSE: events written in order from the connection's queue.
     void start_sse() {
