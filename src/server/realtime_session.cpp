@@ -15,6 +15,7 @@
 #include "models/voice_activity.h"
 #include "server/base64.h"
 #include "server/latency_histogram.h"
+#include "server/realtime_audio_in.h"
 #include "server/realtime_protocol.h"
 
 namespace parlance::server {
@@ -155,7 +156,7 @@ RealtimeSession::RealtimeSession(SpeechEngine& engine, VoiceActivityModel* vad, 
     }
     settings_.model = o_.model_id;
     if (!vad_) settings_.server_vad = false;
-    resampler_ = std::make_unique<Resampler>(24000, kRate);
+    audio_in_.set_format(settings_.format);
 }
 
 RealtimeSession::~RealtimeSession() {
@@ -307,12 +308,7 @@ void RealtimeSession::update_session(const json& ev, bool beta_shape) {
     } catch (const RealtimeEventError& e) {
         return error(e.code, e.what(), e.param, ev);
     }
-    if (next.format != settings_.format) {
-        resampler_.reset();
-        if (next.format == Format::Pcm24k) resampler_ = std::make_unique<Resampler>(24000, kRate);
-        if (next.format == Format::Pcmu || next.format == Format::Pcma)
-            resampler_ = std::make_unique<Resampler>(8000, kRate);
-    }
+    audio_in_.set_format(next.format);
     settings_ = std::move(next);
     tentative_ =
         std::find(settings_.include.begin(), settings_.include.end(), kTentativeEvent) != settings_.include.end();
@@ -326,22 +322,11 @@ void RealtimeSession::append(const json& ev) {
     if (!base64_decode(ev["audio"].get<std::string>(), &bytes))
         return error("invalid_base64", "audio is not valid base64", "audio", ev);
     if (bytes.empty()) return;
-    const auto* b = reinterpret_cast<const uint8_t*>(bytes.data());
-    std::vector<float> pcm, out;
+    std::vector<float> out;
     try {
-        if (settings_.format == Format::Pcmu || settings_.format == Format::Pcma) {
-            pcm = decode_pcm({b, bytes.size()},
-                             settings_.format == Format::Pcmu ? PcmEncoding::MuLaw : PcmEncoding::ALaw, 8000, 8000);
-        } else {
-            pcm = decode_pcm({b, bytes.size()}, PcmEncoding::S16LE, kRate, kRate);
-        }
+        out = audio_in_.decode({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
     } catch (const Error& e) {
         return error("invalid_audio", std::string(e.what()) + " (audio is 16-bit little-endian PCM)", "audio", ev);
-    }
-    if (resampler_) {
-        resampler_->push(pcm, &out);
-    } else {
-        out = std::move(pcm);
     }
     if (!settings_.server_vad &&
         static_cast<double>(total_ + static_cast<int64_t>(out.size()) - buffer_start_) / kRate > o_.max_buffer_seconds)

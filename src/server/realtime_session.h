@@ -35,6 +35,7 @@
 #include "decoding/commit_policy.h"
 #include "models/speech_model.h"
 #include "models/voice_activity.h"
+#include "server/realtime_audio_in.h"
 #include "server/realtime_protocol.h"
 
 namespace parlance::server {
@@ -197,8 +198,8 @@ private:
     RealtimeSettings settings_;  // what session.update set
     bool tentative_ = false;     // settings_.include names the tentative event
 
+    RealtimeAudioIn audio_in_;  // the format's bytes -> 16 kHz samples (server/realtime_audio_in.h)
     // Audio at 16 kHz: audio_[0] is session sample origin_; total_ samples received so far.
-    std::unique_ptr<Resampler> resampler_;
     std::vector<float> audio_;
     int64_t origin_ = 0, total_ = 0;
     int64_t buffer_start_ = 0;  // without turn detection: the first uncommitted sample
