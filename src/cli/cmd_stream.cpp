@@ -81,6 +81,7 @@ void run(StreamArgs& a, GlobalOptions& globals) {
     AudioFile file(a.file, 16000, 4 * 3600);
     PcmSource& audio = file.audio();
 
+    server::RealtimeRegistry registry;  // this run's one session and its statistics (outlives them)
     asio::io_context io;
     auto strand = asio::make_strand(io);
     asio::thread_pool workers(2);
@@ -140,7 +141,7 @@ void run(StreamArgs& a, GlobalOptions& globals) {
     ro.commit_guard_seconds = a.commit_guard;
     ro.commit_min_probability = a.commit_min_probability;
     ro.self_speculation = !a.no_self_speculation;
-    auto session = std::make_shared<server::RealtimeSession>(*engine, &vad, ro, false, hooks);
+    auto session = std::make_shared<server::RealtimeSession>(*engine, &vad, ro, false, hooks, registry);
     auto call = [&](std::function<void()> fn) {  // on the strand, and wait for it
         std::promise<void> done;
         asio::post(strand, [&] {
@@ -232,7 +233,7 @@ void run(StreamArgs& a, GlobalOptions& globals) {
     if ((a.realtime || a.lockstep) && !first_delta_lag.empty())
         std::printf("; first delta %.2f s (p50) after the item's start", percentile(first_delta_lag, 0.5));
     std::printf("\n");
-    const server::RealtimeSession::DecodeCounts c = server::RealtimeSession::decode_counts();
+    const server::RealtimeRegistry::DecodeCounts c = registry.decode_counts();
     if (c.decoder_passes > 0)
         std::printf("%llu decodes, %.2f decoder passes each; self-speculation %s: %llu drafted tokens, %llu accepted\n",
                     static_cast<unsigned long long>(c.decodes),

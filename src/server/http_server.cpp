@@ -866,6 +866,7 @@ void Connection<Stream>::upgrade_realtime() {
     c.options.model_id = chosen->id;
     c.max_message_bytes = server_.options.max_realtime_message_bytes;
     c.workers = &server_.workers;
+    c.registry = &server_.realtime;
     c.log = &server_.log;
     c.slot = std::move(slot);
     start_realtime_connection(std::move(stream_), std::move(request_), c, beta);
@@ -949,9 +950,9 @@ void HttpServer::stop() {
     });
     // Live sessions finish the speech they received (its transcript goes out), then close with
     // 1001 (going away); they count as in flight for the grace period.
-    RealtimeSession::shut_down_all();
+    RealtimeSession::shut_down_all(d.realtime);
     bool sessions_count = true;  // within the grace period only: after it they are cut off
-    auto busy = [&] { return d.in_flight.load() > 0 || (sessions_count && RealtimeSession::active() > 0); };
+    auto busy = [&] { return d.in_flight.load() > 0 || (sessions_count && d.realtime.active() > 0); };
     auto wait_idle = [&](std::chrono::milliseconds limit) {
         const auto until = Clock::now() + limit;
         while (busy() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -961,7 +962,7 @@ void HttpServer::stop() {
     if (!wait_idle(millis(d.options.shutdown_grace_seconds))) {
         sessions_count = false;
         d.log.warn("shutdown grace of ", d.options.shutdown_grace_seconds, " s over: cancelling ", d.in_flight.load(),
-                   " requests, closing ", RealtimeSession::active(), " live sessions");
+                   " requests, closing ", d.realtime.active(), " live sessions");
         // Cancellation is seen between decoder steps and every second of decoded audio.
         d.cancel_all();
         if (!wait_idle(std::chrono::seconds(5))) {

@@ -110,7 +110,7 @@ std::string metrics_text(ServerState& s) {
     EngineStats st;
     if (e) st = e->stats();
     const ChatModel* c = s.chat.load();
-    std::string text = s.metrics.render(e ? &st : nullptr, s.uptime()) + RealtimeSession::metrics_text();
+    std::string text = s.metrics.render(e ? &st : nullptr, s.uptime()) + s.realtime.metrics_text();
     if (c) text += generation_metrics_text(c->service->stats());
     if (c && c->latency) text += c->latency->render();
     return text + device_memory_text(s.devices());

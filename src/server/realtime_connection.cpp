@@ -76,7 +76,8 @@ private:
             self->going_away_ = std::move(reason);
             if (self->writes_.empty()) self->close(websocket::close_code::going_away, self->going_away_);
         };
-        session_ = std::make_shared<RealtimeSession>(*c_.engine, c_.vad, c_.options, beta_, std::move(hooks));
+        session_ =
+            std::make_shared<RealtimeSession>(*c_.engine, c_.vad, c_.options, beta_, std::move(hooks), *c_.registry);
         if (c_.log) c_.log->info("realtime session opened (", beta_ ? "beta" : "GA", " events)");
         session_->start();
         read();

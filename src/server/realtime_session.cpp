@@ -16,6 +16,7 @@
 #include "server/base64.h"
 #include "server/latency_histogram.h"
 #include "server/realtime_audio_in.h"
+#include "server/realtime_registry.h"
 #include "server/realtime_protocol.h"
 
 namespace parlance::server {
@@ -27,31 +28,10 @@ namespace {
 
 using nlohmann::json;
 
-std::atomic<int> g_active{0};
-// Every live session, for shut_down_all (entries of ended sessions expire and are dropped).
-std::mutex g_live_mutex;
-std::vector<std::weak_ptr<RealtimeSession>> g_live;
-
 double steady_seconds() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Process-wide counters and latency histograms of live sessions (for /metrics).
-struct Stats {
-    std::mutex mutex;  // the counters (the histograms lock themselves)
-    uint64_t sessions = 0, items = 0, failed = 0, deltas = 0, errors = 0;
-    // Decodes (interim and final), their decoder passes, and the expected tokens they verified.
-    uint64_t decodes = 0, decoder_passes = 0, draft_tokens = 0, draft_accepted = 0;
-    LatencyHistogram completed_after_speech{{0.05, 0.1, 0.15, 0.25, 0.5, 1, 2, 5, 10}};
-    LatencyHistogram first_delta{{0.25, 0.5, 1, 1.5, 2, 3, 5, 10}};
-    // From the arrival of the last audio a committing re-decode covered to its delta (the words
-    // themselves are older: a word is committed once later hypotheses agree on it).
-    LatencyHistogram commit_lag{{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10}};
-};
-Stats& stats() {
-    static Stats s;
-    return s;
-}
 constexpr int kRate = 16000;
 constexpr int64_t kMinCommitSamples = kRate / 10;  // 100 ms
 // The extension event (and its `include` value) carrying the uncommitted rest of a hypothesis.
@@ -94,53 +74,12 @@ struct RealtimeSession::VadState {
     int64_t silence_from = -1;  // first silent window while speaking
 };
 
-int RealtimeSession::active() {
-    return g_active.load();
-}
 
-RealtimeSession::DecodeCounts RealtimeSession::decode_counts() {
-    Stats& st = stats();
-    std::lock_guard<std::mutex> lock(st.mutex);
-    return {st.decodes, st.decoder_passes, st.draft_tokens, st.draft_accepted};
-}
-
-std::string RealtimeSession::metrics_text() {
-    Stats& st = stats();
-    std::lock_guard<std::mutex> lock(st.mutex);
-    std::ostringstream os;
-    os << "# HELP parlance_realtime_sessions Live /v1/realtime sessions.\n"
-          "# TYPE parlance_realtime_sessions gauge\nparlance_realtime_sessions "
-       << active() << "\n";
-    auto counter = [&](const char* name, const char* help, uint64_t v) {
-        os << "# HELP " << name << " " << help << "\n# TYPE " << name << " counter\n" << name << " " << v << "\n";
-    };
-    counter("parlance_realtime_sessions_total", "Live sessions opened.", st.sessions);
-    counter("parlance_realtime_items_total", "Items (speech turns or commits) transcribed.", st.items);
-    counter("parlance_realtime_items_failed_total", "Items whose transcription failed.", st.failed);
-    counter("parlance_realtime_deltas_total", "Transcription deltas sent.", st.deltas);
-    counter("parlance_realtime_errors_total", "Error events sent for invalid client events.", st.errors);
-    counter("parlance_realtime_decodes_total", "Decodes of live items (interim re-decodes and final ones).",
-            st.decodes);
-    counter("parlance_realtime_decoder_passes_total",
-            "Decoder passes of those decodes (models on the generation engine; Whisper reports none).",
-            st.decoder_passes);
-    os << "# HELP parlance_realtime_draft_tokens_total Self-speculation: tokens of the previous hypothesis "
-          "verified as drafts by re-decodes, proposed and accepted.\n"
-          "# TYPE parlance_realtime_draft_tokens_total counter\n"
-       << "parlance_realtime_draft_tokens_total{kind=\"proposed\"} " << st.draft_tokens << "\n"
-       << "parlance_realtime_draft_tokens_total{kind=\"accepted\"} " << st.draft_accepted << "\n";
-    os << st.completed_after_speech.render("parlance_realtime_completed_after_speech_seconds",
-                                           "From speech_stopped (or the commit) to the item's completed event.")
-       << st.first_delta.render("parlance_realtime_first_delta_seconds",
-                                "From speech_started to the item's first delta.")
-       << st.commit_lag.render("parlance_realtime_commit_lag_seconds",
-                               "From the arrival of the last audio the committing re-decode covered to its delta.");
-    return os.str();
-}
 
 RealtimeSession::RealtimeSession(SpeechEngine& engine, VoiceActivityModel* vad, RealtimeOptions options, bool beta,
-                                 Hooks hooks)
+                                 Hooks hooks, RealtimeRegistry& registry)
     : engine_(engine),
+      registry_(registry),
       vad_(vad),
       o_(std::move(options)),
       max_segment_seconds_(engine.window_seconds() > 0 ? std::min(o_.max_segment_seconds, engine.window_seconds())
@@ -149,28 +88,18 @@ RealtimeSession::RealtimeSession(SpeechEngine& engine, VoiceActivityModel* vad, 
       hooks_(std::move(hooks)),
       id_("sess_" + random_hex(20)),
       vad_state_(std::make_unique<VadState>()) {
-    ++g_active;
-    {
-        std::lock_guard<std::mutex> lock(stats().mutex);
-        ++stats().sessions;
-    }
+    registry_.opened();
     settings_.model = o_.model_id;
     if (!vad_) settings_.server_vad = false;
     audio_in_.set_format(settings_.format);
 }
 
 RealtimeSession::~RealtimeSession() {
-    --g_active;
+    registry_.closed();
 }
 
-void RealtimeSession::shut_down_all() {
-    std::vector<std::shared_ptr<RealtimeSession>> live;
-    {
-        std::lock_guard<std::mutex> lock(g_live_mutex);
-        for (const auto& w : g_live)
-            if (auto s = w.lock()) live.push_back(std::move(s));
-    }
-    for (auto& s : live) s->hooks_.post([s] { s->shut_down(); });
+void RealtimeSession::shut_down_all(RealtimeRegistry& registry) {
+    for (auto& s : registry.live()) s->hooks_.post([s] { s->shut_down(); });
 }
 
 void RealtimeSession::shut_down() {
@@ -195,11 +124,7 @@ void RealtimeSession::end_if_shut_down() {
 }
 
 void RealtimeSession::start() {
-    {
-        std::lock_guard<std::mutex> lock(g_live_mutex);
-        std::erase_if(g_live, [](const auto& w) { return w.expired(); });
-        g_live.push_back(weak_from_this());
-    }
+    registry_.started(weak_from_this());
     emit({{"type", beta_ ? "transcription_session.created" : "session.created"}, {"session", session_object()}});
 }
 
@@ -224,8 +149,8 @@ void RealtimeSession::error(const std::string& code, const std::string& message,
     json e{{"type", type}, {"code", code}, {"message", message}, {"param", param.empty() ? json() : json(param)}};
     e["event_id"] = ev.is_object() && ev.contains("event_id") && ev["event_id"].is_string() ? ev["event_id"] : json();
     {
-        std::lock_guard<std::mutex> lock(stats().mutex);
-        ++stats().errors;
+        std::lock_guard<std::mutex> lock(registry_.stats().mutex);
+        ++registry_.stats().errors;
     }
     emit({{"type", "error"}, {"error", e}});
 }
@@ -463,9 +388,9 @@ void RealtimeSession::close_item(int64_t end, int64_t speech_end, bool speech_st
 void RealtimeSession::send_delta(Item& it, const std::string& delta) {
     if (delta.empty()) return;
     {
-        std::lock_guard<std::mutex> lock(stats().mutex);
-        ++stats().deltas;
-        if (!it.delta_sent) stats().first_delta.observe(steady_seconds() - it.opened_at);
+        std::lock_guard<std::mutex> lock(registry_.stats().mutex);
+        ++registry_.stats().deltas;
+        if (!it.delta_sent) registry_.stats().first_delta.observe(steady_seconds() - it.opened_at);
     }
     it.delta_sent = true;
     emit({{"type", "conversation.item.input_audio_transcription.delta"},
@@ -485,9 +410,9 @@ void RealtimeSession::send_tentative(Item& it) {
 void RealtimeSession::complete(Item& it, const std::string& text) {
     send_delta(it, it.policy.finalize(text));
     {
-        std::lock_guard<std::mutex> lock(stats().mutex);
-        ++stats().items;
-        if (it.closed_at > 0) stats().completed_after_speech.observe(steady_seconds() - it.closed_at);
+        std::lock_guard<std::mutex> lock(registry_.stats().mutex);
+        ++registry_.stats().items;
+        if (it.closed_at > 0) registry_.stats().completed_after_speech.observe(steady_seconds() - it.closed_at);
     }
     const double seconds = static_cast<double>(it.end - it.start) / kRate;
     emit({{"type", "conversation.item.input_audio_transcription.completed"},
@@ -610,11 +535,11 @@ void RealtimeSession::on_decoded(const Decode& d, const Transcript& result, cons
     }
     const std::string& text = result.text;
     if (err.empty()) {
-        std::lock_guard<std::mutex> lock(stats().mutex);
-        ++stats().decodes;
-        stats().decoder_passes += static_cast<uint64_t>(result.timings.decoder_passes);
-        stats().draft_tokens += static_cast<uint64_t>(result.timings.draft_tokens);
-        stats().draft_accepted += static_cast<uint64_t>(result.timings.draft_accepted);
+        std::lock_guard<std::mutex> lock(registry_.stats().mutex);
+        ++registry_.stats().decodes;
+        registry_.stats().decoder_passes += static_cast<uint64_t>(result.timings.decoder_passes);
+        registry_.stats().draft_tokens += static_cast<uint64_t>(result.timings.draft_tokens);
+        registry_.stats().draft_accepted += static_cast<uint64_t>(result.timings.draft_accepted);
     }
     auto found = items_.find(d.item_id);
     if (found != items_.end()) {
@@ -644,7 +569,7 @@ void RealtimeSession::on_decoded(const Decode& d, const Transcript& result, cons
                 }
                 const std::string delta = it.policy.update(text, stable);
                 if (!delta.empty()) {
-                    stats().commit_lag.observe(steady_seconds() - d.queued_at);
+                    registry_.stats().commit_lag.observe(steady_seconds() - d.queued_at);
                     send_delta(it, delta);
                     it.tentative_sent.clear();  // a client drops its tentative text on a delta
                 }
@@ -652,8 +577,8 @@ void RealtimeSession::on_decoded(const Decode& d, const Transcript& result, cons
             }
         } else if (!err.empty()) {
             {
-                std::lock_guard<std::mutex> lock(stats().mutex);
-                ++stats().failed;
+                std::lock_guard<std::mutex> lock(registry_.stats().mutex);
+                ++registry_.stats().failed;
             }
             emit({{"type", "conversation.item.input_audio_transcription.failed"},
                   {"item_id", it.id},

@@ -37,6 +37,7 @@
 #include "models/voice_activity.h"
 #include "server/realtime_audio_in.h"
 #include "server/realtime_protocol.h"
+#include "server/realtime_registry.h"
 
 namespace parlance::server {
 
@@ -86,7 +87,9 @@ public:
     };
 
     // vad may be null: server_vad is then refused (turn_detection null works).
-    RealtimeSession(SpeechEngine& engine, VoiceActivityModel* vad, RealtimeOptions options, bool beta, Hooks hooks);
+    // `registry` (the server's) counts the session and its statistics, and outlives it.
+    RealtimeSession(SpeechEngine& engine, VoiceActivityModel* vad, RealtimeOptions options, bool beta, Hooks hooks,
+                    RealtimeRegistry& registry);
     ~RealtimeSession();
 
     void start();  // session.created (or transcription_session.created)
@@ -96,8 +99,8 @@ public:
     // an uncommitted manual buffer stays the client's), its decodes finish and their events go
     // out, then the session ends with going_away. New audio is ignored meanwhile.
     void shut_down();
-    // Posts shut_down() to every live session of this process (SIGTERM).
-    static void shut_down_all();
+    // Posts shut_down() to every live session of the registry (SIGTERM).
+    static void shut_down_all(RealtimeRegistry& registry);
 
     // More audio would only queue up: final decodes are waiting. The connection stops reading
     // until it clears, so a client sending faster than the model keeps up is slowed down by TCP
@@ -105,19 +108,6 @@ public:
     bool congested() const { return decodes_.size() >= 2; }
     // No decode running or waiting (`parlance stream --lockstep` waits for it).
     bool idle() const { return !decoding_ && decodes_.empty(); }
-
-    // Live sessions, for /metrics and the sessions-per-server limit.
-    static int active();
-    // Prometheus text of all sessions of this process: live sessions, items, deltas, errors, and
-    // the latencies end of speech (speech_stopped or the commit) -> completed and speech start ->
-    // first delta, as histograms.
-    static std::string metrics_text();
-    // Process-wide: decodes of live items, their decoder passes, self-speculation's drafted and
-    // accepted tokens (also in metrics_text).
-    struct DecodeCounts {
-        uint64_t decodes = 0, decoder_passes = 0, draft_tokens = 0, draft_accepted = 0;
-    };
-    static DecodeCounts decode_counts();
 
 private:
     using Format = RealtimeAudioFormat;
@@ -183,6 +173,7 @@ private:
     int64_t ms(int64_t samples) const { return samples / 16; }
 
     SpeechEngine& engine_;
+    RealtimeRegistry& registry_;
     VoiceActivityModel* vad_;
     RealtimeOptions o_;
     double max_segment_seconds_;  // o_'s cap, or the model's window when that is shorter

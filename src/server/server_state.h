@@ -21,6 +21,7 @@
 #include "server/generation_run.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
+#include "server/realtime_registry.h"
 #include "server/responses_api.h"
 #include "server/session_slots.h"
 
@@ -31,6 +32,9 @@ struct ServerState {
 
     ServerOptions options;
     Logger& log;
+    // The live sessions (SIGTERM's drain) and their statistics; before the workers, whose pending
+    // decodes may hold a session until they are destroyed.
+    RealtimeRegistry realtime;
     boost::asio::thread_pool workers;  // transcriptions wait for their engine here, never on I/O threads
     Metrics metrics;
     AudioBudget audio_budget;

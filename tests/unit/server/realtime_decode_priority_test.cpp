@@ -93,7 +93,7 @@ public:
         };
         hooks.work = [this](std::function<void()> fn) { workers_.emplace_back(std::move(fn)); };
         hooks.close = [](std::string) {};
-        session_ = std::make_shared<server::RealtimeSession>(engine, vad_.get(), options, false, hooks);
+        session_ = std::make_shared<server::RealtimeSession>(engine, vad_.get(), options, false, hooks, registry);
         session_->start();
         session_->on_message(json{{"type", "session.update"},
                                   {"session",
@@ -234,6 +234,7 @@ public:
     }
     static double seconds_of(const HeldEngine::Call& c) { return static_cast<double>(c.request.pcm.size()) / 16000.0; }
 
+    server::RealtimeRegistry registry;  // first: it outlives the session and whatever holds it
     HeldEngine engine;
 
 private:
