@@ -225,8 +225,8 @@ std::string frame(const std::vector<Server>& servers, const TopArgs& a) {
         if (st.is_object() && st.contains("devices"))
             for (const auto& d : st["devices"]) {
                 const double total = d.value("total_bytes", 0.0), free = d.value("free_bytes", 0.0);
-                os << "  device  " << d.value("name", "?") << ": memory " << num((total - free) / (1 << 20), 0)
-                   << " / " << num(total / (1 << 20), 0) << " MiB used\n";
+                os << "  device  " << d.value("name", "?") << ": memory " << num((total - free) / (1 << 20), 0) << " / "
+                   << num(total / (1 << 20), 0) << " MiB used\n";
             }
         // Chat.
         if (st.is_object() && st.contains("chat")) {

@@ -45,8 +45,7 @@ OpTrace* OpTrace::active() {
         if (dir.empty()) return nullptr;
         std::error_code ec;
         std::filesystem::create_directories(dir, ec);
-        if (ec)
-            throw Error(ErrorKind::Io, "PARLANCE_TRACE_OPS: cannot create " + dir + ": " + ec.message());
+        if (ec) throw Error(ErrorKind::Io, "PARLANCE_TRACE_OPS: cannot create " + dir + ": " + ec.message());
         return new OpTrace(dir);  // lives as long as the process
     }();
     return trace;

@@ -78,8 +78,8 @@ GenerationRoute responses_route(const ChatModel& chat, const std::string& body, 
     check_model_id(chat, req->chat.model);
     return {req->chat.stream, [&chat, &store, req](ResponseCallbacks cb) {
                 RunSettings settings = chat_run_settings(chat, req->chat);
-                auto writer = make_responses_writer(chat, *req, next_completion_id("resp_"), now_seconds(), store,
-                                                    std::move(cb));
+                auto writer =
+                    make_responses_writer(chat, *req, next_completion_id("resp_"), now_seconds(), store, std::move(cb));
                 return std::make_shared<GenerationRun>(chat, std::move(settings), std::move(writer));
             }};
 }

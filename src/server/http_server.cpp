@@ -193,8 +193,7 @@ private:
             http::async_read(self->reader(), self->buffer_, *self->parser_,
                              beast::bind_front_handler(&Connection<Stream>::on_read, self));
         };
-        if (asked_continue(req) && !parser_->is_done())
-            return push_write({"HTTP/1.1 100 Continue\r\n\r\n", read_body});
+        if (asked_continue(req) && !parser_->is_done()) return push_write({"HTTP/1.1 100 Continue\r\n\r\n", read_body});
         read_body();
     }
 
@@ -313,8 +312,7 @@ private:
                 only(http::verb::get);
                 const std::string id = path.substr(11);
                 if (auto m = model_info(server_, id)) return send_json(200, *m);
-                throw ApiError(404, "the model " + ApiError::quote(id) + " does not exist", "model",
-                               "model_not_found");
+                throw ApiError(404, "the model " + ApiError::quote(id) + " does not exist", "model", "model_not_found");
             }
             case RouteId::Status:
                 only(http::verb::get);
@@ -387,7 +385,6 @@ private:
         for (const SpeechModelInfo& m : server_.speech) s += (s.empty() ? "'" : ", '") + m.id + "'";
         return s;
     }
-
 
     // --- Transcription: validated here, decoded and waited for on the worker pool.
     void transcribe(bool translation) {
@@ -639,7 +636,6 @@ private:
         return "data: " + ev.dump() + "\n\n";
     }
 
-
     // --- SSE: events written in order from the connection's queue.
     void start_sse() {
         asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
@@ -741,7 +737,6 @@ private:
         server_.log.info(std::string(request_.method_string()), " ", route_.label, " ", status,
                          " audio=", audio_seconds, "s time=", seconds, "s");
     }
-
 
     // Closes after what was written: the sending side first, then whatever the client still sends
     // is read and dropped for up to a second, so a response to a request whose body was not read

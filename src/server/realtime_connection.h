@@ -24,7 +24,7 @@ struct RealtimeContext {
     RealtimeOptions options;
     size_t max_message_bytes = 4u << 20;
     boost::asio::thread_pool* workers = nullptr;  // where decodes wait for the engine
-    RealtimeRegistry* registry = nullptr;          // the server's sessions and their statistics
+    RealtimeRegistry* registry = nullptr;         // the server's sessions and their statistics
     Logger* log = nullptr;
     std::shared_ptr<const void> slot;  // the session's --max-sessions slot, held for its life
 };

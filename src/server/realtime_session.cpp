@@ -16,8 +16,8 @@
 #include "server/base64.h"
 #include "server/latency_histogram.h"
 #include "server/realtime_audio_in.h"
-#include "server/realtime_registry.h"
 #include "server/realtime_protocol.h"
+#include "server/realtime_registry.h"
 
 namespace parlance::server {
 
@@ -73,8 +73,6 @@ struct RealtimeSession::VadState {
     bool speaking = false;
     int64_t silence_from = -1;  // first silent window while speaking
 };
-
-
 
 RealtimeSession::RealtimeSession(SpeechEngine& engine, VoiceActivityModel* vad, RealtimeOptions options, bool beta,
                                  Hooks hooks, RealtimeRegistry& registry)

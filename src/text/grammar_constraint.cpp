@@ -10,8 +10,8 @@
 #include <unordered_set>
 
 #include "core/error.h"
-#include "text/grammar_glue.h"
 #include "llama-grammar.h"
+#include "text/grammar_glue.h"
 
 namespace parlance {
 

@@ -644,7 +644,8 @@ TEST_F(Chat, ServeModelTakesALanguageModel) {
         const json got = json::parse(Server::curl("-s -H 'Content-Type: application/json' --data-binary @" +
                                                   quoted(file.string()) + " " + both.url("/v1/chat/completions")));
         EXPECT_EQ(got["choices"][0]["message"], expected["choices"][0]["message"]) << got.dump();
-        const auto [status, body] = both.post("/v1/audio/transcriptions", "-F model=whisper-1 -F file=@" + fixture("audio/jfk.wav"));
+        const auto [status, body] =
+            both.post("/v1/audio/transcriptions", "-F model=whisper-1 -F file=@" + fixture("audio/jfk.wav"));
         EXPECT_EQ(status, 200) << body;
         EXPECT_NE(both.read_log().find("served as 'qwen3-tiny' on the chat endpoints"), std::string::npos);
     }
