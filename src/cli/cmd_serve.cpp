@@ -1,5 +1,6 @@
 // `parlance serve --model PATH`: loads the model once, serves the OpenAI-compatible API until
-// SIGINT/SIGTERM, then drains in-flight requests and exits.
+// SIGINT/SIGTERM, then drains in-flight requests and exits. One concern, past 500 lines: the
+// command's flags (their help is most of it) and how they become the server's models and engines.
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>

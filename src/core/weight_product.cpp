@@ -1,4 +1,5 @@
-// The multi-column weight product (see weight_product.h).
+// The multi-column weight product (see weight_product.h). One concern, past 500 lines: the tile
+// kernels of each instruction set (f32, f16, q8_0) beside the one loop that drives them.
 //
 // Tiles of R weight rows x C columns keep one vector accumulator per (row, column). The k loop,
 // the zero-filled tail and the final horizontal sum are the same for every tile shape, so an

@@ -1,4 +1,5 @@
-// The language-model step loop (see generation_engine.h).
+// The language-model step loop (see generation_engine.h). One concern, past 500 lines: a step's
+// schedule, batch, forward, sampling and bookkeeping read in order, in one place.
 #include "engine/generation_engine.h"
 
 #include <algorithm>
