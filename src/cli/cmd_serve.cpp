@@ -145,6 +145,14 @@ std::unique_ptr<ChatSide> load_chat(const ServeArgs& a, Logger& log) {
     return c;
 }
 
+// One --model value's (id, path), the path resolved as the commands resolve it; "" is the default
+// model (PARLANCE_MODEL, else the bundled one).
+std::pair<std::string, std::string> resolved_spec(const std::string& value) {
+    auto spec = model_spec(value.empty() ? resolve_model("") : value);
+    spec.second = resolve_model(spec.second);
+    return spec;
+}
+
 // `--model` takes any model: a language model among its values serves the chat endpoints (as
 // --chat-model, which stays as an alias; its id is the value's, as for a speech model), the rest
 // serve the audio ones. One language model at most; with no speech model left, the audio
@@ -167,8 +175,7 @@ void take_language_model(std::vector<std::pair<std::string, std::string>>& specs
         it = specs.erase(it);
     }
     if (specs.empty()) {
-        specs.push_back(model_spec(resolve_model("")));
-        specs.back().second = resolve_model(specs.back().second);
+        specs.push_back(resolved_spec(""));
         log.info("no speech model given: the audio endpoints use the default, ", specs.back().second);
     }
 }
@@ -178,11 +185,8 @@ void run(ServeArgs& a, GlobalOptions& globals) {
     // The models and their ids (the first speech model is the default); --model-id renames the
     // first speech model.
     std::vector<std::pair<std::string, std::string>> specs;
-    for (const std::string& m : a.models.empty() ? std::vector<std::string>{""} : a.models) {
-        auto spec = model_spec(m.empty() ? resolve_model("") : m);
-        spec.second = resolve_model(spec.second);
-        specs.push_back(spec);
-    }
+    for (const std::string& m : a.models.empty() ? std::vector<std::string>{""} : a.models)
+        specs.push_back(resolved_spec(m));
     take_language_model(specs, a, log);
     if (!a.server.model_id.empty()) specs.front().first = a.server.model_id;
     for (size_t i = 0; i < specs.size(); ++i) {

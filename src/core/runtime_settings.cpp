@@ -23,7 +23,9 @@ void set_runtime_settings(const RuntimeSettings& s) {
 }
 
 const RuntimeSettings& runtime_settings() {
-    g_read.store(true);
+    // Read on hot paths (every product a graph builds): a load, and a store only the first time,
+    // so threads do not write one shared cache line on each call.
+    if (!g_read.load(std::memory_order_relaxed)) g_read.store(true);
     return settings();
 }
 
