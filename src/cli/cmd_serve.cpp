@@ -312,7 +312,7 @@ void run(ServeArgs& a, GlobalOptions& globals) {
     }
     std::vector<server::SpeechModelInfo> infos;
     for (const SpeechSide& sp : speech) {
-        infos.push_back({sp.id, sp.engine.get(), sp.model->description()});
+        infos.push_back({sp.id, sp.engine.get(), sp.model->description(), sp.cache_slots});
         log.info("ready: '", sp.id, "' = ", infos.back().description, " loaded in ", seconds(sp.model->load_seconds()),
                  " on ", sp.backend->device_name(), ", ", sp.backend->threads(), " threads; beam size ", sp.beams, ", ",
                  sp.cache_slots, " cache slots, ", sp.engine->stats().kv_capacity_bytes >> 20, " MiB KV cache");
@@ -423,8 +423,8 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "shutting_down) and the server exits. A second signal exits at once")
         ->default_val(30);
     cmd->add_option("--max-queue", a->engine.max_queue,
-                    "Speech requests waiting beyond the ones being served (the server holds the worker threads' "
-                    "requests plus this many; then 429)")
+                    "Speech requests waiting beyond the ones being served (the server holds those its engines run "
+                    "at once, up to --cache-slots, those being decoded, and this many; then 429)")
         ->default_val(32);
     cmd->add_option("--cache-slots", a->cache_slots,
                     "Decoder sequences at once: a greedy request holds one, a beam search two per beam "

@@ -194,6 +194,7 @@ public:
     std::future<Transcript> submit(TranscriptionRequest request) override {
         auto job = std::make_unique<Job>();
         job->forced = check_options(model_, request.options);
+        job->promise = TranscriptPromise(std::move(request.on_finished));
         job->request = std::move(request);
         job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, options_.max_new_tokens);
         auto future = job->promise.get_future();
@@ -240,7 +241,7 @@ private:
     struct Job {
         TranscriptionRequest request;
         std::string forced;
-        std::promise<Transcript> promise;
+        TranscriptPromise promise;
         std::shared_ptr<PcmSource> audio;  // what the pieces are cut from: request.audio, or over request.pcm
         std::optional<Pieces> pieces;      // reset when the job is abandoned after an error
         std::vector<std::optional<GenerationResult>> results;

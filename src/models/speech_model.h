@@ -86,6 +86,39 @@ struct TranscriptionRequest {
     // Its class: queued requests are admitted and their audio encoded in (priority, arrival)
     // order, so a live item's final decode does not wait behind uploads or interim decodes.
     Priority priority = Priority::Interactive;
+    // When set, the request's end is told here instead of through submit()'s future (which is
+    // then not valid), so no thread has to wait on it: called once, on the engine's thread and
+    // possibly under its lock, with the transcript or the error (a null `error` means success).
+    // Must not block, throw or call into the engine; servers post the result to their own threads.
+    std::function<void(std::exception_ptr error, Transcript transcript)> on_finished;
+};
+
+// The end of one request as an engine keeps it: submit()'s future, or the request's on_finished.
+class TranscriptPromise {
+public:
+    TranscriptPromise() = default;
+    explicit TranscriptPromise(std::function<void(std::exception_ptr, Transcript)> on_finished)
+        : on_finished_(std::move(on_finished)) {}
+    // What submit() returns: not valid when the request has on_finished.
+    std::future<Transcript> get_future() {
+        return on_finished_ ? std::future<Transcript>() : promise_.get_future();
+    }
+    void set_value(Transcript t) {
+        if (on_finished_)
+            on_finished_(nullptr, std::move(t));
+        else
+            promise_.set_value(std::move(t));
+    }
+    void set_exception(std::exception_ptr e) {
+        if (on_finished_)
+            on_finished_(std::move(e), Transcript{});
+        else
+            promise_.set_exception(std::move(e));
+    }
+
+private:
+    std::function<void(std::exception_ptr, Transcript)> on_finished_;
+    std::promise<Transcript> promise_;
 };
 
 struct EngineStats {
@@ -121,7 +154,8 @@ public:
 
     // Queues a request. Throws Error(Overloaded) when the queue is full, Error(InvalidArgument)
     // for options the engine can never satisfy (e.g. more beams than it holds), Error(Cancelled)
-    // after shutdown. The future carries the transcript or the request's error.
+    // after shutdown. The future carries the transcript or the request's error; for a request
+    // with on_finished it is not valid, and the callback carries them.
     virtual std::future<Transcript> submit(TranscriptionRequest request) = 0;
     virtual EngineStats stats() const = 0;
     // The largest beam size a request can have.

@@ -412,7 +412,7 @@ private:
         }
         // Bounded: requests decoding or waiting for the engine never exceed the worker pool plus
         // the engine's queue; beyond that the client is told to come back (nothing is buffered).
-        if (server_.in_flight.load() >= server_.options.worker_threads + server_.options.max_pending)
+        if (server_.full())
             throw ApiError(429, "too many requests in flight; retry shortly", "", "overloaded");
         cancelled_ = std::make_shared<std::atomic<bool>>(false);
         server_.track(cancelled_);
@@ -472,29 +472,39 @@ private:
         });
     }
 
-    // On a worker: transcriptions.h does the work; the answer goes back through the strand.
+    // On a worker: transcriptions.h decodes the upload and queues it on the engine; the worker is
+    // then free. The engine's end comes back to the pool (rendering a transcript is host work that
+    // has no place on the engine's thread), and the answer through the strand.
     void run_transcription(SpeechEngine* engine, bool translation) {
-        double audio_seconds = 0.0;
+        // The request's body moves into a buffer the audio's source may share.
+        const size_t offset = form_.file.empty() ? 0 : static_cast<size_t>(form_.file.data() - request_.body().data());
+        const size_t size = form_.file.size();
+        auto upload = std::make_shared<const std::string>(std::move(request_.body()));
+        parts_.clear();  // views into the body
+        form_.file = std::string_view(*upload).substr(offset, size);
+        const TranscriptionContext context{
+            *engine,
+            server_.audio_budget,
+            server_.options.max_audio_seconds,
+            server_.vad,
+            cancelled_,
+            [this] { start_sse(); },
+            [self = this->shared_from_this()](const Segment& s) {
+                nlohmann::json ev{{"type", "transcript.text.delta"}, {"delta", s.text}};
+                self->queue_event(ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), false);
+            }};
+        start_transcription(form_, translation, std::move(upload), context,
+                            [self = this->shared_from_this()](std::exception_ptr error, Transcript t, double seconds) {
+                                asio::post(self->server_.workers,
+                                           [self, error = std::move(error), t = std::move(t), seconds] {
+                                               self->end_transcription(error, t, seconds);
+                                           });
+                            });
+    }
+
+    void end_transcription(const std::exception_ptr& error, const Transcript& t, double audio_seconds) {
         try {
-            // The request's body moves into a buffer the audio's source may share.
-            const size_t offset =
-                form_.file.empty() ? 0 : static_cast<size_t>(form_.file.data() - request_.body().data());
-            const size_t size = form_.file.size();
-            auto upload = std::make_shared<const std::string>(std::move(request_.body()));
-            parts_.clear();  // views into the body
-            form_.file = std::string_view(*upload).substr(offset, size);
-            const TranscriptionContext context{
-                *engine,
-                server_.audio_budget,
-                server_.options.max_audio_seconds,
-                server_.vad,
-                cancelled_,
-                [this] { start_sse(); },
-                [self = this->shared_from_this()](const Segment& s) {
-                    nlohmann::json ev{{"type", "transcript.text.delta"}, {"delta", s.text}};
-                    self->queue_event(ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), false);
-                }};
-            const Transcript t = transcribe_upload(form_, translation, std::move(upload), context, audio_seconds);
+            if (error) std::rethrow_exception(error);
             finish_transcription(t, audio_seconds);
         } catch (const ApiError& e) {
             fail_transcription(e, audio_seconds);
@@ -559,7 +569,7 @@ private:
     // Admits a validated generation request: bounded, cancelled by a disconnect; its run is made
     // and started on the worker pool (server/chat_routes.h).
     void admit_generation(GenerationRoute route) {
-        if (server_.in_flight.load() >= server_.options.worker_threads + server_.options.max_pending)
+        if (server_.full())
             throw ApiError(429, "too many requests in flight; retry shortly", "", "overloaded");
         cancelled_ = std::make_shared<std::atomic<bool>>(false);
         server_.track(cancelled_);
@@ -920,6 +930,9 @@ void HttpServer::set_speech_models(std::vector<SpeechModelInfo> models) {
     if (models.empty() || impl_->engine.load() || models.front().id != impl_->options.model_id)
         throw Error(ErrorKind::Internal, "set_speech_models: once, the first model under options.model_id");
     impl_->model_description = models.front().description;
+    int serving = 0;
+    for (const SpeechModelInfo& m : models) serving += std::max(0, m.serving);
+    impl_->serving.store(serving);
     impl_->speech = std::move(models);
     impl_->engine.store(impl_->speech.front().engine);
 }

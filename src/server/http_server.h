@@ -36,8 +36,10 @@ struct ServerOptions {
     // waits for room. Must hold one request at max_audio_seconds (16 kHz float: 64 KB a second).
     size_t audio_memory_bytes = size_t(2048) << 20;
     int io_threads = 2;
-    int worker_threads = 16;                       // requests decoding audio or waiting for the engine
-    int max_pending = 32;                          // more requests than workers + this many in flight: 429
+    int worker_threads = 16;  // decoding uploads, rendering answers (no request waits on one for its engine)
+    // Requests waiting beyond the ones being served (serve --max-queue): in flight past the
+    // workers, the engines' serving capacity (SpeechModelInfo::serving) and this many: 429.
+    int max_pending = 32;
     double header_timeout_seconds = 15;            // a request's line and headers (also an idle keep-alive)
     double body_timeout_seconds = 120;             // its body, once the headers are in
     double write_timeout_seconds = 60;             // any one write to a client that stopped reading
@@ -61,6 +63,7 @@ struct SpeechModelInfo {
     std::string id;
     SpeechEngine* engine = nullptr;
     std::string description;
+    int serving = 0;  // requests its engine runs at once at most (cache slots): not counted as waiting
 };
 
 class HttpServer {

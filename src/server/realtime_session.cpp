@@ -511,16 +511,31 @@ void RealtimeSession::run_next_decode() {
     if (o_.self_speculation)
         if (auto it = items_.find(d->item_id); it != items_.end()) req.expected = it->second.hypothesis_tokens;
     auto self = shared_from_this();
+    // Queued from a worker (the samples are copied there, not on the session's strand); the
+    // engine tells the end through on_finished, so no thread waits for the decode.
     hooks_.work([self, d, req = std::move(req)]() mutable {
-        auto result = std::make_shared<Transcript>();
-        std::string err;
+        auto answer = [self, d](std::string err, Transcript result) {
+            self->hooks_.post([self, d, err = std::move(err), result = std::move(result)] {
+                self->on_decoded(*d, result, err);
+            });
+        };
+        req.on_finished = [answer](std::exception_ptr error, Transcript result) {
+            std::string err;
+            if (error) {
+                try {
+                    std::rethrow_exception(error);
+                } catch (const std::exception& e) {
+                    err = e.what();
+                }
+            }
+            answer(std::move(err), std::move(result));
+        };
         try {
             if (req.pcm.size() < 160) req.pcm.resize(160, 0.0f);  // a tail shorter than 10 ms: padded
-            *result = self->engine_.submit(std::move(req)).get();
+            self->engine_.submit(std::move(req));
         } catch (const std::exception& e) {
-            err = e.what();
+            answer(e.what(), Transcript{});
         }
-        self->hooks_.post([self, d, result, err] { self->on_decoded(*d, *result, err); });
     });
 }
 

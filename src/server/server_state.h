@@ -35,7 +35,7 @@ struct ServerState {
     // The live sessions (SIGTERM's drain) and their statistics; before the workers, whose pending
     // decodes may hold a session until they are destroyed.
     RealtimeRegistry realtime;
-    boost::asio::thread_pool workers;  // transcriptions wait for their engine here, never on I/O threads
+    boost::asio::thread_pool workers;  // uploads decoded, answers rendered: never on I/O threads
     Metrics metrics;
     AudioBudget audio_budget;
     VoiceActivityModel* vad = nullptr;
@@ -48,12 +48,16 @@ struct ServerState {
     std::string model_description;
     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
     std::atomic<int> in_flight{0};
+    std::atomic<int> serving{0};  // the speech engines' SpeechModelInfo::serving, summed
     std::atomic<bool> stopping{false};
     SessionSlots sessions;  // --max-sessions, claimed at the upgrade
     // Set when the shutdown grace ran out: cancelled requests then say so to their clients.
     std::atomic<bool> grace_over{false};
 
     double uptime() const;
+    // Whether another request would pass what the server holds: the requests decoding on the
+    // workers, the ones its engines serve and --max-queue waiting (then 429).
+    bool full() const { return in_flight.load() >= options.worker_threads + serving.load() + options.max_pending; }
     // The loaded speech model a request names: its id, or an alias of the first. Null when none.
     const SpeechModelInfo* speech_model(const std::string& requested) const;
     // The accelerators' memory now (none on the CPU); set_device_memory sets how it is read.

@@ -1,7 +1,8 @@
 // POST /v1/audio/transcriptions and /v1/audio/translations once the form is parsed and the model
 // chosen: the upload's audio opened as the model will read it, server_vad's speech picked out when
-// asked, and the engine's transcript. Runs on a worker thread; the connection answers with what it
-// returns (json, text, verbose_json, srt, vtt, or the stream's last event).
+// asked, and the engine's transcript. Started on a worker thread, which is free again once the
+// request is queued on the engine: the end comes through a callback (no thread waits per request),
+// and the connection answers with it (json, text, verbose_json, srt, vtt, or the stream's last event).
 //
 // Memory: an upload whose container declares its length is decoded on the engine's thread as the
 // model reads it, under a lease of kStreamedAudioSeconds of samples; so is one whose speech
@@ -12,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -40,11 +42,16 @@ struct TranscriptionContext {
     std::function<void(const Segment&)> on_segment;
 };
 
-// `upload` owns the request body; form.file views the file part inside it. `audio_seconds`
-// receives the audio's length as far as it is known (metrics), also when this throws. Throws
-// ApiError for what the client sent (a 4xx naming `file`, 429 when the engine's queue is full),
-// Error for the rest (Cancelled, Overloaded, Timeout, ...).
-Transcript transcribe_upload(const TranscriptionForm& form, bool translation, std::shared_ptr<const std::string> upload,
-                             const TranscriptionContext& context, double& audio_seconds);
+// How a transcription ends, once: the transcript (error null), or its error — ApiError for what
+// the client sent (a 4xx naming `file`, 429 when the engine's queue is full), Error for the rest
+// (Cancelled, Overloaded, Timeout, ...). `audio_seconds`: the audio's length as far as it is known
+// (metrics), also on an error. Called on the starting thread when the request fails before the
+// engine has it, else on the engine's thread: it must not block.
+using TranscriptionDone = std::function<void(std::exception_ptr error, Transcript transcript, double audio_seconds)>;
+
+// `upload` owns the request body; form.file views the file part inside it. Decodes (or opens) the
+// audio on the calling thread, then queues the request and returns; never throws.
+void start_transcription(const TranscriptionForm& form, bool translation, std::shared_ptr<const std::string> upload,
+                         const TranscriptionContext& context, TranscriptionDone done);
 
 }  // namespace parlance::server

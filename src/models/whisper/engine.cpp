@@ -19,7 +19,7 @@ using Clock = std::chrono::steady_clock;
 struct WhisperEngine::Job {
     TranscriptionRequest request;
     std::shared_ptr<PcmSource> audio;  // the request's source, or one over its samples
-    std::promise<Transcript> promise;
+    TranscriptPromise promise;
     std::unique_ptr<Session> session;
     int sequences = 0;  // of the cache_slots budget, while active
     int kv_blocks = 0;  // reserved while active: its beams' worst case
@@ -125,6 +125,7 @@ std::future<Transcript> WhisperEngine::submit(TranscriptionRequest request) {
                         std::to_string(blocks * stats_.kv_block_bytes >> 20) + " MiB of KV cache; the server has " +
                         std::to_string(stats_.kv_capacity_bytes >> 20) + " MiB (--kv-cache-mb)");
     auto job = std::make_unique<Job>();
+    job->promise = TranscriptPromise(std::move(request.on_finished));
     job->request = std::move(request);
     job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, options_.max_new_tokens);
     auto future = job->promise.get_future();

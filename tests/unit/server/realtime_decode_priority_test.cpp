@@ -38,10 +38,11 @@ class HeldEngine final : public SpeechEngine {
 public:
     struct Call {
         TranscriptionRequest request;
-        std::promise<Transcript> promise;
+        TranscriptPromise promise;
     };
     std::future<Transcript> submit(TranscriptionRequest request) override {
         auto call = std::make_shared<Call>();
+        call->promise = TranscriptPromise(std::move(request.on_finished));
         call->request = std::move(request);
         auto future = call->promise.get_future();
         {
