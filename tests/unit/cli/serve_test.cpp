@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <future>
@@ -545,6 +547,35 @@ TEST(Serve, SigtermDrainsInFlightRequests) {
 // (it once never reached the HTTP bound, which stayed at the default's 48: 80 of 128 concurrent
 // requests got 429 under --max-queue 1024). 150 uploads at once under --max-queue 200 are all
 // served; under --max-queue 4, what is past the workers plus 4 is told to come back.
+// A request the engine runs holds no thread while it runs (the engine tells its end through a
+// callback): more requests than the server's 16 worker threads are in the engine at once, which
+// is what lets a GPU batch them (the workers capped its batch at 16 before).
+TEST(Serve, MoreRequestsThanWorkerThreadsAreInTheEngineAtOnce) {
+    Server s("--cache-slots 64 --max-queue 64");
+    ASSERT_GT(s.port(), 0) << s.read_log();
+    constexpr int kRequests = 28;
+    std::atomic<bool> done{false};
+    int most = 0;
+    std::thread watch([&] {
+        while (!done.load()) {
+            const json st = json::parse(Server::curl("-s " + s.url("/v1/status")), nullptr, false);
+            if (st.is_object() && st.contains("queue"))
+                most = std::max(most, st["queue"].get<int>() + st["active_requests"].get<int>());
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    });
+    std::string out;
+    run_command("seq " + std::to_string(kRequests) + " | xargs -P " + std::to_string(kRequests) +
+                    " -I{} curl -s -m 300 -o /dev/null -w '%{http_code}\\n' " + kJfk + kFast + " " +
+                    s.url("/v1/audio/transcriptions"),
+                &out);
+    done = true;
+    watch.join();
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), kRequests);
+    EXPECT_EQ(out.find_first_not_of("200\n"), std::string::npos) << out;
+    EXPECT_GT(most, 16) << "requests in the engine at once, at most";
+}
+
 TEST(Serve, MaxQueueBoundsTheRequestsInFlight) {
     auto burst = [](const Server& s, int n) {
         std::string out;
