@@ -100,9 +100,7 @@ public:
     explicit TranscriptPromise(std::function<void(std::exception_ptr, Transcript)> on_finished)
         : on_finished_(std::move(on_finished)) {}
     // What submit() returns: not valid when the request has on_finished.
-    std::future<Transcript> get_future() {
-        return on_finished_ ? std::future<Transcript>() : promise_.get_future();
-    }
+    std::future<Transcript> get_future() { return on_finished_ ? std::future<Transcript>() : promise_.get_future(); }
     void set_value(Transcript t) {
         if (on_finished_)
             on_finished_(nullptr, std::move(t));

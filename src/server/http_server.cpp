@@ -412,8 +412,7 @@ private:
         }
         // Bounded: requests decoding or waiting for the engine never exceed the worker pool plus
         // the engine's queue; beyond that the client is told to come back (nothing is buffered).
-        if (server_.full())
-            throw ApiError(429, "too many requests in flight; retry shortly", "", "overloaded");
+        if (server_.full()) throw ApiError(429, "too many requests in flight; retry shortly", "", "overloaded");
         cancelled_ = std::make_shared<std::atomic<bool>>(false);
         server_.track(cancelled_);
         watch_disconnect();
@@ -569,8 +568,7 @@ private:
     // Admits a validated generation request: bounded, cancelled by a disconnect; its run is made
     // and started on the worker pool (server/chat_routes.h).
     void admit_generation(GenerationRoute route) {
-        if (server_.full())
-            throw ApiError(429, "too many requests in flight; retry shortly", "", "overloaded");
+        if (server_.full()) throw ApiError(429, "too many requests in flight; retry shortly", "", "overloaded");
         cancelled_ = std::make_shared<std::atomic<bool>>(false);
         server_.track(cancelled_);
         watch_disconnect();

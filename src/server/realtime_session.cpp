@@ -515,9 +515,8 @@ void RealtimeSession::run_next_decode() {
     // engine tells the end through on_finished, so no thread waits for the decode.
     hooks_.work([self, d, req = std::move(req)]() mutable {
         auto answer = [self, d](std::string err, Transcript result) {
-            self->hooks_.post([self, d, err = std::move(err), result = std::move(result)] {
-                self->on_decoded(*d, result, err);
-            });
+            self->hooks_.post(
+                [self, d, err = std::move(err), result = std::move(result)] { self->on_decoded(*d, result, err); });
         };
         req.on_finished = [answer](std::exception_ptr error, Transcript result) {
             std::string err;

@@ -73,8 +73,7 @@ void start_transcription(const TranscriptionForm& form, bool translation, std::s
             held->stream_audio = declared > 0 || chunking;
             const double expected = declared > 0 ? std::min(limit, declared * 1.02 + 1.0) : limit;
             held->lease = budget->acquire(
-                pcm_bytes(held->stream_audio ? std::min(expected, kStreamedAudioSeconds) : expected),
-                cancelled.get());
+                pcm_bytes(held->stream_audio ? std::min(expected, kStreamedAudioSeconds) : expected), cancelled.get());
         };
         // Called where the decoding runs: here for a whole file, on the engine's thread for a
         // streamed one (whose lease never grows: the engine must not wait for memory).
@@ -140,20 +139,20 @@ void start_transcription(const TranscriptionForm& form, bool translation, std::s
         } else if (streamed) {
             TranscriptionRequest req;
             req.audio = streamed;
-            run_on_engine(form, translation, std::move(req), c,
-                          [held, streamed, answer](std::exception_ptr error, Transcript t) {
-                              if (!error) return answer(nullptr, std::move(t), t.duration);
-                              try {
-                                  std::rethrow_exception(error);
-                              } catch (const Error& e) {
-                                  // What reading the rest of the file met (a limit the declaration
-                                  // hid, bad data) is the client's.
-                                  if (e.kind() == ErrorKind::InvalidAudio || e.kind() == ErrorKind::TooLarge)
-                                      error = std::make_exception_ptr(ApiError::from(e, "file"));
-                              } catch (...) {
-                              }
-                              answer(std::move(error), Transcript{}, static_cast<double>(streamed->decoded()) / 16000.0);
-                          });
+            run_on_engine(
+                form, translation, std::move(req), c, [held, streamed, answer](std::exception_ptr error, Transcript t) {
+                    if (!error) return answer(nullptr, std::move(t), t.duration);
+                    try {
+                        std::rethrow_exception(error);
+                    } catch (const Error& e) {
+                        // What reading the rest of the file met (a limit the declaration
+                        // hid, bad data) is the client's.
+                        if (e.kind() == ErrorKind::InvalidAudio || e.kind() == ErrorKind::TooLarge)
+                            error = std::make_exception_ptr(ApiError::from(e, "file"));
+                    } catch (...) {
+                    }
+                    answer(std::move(error), Transcript{}, static_cast<double>(streamed->decoded()) / 16000.0);
+                });
         } else {  // a whole file: one that declares no length (chunking always streams)
             held->lease.resize(pcm.size() * sizeof(float), nullptr, std::chrono::milliseconds(0));
             if (pcm.size() < 160)
