@@ -194,16 +194,18 @@ public:
     std::future<Transcript> submit(TranscriptionRequest request) override {
         auto job = std::make_unique<Job>();
         job->forced = check_options(model_, request.options);
-        job->promise = TranscriptPromise(std::move(request.on_finished));
+        auto on_finished = std::move(request.on_finished);  // adopted once queued: a throw never calls it
         job->request = std::move(request);
         job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, options_.max_new_tokens);
-        auto future = job->promise.get_future();
+        std::future<Transcript> future;
         {
             std::lock_guard<std::mutex> lock(mutex_);
             if (stopping_) throw Error(ErrorKind::Cancelled, "the server is shutting down");
             if (static_cast<int>(queue_.size()) >= options_.max_queue)
                 throw Error(ErrorKind::Overloaded,
                             "the request queue is full (" + std::to_string(options_.max_queue) + " waiting)");
+            job->promise = TranscriptPromise(std::move(on_finished));
+            future = job->promise.get_future();
             // Sorted by (priority, arrival): behind its class, ahead of every less urgent one.
             job->arrival = ++arrivals_;
             const auto at = std::find_if(queue_.begin(), queue_.end(), [&](const std::unique_ptr<Job>& q) {

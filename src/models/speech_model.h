@@ -12,9 +12,11 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "audio/pcm_source.h"
+#include "core/error.h"
 #include "core/kv_cache_manager.h"
 #include "core/log.h"
 #include "core/priority.h"
@@ -94,27 +96,47 @@ struct TranscriptionRequest {
 };
 
 // The end of one request as an engine keeps it: submit()'s future, or the request's on_finished.
+// An engine adopts the callback only once it has queued the request (a submit that throws never
+// calls it). One destroyed unanswered tells its request so, as a broken std::promise would.
 class TranscriptPromise {
 public:
     TranscriptPromise() = default;
     explicit TranscriptPromise(std::function<void(std::exception_ptr, Transcript)> on_finished)
         : on_finished_(std::move(on_finished)) {}
+    TranscriptPromise(TranscriptPromise&& o) noexcept
+        : on_finished_(std::exchange(o.on_finished_, nullptr)), promise_(std::move(o.promise_)) {}
+    TranscriptPromise& operator=(TranscriptPromise&& o) noexcept {
+        if (this != &o) {
+            abandon();
+            on_finished_ = std::exchange(o.on_finished_, nullptr);
+            promise_ = std::move(o.promise_);
+        }
+        return *this;
+    }
+    ~TranscriptPromise() { abandon(); }
+
     // What submit() returns: not valid when the request has on_finished.
     std::future<Transcript> get_future() { return on_finished_ ? std::future<Transcript>() : promise_.get_future(); }
     void set_value(Transcript t) {
-        if (on_finished_)
-            on_finished_(nullptr, std::move(t));
+        if (auto f = std::exchange(on_finished_, nullptr))
+            f(nullptr, std::move(t));
         else
             promise_.set_value(std::move(t));
     }
     void set_exception(std::exception_ptr e) {
-        if (on_finished_)
-            on_finished_(std::move(e), Transcript{});
+        if (auto f = std::exchange(on_finished_, nullptr))
+            f(std::move(e), Transcript{});
         else
             promise_.set_exception(std::move(e));
     }
 
 private:
+    void abandon() {
+        if (auto f = std::exchange(on_finished_, nullptr))
+            f(std::make_exception_ptr(Error(ErrorKind::Internal, "the engine dropped the request unanswered")),
+              Transcript{});
+    }
+
     std::function<void(std::exception_ptr, Transcript)> on_finished_;
     std::promise<Transcript> promise_;
 };

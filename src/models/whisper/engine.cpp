@@ -125,16 +125,18 @@ std::future<Transcript> WhisperEngine::submit(TranscriptionRequest request) {
                         std::to_string(blocks * stats_.kv_block_bytes >> 20) + " MiB of KV cache; the server has " +
                         std::to_string(stats_.kv_capacity_bytes >> 20) + " MiB (--kv-cache-mb)");
     auto job = std::make_unique<Job>();
-    job->promise = TranscriptPromise(std::move(request.on_finished));
+    auto on_finished = std::move(request.on_finished);  // adopted once queued: a throw never calls it
     job->request = std::move(request);
     job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, options_.max_new_tokens);
-    auto future = job->promise.get_future();
+    std::future<Transcript> future;
     {
         std::lock_guard<std::mutex> lock(mutex_);
         if (stopping_) throw Error(ErrorKind::Cancelled, "the server is shutting down");
         if (static_cast<int>(queue_.size()) >= options_.max_queue)
             throw Error(ErrorKind::Overloaded, "the request queue is full (" +
                                                    std::to_string(options_.max_queue) + " waiting)");
+        job->promise = TranscriptPromise(std::move(on_finished));
+        future = job->promise.get_future();
         // The queue stays sorted by (priority, arrival): a request goes behind every one of its
         // class and ahead of all less urgent ones.
         job->arrival = ++arrivals_;
