@@ -29,15 +29,16 @@
 #include "server/auth.h"
 #include "server/chat_routes.h"
 #include "server/info_routes.h"
-#include "server/multipart.h"
 #include "server/realtime_connection.h"
 #include "server/realtime_protocol.h"
+#include "server/realtime_upgrade.h"
 #include "server/responses_api.h"
 #include "server/routes.h"
 #include "server/server_state.h"
 #include "server/session_slots.h"
 #include "server/text_completion.h"
 #include "server/transcription_form.h"
+#include "server/transcription_routes.h"
 #include "server/transcriptions.h"
 #include "server/web_page.h"
 
@@ -74,22 +75,6 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const std::string& cert, co
     if (SSL_CTX_check_private_key(ctx->native_handle()) != 1)
         throw Error(ErrorKind::InvalidArgument, "--tls-key " + key + " does not match the certificate " + cert);
     return ctx;
-}
-// %XX and + of a query value (a model id such as org%2Fname).
-std::string url_decode(const std::string& s) {
-    std::string out;
-    for (size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '+') {
-            out.push_back(' ');
-        } else if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
-                   std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-            out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16)));
-            i += 2;
-        } else {
-            out.push_back(s[i]);
-        }
-    }
-    return out;
 }
 }  // namespace
 
@@ -379,45 +364,20 @@ private:
 
     void upgrade_realtime();
 
-    // "'a', 'b'": what a 404 for an unknown model lists.
-    std::string speech_model_ids() const {
-        std::string s;
-        for (const SpeechModelInfo& m : server_.speech) s += (s.empty() ? "'" : ", '") + m.id + "'";
-        return s;
-    }
-
-    // --- Transcription: validated here, decoded and waited for on the worker pool.
+    // --- Transcription: validated by its route, decoded on the worker pool, run by the engine.
     void transcribe(bool translation) {
-        if (!server_.engine.load()) throw ApiError(503, "the model is still loading", "", "loading");
-        if (server_.stopping.load()) throw ApiError(503, "the server is shutting down", "", "shutting_down");
-        auto boundary = multipart_boundary(request_[http::field::content_type]);
-        if (!boundary) throw ApiError(400, "Content-Type must be multipart/form-data with a boundary", "file");
-        parts_ = parse_multipart(request_.body(), *boundary);
-        form_ = parse_transcription_form(parts_, translation);
-        if (form_.chunking && !server_.vad)
-            throw ApiError(400, "chunking_strategy server_vad needs the Silero VAD model (serve --vad-model)",
-                           "chunking_strategy", "unsupported_value");
-        const SpeechModelInfo* chosen = server_.speech_model(form_.model);
-        if (!chosen)
-            throw ApiError(404,
-                           "the model " + ApiError::quote(form_.model) + " does not exist (this server serves " +
-                               speech_model_ids() + ")",
-                           "model", "model_not_found");
-        SpeechEngine* engine = chosen->engine;
-        ApiError::check_language_text(form_.language, "language");
-        try {
-            engine->check_language(form_.language);
-        } catch (const Error& e) {
-            throw ApiError(400, e.what(), "language", "unsupported_language");
-        }
-        // Bounded: requests decoding or waiting for the engine never exceed the worker pool plus
-        // the engine's queue; beyond that the client is told to come back (nothing is buffered).
+        TranscriptionRoute route =
+            transcription_route(server_, request_[http::field::content_type], request_.body(), translation);
+        form_ = std::move(route.form);
+        SpeechEngine* engine = route.engine;
+        // Bounded: requests decoding, running and queued never exceed the workers, the engines'
+        // capacity and --max-queue; beyond that the client is told to come back (nothing is buffered).
         if (server_.full()) throw ApiError(429, "too many requests in flight; retry shortly", "", "overloaded");
         cancelled_ = std::make_shared<std::atomic<bool>>(false);
         server_.track(cancelled_);
         watch_disconnect();
         ++server_.in_flight;
-        // Decoding and waiting for the engine happen on the worker pool, never on I/O threads.
+        // Decoding the upload happens on the worker pool, never on I/O threads.
         asio::post(server_.workers, [self = this->shared_from_this(), engine, translation] {
             self->run_transcription(engine, translation);
         });
@@ -479,7 +439,6 @@ private:
         const size_t offset = form_.file.empty() ? 0 : static_cast<size_t>(form_.file.data() - request_.body().data());
         const size_t size = form_.file.size();
         auto upload = std::make_shared<const std::string>(std::move(request_.body()));
-        parts_.clear();  // views into the body
         form_.file = std::string_view(*upload).substr(offset, size);
         const TranscriptionContext context{
             *engine,
@@ -798,7 +757,6 @@ private:
     beast::flat_buffer buffer_;
     std::optional<http::request_parser<http::string_body>> parser_;
     http::request<http::string_body> request_;
-    std::vector<FormPart> parts_;
     TranscriptionForm form_;
     std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
     std::deque<Write> writes_;
@@ -814,65 +772,15 @@ private:
     Clock::time_point started_ = Clock::now();
 };
 
-// GET /v1/realtime: checks what HTTP can still answer (not an upgrade, no model yet, too many
-// sessions, a non-transcription intent), then hands the socket to the WebSocket side.
+// GET /v1/realtime: what HTTP can still answer is checked (server/realtime_upgrade.h), then the
+// socket goes to the WebSocket side.
 template <class Stream>
 void Connection<Stream>::upgrade_realtime() {
-    if (!websocket::is_upgrade(request_))
-        throw ApiError(426, "GET /v1/realtime is a WebSocket endpoint: connect with Upgrade: websocket", "",
-                       "upgrade_required");
-    if (!server_.engine.load()) throw ApiError(503, "the model is still loading", "", "loading");
-    if (server_.stopping.load()) throw ApiError(503, "the server is shutting down", "", "shutting_down");
-    // The slot is claimed here, atomically, and held by the connection for the session's life.
-    std::shared_ptr<SessionSlots::Slot> slot = server_.sessions.try_take();
-    if (!slot)
-        throw ApiError(429,
-                       "too many live sessions (" + std::to_string(server_.options.max_sessions) +
-                           ", serve --max-sessions); retry shortly",
-                       "", "too_many_sessions");
-    const std::string target(request_.target());
-    const size_t q = target.find('?');
-    const std::string query = q == std::string::npos ? "" : target.substr(q + 1);
-    const size_t intent = query.find("intent=");
-    if (intent != std::string::npos && query.compare(intent + 7, 13, "transcription") != 0)
-        throw ApiError(400, "this server serves transcription sessions (?intent=transcription)", "intent",
-                       "invalid_value");
-    const std::string beta_header(request_["OpenAI-Beta"]);
-    const std::string protocols(request_[http::field::sec_websocket_protocol]);
-    const bool beta = beta_header.find("realtime=v1") != std::string::npos ||
-                      protocols.find("openai-beta.realtime-v1") != std::string::npos;
-    // ?model=ID picks the session's speech model; absent, OpenAI's names, or a realtime model such
-    // as gpt-realtime that SDKs put there mean the first. Any other name is refused as in
-    // session.update (model_not_found), before the upgrade.
-    const SpeechModelInfo* chosen = &server_.speech.front();
-    for (size_t at = 0; at <= query.size();) {
-        const size_t end = std::min(query.find('&', at), query.size());
-        if (query.compare(at, 6, "model=") == 0) {
-            const std::string name = url_decode(query.substr(at + 6, end - at - 6));
-            if (const SpeechModelInfo* m = server_.speech_model(name))
-                chosen = m;
-            else if (!is_realtime_model_alias(name))
-                throw ApiError(404,
-                               "the model " + ApiError::quote(name) + " does not exist (this server serves " +
-                                   speech_model_ids() + ")",
-                               "model", "model_not_found");
-        }
-        at = end + 1;
-    }
+    RealtimeUpgrade up = realtime_upgrade_route(server_, request_);
     read_timer_.cancel();
     final_queued_ = true;
     record(101, 0.0);
-    RealtimeContext c;
-    c.engine = chosen->engine;
-    c.vad = server_.vad;
-    c.options = server_.options.realtime;
-    c.options.model_id = chosen->id;
-    c.max_message_bytes = server_.options.max_realtime_message_bytes;
-    c.workers = &server_.workers;
-    c.registry = &server_.realtime;
-    c.log = &server_.log;
-    c.slot = std::move(slot);
-    start_realtime_connection(std::move(stream_), std::move(request_), c, beta);
+    start_realtime_connection(std::move(stream_), std::move(request_), up.context, up.beta);
 }
 
 }  // namespace

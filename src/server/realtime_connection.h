@@ -23,7 +23,7 @@ struct RealtimeContext {
     VoiceActivityModel* vad = nullptr;  // may be null (no server_vad)
     RealtimeOptions options;
     size_t max_message_bytes = 4u << 20;
-    boost::asio::thread_pool* workers = nullptr;  // where decodes wait for the engine
+    boost::asio::thread_pool* workers = nullptr;  // where decodes' samples are queued on the engine
     RealtimeRegistry* registry = nullptr;         // the server's sessions and their statistics
     Logger* log = nullptr;
     std::shared_ptr<const void> slot;  // the session's --max-sessions slot, held for its life

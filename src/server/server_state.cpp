@@ -25,6 +25,12 @@ const SpeechModelInfo* ServerState::speech_model(const std::string& requested) c
     return is_speech_model_alias(requested) && !speech.empty() ? &speech.front() : nullptr;
 }
 
+std::string ServerState::speech_model_ids() const {
+    std::string s;
+    for (const SpeechModelInfo& m : speech) s += (s.empty() ? "'" : ", '") + m.id + "'";
+    return s;
+}
+
 std::vector<DeviceMemory> ServerState::devices() {
     std::lock_guard<std::mutex> lock(device_mutex_);
     return device_memory_ ? device_memory_() : std::vector<DeviceMemory>{};

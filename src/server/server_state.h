@@ -60,6 +60,8 @@ struct ServerState {
     bool full() const { return in_flight.load() >= options.worker_threads + serving.load() + options.max_pending; }
     // The loaded speech model a request names: its id, or an alias of the first. Null when none.
     const SpeechModelInfo* speech_model(const std::string& requested) const;
+    // "'a', 'b'": the loaded speech models' ids, as a 404 for an unknown one lists them.
+    std::string speech_model_ids() const;
     // The accelerators' memory now (none on the CPU); set_device_memory sets how it is read.
     std::vector<DeviceMemory> devices();
     void set_device_memory(std::function<std::vector<DeviceMemory>()> probe);
