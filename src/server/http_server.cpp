@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include <boost/asio.hpp>
@@ -26,21 +27,11 @@
 #include "server/anthropic_messages.h"
 #include "server/api_error.h"
 #include "server/audio_budget.h"
-#include "server/auth.h"
-#include "server/chat_routes.h"
-#include "server/info_routes.h"
 #include "server/realtime_connection.h"
-#include "server/realtime_protocol.h"
-#include "server/realtime_upgrade.h"
-#include "server/responses_api.h"
+#include "server/router.h"
 #include "server/routes.h"
 #include "server/server_state.h"
-#include "server/session_slots.h"
-#include "server/text_completion.h"
-#include "server/transcription_form.h"
-#include "server/transcription_routes.h"
 #include "server/transcriptions.h"
-#include "server/web_page.h"
 
 namespace parlance::server {
 
@@ -258,118 +249,25 @@ private:
         send_error(ApiError(status, message, param, code), false);
     }
 
+    // The route's handler says what to do (server/router.h); the connection does it.
     void dispatch() {
         const std::string target(request_.target());
-        const std::string path = target.substr(0, target.find('?'));
-        const auto method = request_.method();
-        route_ = find_route(path, server_.options.metrics_public);
-        auto only = [&](http::verb v) {
-            if (method != v)
-                throw ApiError(405,
-                               "method " + ApiError::quote(request_.method_string()) + " is not allowed on " +
-                                   std::string(route_.label),
-                               "", "method_not_allowed");
-        };
-        if (route_.needs_key && !server_.options.api_key.empty()) {
-            const auto auth = request_[http::field::authorization];
-            if (!bearer_matches(auth, server_.options.api_key) &&
-                !(route_.id == RouteId::Realtime && subprotocol_key_matches()) &&
-                !(is_anthropic(route_.id) &&
-                  constant_time_equal(std::string(request_["x-api-key"]), server_.options.api_key)))
-                throw ApiError(401, auth.empty() ? "missing API key (Authorization: Bearer ...)" : "invalid API key",
-                               "", "invalid_api_key");
-        }
-        switch (route_.id) {
-            case RouteId::Page:
-                only(http::verb::get);
-                return send(200, "text/html; charset=utf-8", web_page_html());
-            case RouteId::Health:
-                only(http::verb::get);
-                if (!ready(server_)) return send_json(503, {{"status", "loading"}});
-                return send_json(200, {{"status", "ok"}});
-            case RouteId::Metrics:
-                only(http::verb::get);
-                return send(200, "text/plain; version=0.0.4", metrics_text(server_));
-            case RouteId::Models:
-                only(http::verb::get);
-                return send_json(200, models_list(server_));
-            case RouteId::Model: {
-                only(http::verb::get);
-                const std::string id = path.substr(11);
-                if (auto m = model_info(server_, id)) return send_json(200, *m);
-                throw ApiError(404, "the model " + ApiError::quote(id) + " does not exist", "model", "model_not_found");
-            }
-            case RouteId::Status:
-                only(http::verb::get);
-                return send_json(200, status_json(server_));
-            case RouteId::Transcriptions:
-            case RouteId::Translations:
-                only(http::verb::post);
-                return transcribe(route_.id == RouteId::Translations);
-            case RouteId::Realtime:
-                only(http::verb::get);
-                return upgrade_realtime();
-            case RouteId::ChatCompletions:
-                only(http::verb::post);
-                return admit_generation(chat_completions_route(chat_model(), request_.body()));
-            case RouteId::Completions:
-                only(http::verb::post);
-                return admit_generation(completions_route(chat_model(), request_.body()));
-            case RouteId::Messages:
-                only(http::verb::post);
-                return admit_generation(messages_route(chat_model(), request_.body()));
-            case RouteId::CountTokens:
-                only(http::verb::post);
-                return send_json(200, count_tokens_route(chat_model(), request_.body()));
-            case RouteId::Responses:
-                only(http::verb::post);
-                return admit_generation(responses_route(chat_model(), request_.body(), server_.responses));
-            case RouteId::Response: {
-                const std::string id = path.substr(14);
-                if (method == http::verb::delete_) {
-                    if (!server_.responses.erase(id))
-                        throw ApiError(404, "no stored response " + ApiError::quote(id), "response_id", "not_found");
-                    return send_json(200, {{"id", id}, {"object", "response.deleted"}, {"deleted", true}});
-                }
-                only(http::verb::get);
-                auto r = server_.responses.response(id);
-                if (!r) throw ApiError(404, "no stored response " + ApiError::quote(id), "response_id", "not_found");
-                return send(200, "application/json",
-                            r->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-            }
-            case RouteId::Unknown:
-                break;
-        }
-        throw ApiError(404, "no route " + ApiError::quote(path), "", "not_found");
+        route_ = find_route(target.substr(0, target.find('?')), server_.options.metrics_public);
+        RouteReply reply = route_request(server_, route_, request_);
+        if (auto* plain = std::get_if<PlainReply>(&reply))
+            return send(plain->status, plain->content_type, std::move(plain->body));
+        if (auto* generation = std::get_if<GenerationRoute>(&reply)) return admit_generation(std::move(*generation));
+        if (auto* transcription = std::get_if<TranscriptionRoute>(&reply)) return transcribe(std::move(*transcription));
+        upgrade_realtime(std::move(std::get<RealtimeUpgrade>(reply)));
     }
 
-    // Browsers cannot set headers on a WebSocket: they send the key as a subprotocol,
-    // "openai-insecure-api-key.KEY" (answered with "realtime"; the key is never echoed).
-    bool subprotocol_key_matches() const {
-        const std::string list(request_[http::field::sec_websocket_protocol]);
-        const std::string prefix = "openai-insecure-api-key.";
-        size_t pos = 0;
-        while (pos < list.size()) {
-            size_t comma = list.find(',', pos);
-            if (comma == std::string::npos) comma = list.size();
-            std::string item = list.substr(pos, comma - pos);
-            item.erase(0, item.find_first_not_of(' '));
-            item.erase(item.find_last_not_of(' ') + 1);
-            if (item.rfind(prefix, 0) == 0 && constant_time_equal(item.substr(prefix.size()), server_.options.api_key))
-                return true;
-            pos = comma + 1;
-        }
-        return false;
-    }
-
-    void upgrade_realtime();
+    void upgrade_realtime(RealtimeUpgrade up);
 
     // --- Transcription: validated by its route, decoded on the worker pool, run by the engine.
-    void transcribe(bool translation) {
-        TranscriptionRoute route =
-            transcription_route(server_, request_[http::field::content_type], request_.body(), translation);
+    void transcribe(TranscriptionRoute route) {
         form_ = std::move(route.form);
         SpeechEngine* engine = route.engine;
+        const bool translation = route.translation;
         // Bounded: requests decoding, running and queued never exceed the workers, the engines'
         // capacity and --max-queue; beyond that the client is told to come back (nothing is buffered).
         if (server_.full()) throw ApiError(429, "too many requests in flight; retry shortly", "", "overloaded");
@@ -510,20 +408,8 @@ private:
         });
     }
 
-    // --- Chat completions: validated here, rendered and tokenized on the worker pool, generated
-    // on the chat model's GenerationService, answered from its callbacks.
-    // The chat model, once the request may reach it: loaded, not shutting down, JSON.
-    const ChatModel& chat_model() const {
-        const ChatModel* chat = server_.chat.load();
-        if (!chat)
-            throw ApiError(404, "this server has no chat model (start it with serve --model LANGUAGE_MODEL)", "model",
-                           "model_not_found");
-        if (server_.stopping.load()) throw ApiError(503, "the server is shutting down", "", "shutting_down");
-        const std::string type(request_[http::field::content_type]);
-        if (!type.empty() && type.find("json") == std::string::npos)
-            throw ApiError(415, "Content-Type must be application/json", "", "unsupported_media_type");
-        return *chat;
-    }
+    // --- Generation (the language-model APIs): validated by its route, its run made and started
+    // on the worker pool, answered from the run's callbacks.
     // Admits a validated generation request: bounded, cancelled by a disconnect; its run is made
     // and started on the worker pool (server/chat_routes.h).
     void admit_generation(GenerationRoute route) {
@@ -775,8 +661,7 @@ private:
 // GET /v1/realtime: what HTTP can still answer is checked (server/realtime_upgrade.h), then the
 // socket goes to the WebSocket side.
 template <class Stream>
-void Connection<Stream>::upgrade_realtime() {
-    RealtimeUpgrade up = realtime_upgrade_route(server_, request_);
+void Connection<Stream>::upgrade_realtime(RealtimeUpgrade up) {
     read_timer_.cancel();
     final_queued_ = true;
     record(101, 0.0);

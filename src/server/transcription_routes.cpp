@@ -16,6 +16,7 @@ TranscriptionRoute transcription_route(const ServerState& s, std::string_view co
     // The parts view into the body, as the form's file does; only the file is kept.
     const std::vector<FormPart> parts = parse_multipart(body, *boundary);
     TranscriptionRoute r;
+    r.translation = translation;
     r.form = parse_transcription_form(parts, translation);
     if (r.form.chunking && !s.vad)
         throw ApiError(400, "chunking_strategy server_vad needs the Silero VAD model (serve --vad-model)",

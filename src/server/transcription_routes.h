@@ -15,6 +15,7 @@ namespace parlance::server {
 struct TranscriptionRoute {
     TranscriptionForm form;  // its file views into the request's body
     SpeechEngine* engine = nullptr;
+    bool translation = false;  // /v1/audio/translations
 };
 
 // Throws ApiError for what the client must change (400, 404, 415) or wait for (503).
