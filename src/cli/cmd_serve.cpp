@@ -260,7 +260,15 @@ void run(ServeArgs& a, GlobalOptions& globals) {
         if (eo.max_encode_batch == 0) eo.max_encode_batch = gpu ? sp.model->gpu_encode_batch() : 1;
         if (eo.max_batch_tokens == 0) eo.max_batch_tokens = gpu ? kGpuBatchTokens : kCpuBatchTokens;
         if (eo.max_batch_sequences == 0) eo.max_batch_sequences = gpu ? kGpuBatchSequences : kCpuBatchSequences;
-        eo.cache_slots = a.cache_slots > 0 ? a.cache_slots : std::max(gpu ? sp.model->gpu_cache_slots() : 16, 4 * 2 * sp.beams);
+        // On a GPU the model sizes its slots by the memory the KV cache leaves (Whisper's requests
+        // each hold a window's cross-attention cache besides).
+        size_t spare = 0;
+        if (gpu) {
+            const size_t free = sp.backend->device_memory().free;  // the KV cache is not allocated yet
+            spare = free - std::min(free, eo.kv_cache_bytes);
+        }
+        eo.cache_slots = a.cache_slots > 0 ? a.cache_slots
+                                           : std::max(gpu ? sp.model->gpu_cache_slots(spare) : 16, 4 * 2 * sp.beams);
         sp.cache_slots = eo.cache_slots;
         if (sp.beams > 1 && eo.cache_slots < 2 * sp.beams)
             throw Error(ErrorKind::InvalidArgument,

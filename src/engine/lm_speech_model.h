@@ -45,7 +45,7 @@ public:
     // A burst of uploads enters the decode batch in a few steps (the encoder batches by chunks).
     int gpu_encode_batch() const override { return 32; }
     // 256 requests at once (a request's decoder state is its KV blocks alone).
-    int gpu_cache_slots() const override { return 512; }
+    int gpu_cache_slots(size_t) const override { return 512; }
     using SpeechModel::transcribe;
     Transcript transcribe(PcmSource& audio16k, const TranscribeOptions& options) override;
     std::unique_ptr<SpeechEngine> start_engine(const EngineOptions& options, Logger& logger) override;

@@ -208,9 +208,12 @@ public:
     // EngineOptions::max_encode_batch when serve's --encode-batch is left to the device on a GPU:
     // Whisper's 30 s windows (an encoder graph's attention grows with each), 4.
     virtual int gpu_encode_batch() const { return 4; }
-    // serve's --cache-slots when left to the device on a GPU: Whisper's 16 (each request holds
-    // its windows' cross-attention keys and values, 0.5 GB at large-v3 in f32).
-    virtual int gpu_cache_slots() const { return 16; }
+    // serve's --cache-slots when left to the device on a GPU, where `spare_bytes` of its memory
+    // are left to what requests hold beside the KV cache (half the free memory by default).
+    virtual int gpu_cache_slots(size_t spare_bytes) const {
+        (void)spare_bytes;
+        return 16;
+    }
 
     // Transcribes 16 kHz mono audio of any length on the calling thread, reading it front to
     // back as the model needs it (a file decoded as it goes: memory follows the window, not the

@@ -511,8 +511,8 @@ void RealtimeSession::run_next_decode() {
     if (o_.self_speculation)
         if (auto it = items_.find(d->item_id); it != items_.end()) req.expected = it->second.hypothesis_tokens;
     auto self = shared_from_this();
-    // Queued from a worker (the samples are copied there, not on the session's strand); the
-    // engine tells the end through on_finished, so no thread waits for the decode.
+    // Queued from a worker (a tail shorter than 10 ms padded there); the engine tells the end
+    // through on_finished, so no thread waits for the decode.
     hooks_.work([self, d, req = std::move(req)]() mutable {
         auto answer = [self, d](std::string err, Transcript result) {
             self->hooks_.post(

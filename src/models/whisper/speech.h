@@ -22,6 +22,7 @@ public:
     std::string description() const override;
     double load_seconds() const override { return model_->load_seconds; }
     int default_beam_size() const override;
+    int gpu_cache_slots(size_t spare_bytes) const override;
     using SpeechModel::transcribe;
     Transcript transcribe(PcmSource& audio16k, const TranscribeOptions& options) override;
     std::unique_ptr<SpeechEngine> start_engine(const EngineOptions& options, Logger& logger) override;
@@ -32,7 +33,7 @@ private:
     std::unique_ptr<WhisperModel> model_;
     Backend& backend_;
     DecodeServiceFactory decode_service_;
-    std::unique_ptr<WhisperRunner> runner_;  // for transcribe(); grown when a request needs more beams
+    std::unique_ptr<WhisperRunner> runner_;    // for transcribe(); grown when a request needs more beams
     std::unique_ptr<WhisperDecoder> decoder_;  // for transcribe() on decode_service_
     std::unique_ptr<DecodeService> service_;   // for transcribe(): kept, regrown for more beams
     int service_beams_ = 0;                    // the beams service_ was sized for
