@@ -246,14 +246,30 @@ ggml_tensor* paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, 
     return segmented_attention(ctx, q, kc, vc, in.read, in.mask, in.segments, scale);
 }
 
+// Rows of `cells` in the cache's own type where the device can: ggml_get_rows types its result
+// f32 whatever it reads, so gathering an f16 cache writes twice the bytes and flash attention
+// converts them back to f16 (measured on an H100: the f16 cache was slower than the f32 one,
+// BENCHMARKS.md session 39). ggml-cuda's get_rows kernel writes f16 from f16, so in a device's
+// own memory the result keeps the cache's type; the CPU's kernel writes f32 only.
+namespace {
+ggml_tensor* gather_rows(ggml_context* ctx, ggml_tensor* cells, ggml_tensor* rows_index) {
+    ggml_tensor* rows = ggml_get_rows(ctx, cells, rows_index);
+    const ggml_tensor* base = cells->view_src ? cells->view_src : cells;
+    if (cells->type != GGML_TYPE_F16 || !base->buffer || ggml_backend_buffer_is_host(base->buffer)) return rows;
+    rows->type = GGML_TYPE_F16;
+    rows->nb[0] = ggml_type_size(GGML_TYPE_F16);
+    for (int d = 1; d < GGML_MAX_DIMS; ++d) rows->nb[d] = rows->nb[d - 1] * rows->ne[d - 1];
+    return rows;
+}
+}  // namespace
+
 ggml_tensor* padded_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k_cells, ggml_tensor* v_cells,
                               const StepTensors& in, float scale) {
     const int64_t hd = q->ne[0], H = q->ne[1], n = q->ne[2];
     const int64_t Hkv = k_cells->ne[0] / hd, S = in.sequences, T = in.max_tokens, L = in.max_read;
     // [kv_dim, L * S] -> [hd, Hkv, L, S] -> [hd, L, Hkv, S]: flash attention's key layout (a view).
     auto gather = [&](ggml_tensor* cells) {
-        ggml_tensor* rows = ggml_get_rows(ctx, cells, in.pad_read);
-        return ggml_permute(ctx, ggml_reshape_4d(ctx, rows, hd, Hkv, L, S), 0, 2, 1, 3);
+        return ggml_permute(ctx, ggml_reshape_4d(ctx, gather_rows(ctx, cells, in.pad_read), hd, Hkv, L, S), 0, 2, 1, 3);
     };
     ggml_tensor* K = gather(k_cells);
     ggml_tensor* V = gather(v_cells);
