@@ -320,7 +320,7 @@ void run(ServeArgs& a, GlobalOptions& globals) {
     }
     std::vector<server::SpeechModelInfo> infos;
     for (const SpeechSide& sp : speech) {
-        infos.push_back({sp.id, sp.engine.get(), sp.model->description(), sp.cache_slots});
+        infos.push_back({sp.id, sp.engine.get(), sp.model->description(), sp.engine->capacity()});
         log.info("ready: '", sp.id, "' = ", infos.back().description, " loaded in ", seconds(sp.model->load_seconds()),
                  " on ", sp.backend->device_name(), ", ", sp.backend->threads(), " threads; beam size ", sp.beams, ", ",
                  sp.cache_slots, " cache slots, ", sp.engine->stats().kv_capacity_bytes >> 20, " MiB KV cache");

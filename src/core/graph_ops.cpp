@@ -249,13 +249,17 @@ ggml_tensor* paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, 
 // Rows of `cells` in the cache's own type where the device can: ggml_get_rows types its result
 // f32 whatever it reads, so gathering an f16 cache writes twice the bytes and flash attention
 // converts them back to f16 (measured on an H100: the f16 cache was slower than the f32 one,
-// BENCHMARKS.md session 39). ggml-cuda's get_rows kernel writes f16 from f16, so in a device's
-// own memory the result keeps the cache's type; the CPU's kernel writes f32 only.
+// BENCHMARKS.md session 39). ggml-cuda's get_rows kernel writes f16 from f16, so in CUDA's
+// memory the result keeps the cache's type; the CPU's and Metal's kernels write f32 only.
 namespace {
 ggml_tensor* gather_rows(ggml_context* ctx, ggml_tensor* cells, ggml_tensor* rows_index) {
     ggml_tensor* rows = ggml_get_rows(ctx, cells, rows_index);
     const ggml_tensor* base = cells->view_src ? cells->view_src : cells;
-    if (cells->type != GGML_TYPE_F16 || !base->buffer || ggml_backend_buffer_is_host(base->buffer)) return rows;
+    // CUDA's device buffers only (not its pinned host ones, which the CPU computes on): Metal's
+    // f16 get_rows kernel writes f32 whatever the result's type.
+    if (cells->type != GGML_TYPE_F16 || !base->buffer || ggml_backend_buffer_is_host(base->buffer) ||
+        std::strncmp(ggml_backend_buft_name(ggml_backend_buffer_get_type(base->buffer)), "CUDA", 4) != 0)
+        return rows;
     rows->type = GGML_TYPE_F16;
     rows->nb[0] = ggml_type_size(GGML_TYPE_F16);
     for (int d = 1; d < GGML_MAX_DIMS; ++d) rows->nb[d] = rows->nb[d - 1] * rows->ne[d - 1];

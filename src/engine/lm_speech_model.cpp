@@ -194,7 +194,7 @@ public:
     std::future<Transcript> submit(TranscriptionRequest request) override {
         auto job = std::make_unique<Job>();
         job->forced = check_options(model_, request.options);
-        auto on_finished = std::move(request.on_finished);  // adopted once queued: a throw never calls it
+        auto on_finished = std::move(request.on_finished);  // adopted once queued, below
         job->request = std::move(request);
         job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, options_.max_new_tokens);
         std::future<Transcript> future;
@@ -204,14 +204,15 @@ public:
             if (static_cast<int>(queue_.size()) >= options_.max_queue)
                 throw Error(ErrorKind::Overloaded,
                             "the request queue is full (" + std::to_string(options_.max_queue) + " waiting)");
-            job->promise = TranscriptPromise(std::move(on_finished));
-            future = job->promise.get_future();
             // Sorted by (priority, arrival): behind its class, ahead of every less urgent one.
             job->arrival = ++arrivals_;
             const auto at = std::find_if(queue_.begin(), queue_.end(), [&](const std::unique_ptr<Job>& q) {
                 return q->request.priority > job->request.priority;
             });
-            queue_.insert(at, std::move(job));
+            Job& queued = **queue_.insert(at, std::move(job));
+            // Adopted once queued (nothing after it throws): a submit that throws never calls it.
+            queued.promise = TranscriptPromise(std::move(on_finished));
+            future = queued.promise.get_future();
             stats_.queued = static_cast<int>(queue_.size());
         }
         wake_.notify_one();
@@ -223,6 +224,7 @@ public:
         return stats_;
     }
     int max_beams() const override { return 1; }
+    int capacity() const override { return max_active_; }
     bool word_probabilities() const override { return true; }
     void check_language(const std::string& language) const override {
         if (!language.empty()) model_.language_code(language);

@@ -178,6 +178,9 @@ public:
     // with on_finished it is not valid, and the callback carries them.
     virtual std::future<Transcript> submit(TranscriptionRequest request) = 0;
     virtual EngineStats stats() const = 0;
+    // Requests at the model's default beam size it runs at once at most (its cache slots'
+    // worth); more wait in its queue (EngineOptions::max_queue). 0: not known.
+    virtual int capacity() const { return 0; }
     // The largest beam size a request can have.
     virtual int max_beams() const = 0;
     // Throws Error(InvalidArgument) when the model cannot transcribe this language (a code or a

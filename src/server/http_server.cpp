@@ -276,8 +276,10 @@ private:
         watch_disconnect();
         ++server_.in_flight;
         // Decoding the upload happens on the worker pool, never on I/O threads.
-        asio::post(server_.workers, [self = this->shared_from_this(), engine, translation] {
-            self->run_transcription(engine, translation);
+        // The request's own flag travels with it: cancelled_ is the next request's once this one
+        // is answered, which may come before its worker has untracked it.
+        asio::post(server_.workers, [self = this->shared_from_this(), engine, translation, cancelled = cancelled_] {
+            self->run_transcription(engine, translation, cancelled);
         });
     }
 
@@ -332,7 +334,7 @@ private:
     // On a worker: transcriptions.h decodes the upload and queues it on the engine; the worker is
     // then free. The engine's end comes back to the pool (rendering a transcript is host work that
     // has no place on the engine's thread), and the answer through the strand.
-    void run_transcription(SpeechEngine* engine, bool translation) {
+    void run_transcription(SpeechEngine* engine, bool translation, std::shared_ptr<std::atomic<bool>> cancelled) {
         // The request's body moves into a buffer the audio's source may share.
         const size_t offset = form_.file.empty() ? 0 : static_cast<size_t>(form_.file.data() - request_.body().data());
         const size_t size = form_.file.size();
@@ -343,22 +345,22 @@ private:
             server_.audio_budget,
             server_.options.max_audio_seconds,
             server_.vad,
-            cancelled_,
+            cancelled,
             [this] { start_sse(); },
             [self = this->shared_from_this()](const Segment& s) {
                 nlohmann::json ev{{"type", "transcript.text.delta"}, {"delta", s.text}};
                 self->queue_event(ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), false);
             }};
-        start_transcription(form_, translation, std::move(upload), context,
-                            [self = this->shared_from_this()](std::exception_ptr error, Transcript t, double seconds) {
-                                asio::post(self->server_.workers,
-                                           [self, error = std::move(error), t = std::move(t), seconds] {
-                                               self->end_transcription(error, t, seconds);
-                                           });
-                            });
+        start_transcription(
+            form_, translation, std::move(upload), context,
+            [self = this->shared_from_this(), cancelled](std::exception_ptr error, Transcript t, double seconds) {
+                asio::post(self->server_.workers, [self, cancelled, error = std::move(error), t = std::move(t),
+                                                   seconds] { self->end_transcription(error, t, seconds, cancelled); });
+            });
     }
 
-    void end_transcription(const std::exception_ptr& error, const Transcript& t, double audio_seconds) {
+    void end_transcription(const std::exception_ptr& error, const Transcript& t, double audio_seconds,
+                           const std::shared_ptr<std::atomic<bool>>& cancelled) {
         try {
             if (error) std::rethrow_exception(error);
             finish_transcription(t, audio_seconds);
@@ -376,7 +378,7 @@ private:
         } catch (const std::exception& e) {
             fail_transcription(ApiError(500, std::string("internal error: ") + e.what()), audio_seconds);
         }
-        server_.untrack(cancelled_);
+        server_.untrack(cancelled);
         --server_.in_flight;
     }
 
@@ -418,18 +420,19 @@ private:
         server_.track(cancelled_);
         watch_disconnect();
         ++server_.in_flight;
-        asio::post(server_.workers, [self = this->shared_from_this(), route = std::move(route)] {
-            self->run_generation(route.stream, route.make);
-        });
+        asio::post(server_.workers,
+                   [self = this->shared_from_this(), route = std::move(route), cancelled = cancelled_] {
+                       self->run_generation(route.stream, route.make, cancelled);
+                   });
     }
 
     // Runs a generation request of any API (worker pool): `make` builds its run from the
     // callbacks (rendering, tokenizing: ApiErrors become the response), then it starts; the
     // response is written from the callbacks on the connection's strand.
     template <typename Make>
-    void run_generation(bool stream, Make make) {
-        auto finished = [self = this->shared_from_this()] {
-            self->server_.untrack(self->cancelled_);
+    void run_generation(bool stream, Make make, std::shared_ptr<std::atomic<bool>> cancelled) {
+        auto finished = [self = this->shared_from_this(), cancelled] {
+            self->server_.untrack(cancelled);
             --self->server_.in_flight;
         };
         try {
@@ -453,7 +456,7 @@ private:
             std::shared_ptr<GenerationRun> run = make(std::move(cb));
             if (stream) start_sse();
             try {
-                run->start(cancelled_);
+                run->start(cancelled);
             } catch (const Error& e) {
                 if (e.kind() == ErrorKind::Overloaded) throw ApiError(429, e.what(), "", "overloaded");
                 throw;

@@ -63,7 +63,7 @@ struct SpeechModelInfo {
     std::string id;
     SpeechEngine* engine = nullptr;
     std::string description;
-    int serving = 0;  // requests its engine runs at once at most (cache slots): not counted as waiting
+    int serving = 0;  // requests its engine runs at once (SpeechEngine::capacity): not counted as waiting
 };
 
 class HttpServer {

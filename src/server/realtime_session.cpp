@@ -525,6 +525,8 @@ void RealtimeSession::run_next_decode() {
                     std::rethrow_exception(error);
                 } catch (const std::exception& e) {
                     err = e.what();
+                } catch (...) {
+                    err = "the decode failed";
                 }
             }
             answer(std::move(err), std::move(result));

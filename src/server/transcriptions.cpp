@@ -139,6 +139,7 @@ void start_transcription(const TranscriptionForm& form, bool translation, std::s
         } else if (streamed) {
             TranscriptionRequest req;
             req.audio = streamed;
+            audio_seconds = static_cast<double>(streamed->decoded()) / 16000.0;  // if the queue refuses it
             run_on_engine(
                 form, translation, std::move(req), c, [held, streamed, answer](std::exception_ptr error, Transcript t) {
                     if (!error) return answer(nullptr, std::move(t), t.duration);

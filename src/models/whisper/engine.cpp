@@ -125,7 +125,7 @@ std::future<Transcript> WhisperEngine::submit(TranscriptionRequest request) {
                         std::to_string(blocks * stats_.kv_block_bytes >> 20) + " MiB of KV cache; the server has " +
                         std::to_string(stats_.kv_capacity_bytes >> 20) + " MiB (--kv-cache-mb)");
     auto job = std::make_unique<Job>();
-    auto on_finished = std::move(request.on_finished);  // adopted once queued: a throw never calls it
+    auto on_finished = std::move(request.on_finished);  // adopted once queued, below
     job->request = std::move(request);
     job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, options_.max_new_tokens);
     std::future<Transcript> future;
@@ -135,15 +135,16 @@ std::future<Transcript> WhisperEngine::submit(TranscriptionRequest request) {
         if (static_cast<int>(queue_.size()) >= options_.max_queue)
             throw Error(ErrorKind::Overloaded, "the request queue is full (" +
                                                    std::to_string(options_.max_queue) + " waiting)");
-        job->promise = TranscriptPromise(std::move(on_finished));
-        future = job->promise.get_future();
         // The queue stays sorted by (priority, arrival): a request goes behind every one of its
         // class and ahead of all less urgent ones.
         job->arrival = ++arrivals_;
         const auto at = std::find_if(queue_.begin(), queue_.end(), [&](const std::unique_ptr<Job>& q) {
             return q->request.priority > job->request.priority;
         });
-        queue_.insert(at, std::move(job));
+        Job& queued = **queue_.insert(at, std::move(job));
+        // Adopted once queued (nothing after it throws): a submit that throws never calls it.
+        queued.promise = TranscriptPromise(std::move(on_finished));
+        future = queued.promise.get_future();
         stats_.queued = static_cast<int>(queue_.size());
     }
     wake_.notify_one();
@@ -158,6 +159,11 @@ void WhisperEngine::check_language(const std::string& language) const {
         throw Error(ErrorKind::InvalidArgument,
                     "this English-only model cannot transcribe language '" + language.substr(0, 100) + "'");
     }
+}
+
+int WhisperEngine::capacity() const {
+    const int beams = std::max(1, model_.tokens.num_beams);
+    return std::max(1, cache_slots_of(options_) / search_sequences(beams));
 }
 
 int WhisperEngine::max_beams() const {

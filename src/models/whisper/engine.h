@@ -46,6 +46,7 @@ public:
     EngineStats stats() const override;
     // The largest beam size a request can have: 2 sequences per beam, a full context of KV per beam.
     int max_beams() const override;
+    int capacity() const override;
     void check_language(const std::string& language) const override;
     bool word_timestamps() const override { return true; }
     double window_seconds() const override { return model_.config.max_source_positions / 50.0; }
