@@ -52,7 +52,11 @@ std::string OpProfile::key_of(const ggml_tensor* t) {
     // their output's type alone, so the rows stay few.
     if (t->op == GGML_OP_MUL_MAT || t->op == GGML_OP_FLASH_ATTN_EXT || t->op == GGML_OP_IM2COL ||
         t->op == GGML_OP_SOFT_MAX) {
-        for (int i = 0; i < 2 && t->src[i]; ++i) key += " " + shape_of(t->src[i]);
+        // Appended piece by piece: `" " + std::string&&` trips GCC 12's -Wrestrict false positive.
+        for (int i = 0; i < 2 && t->src[i]; ++i) {
+            key += ' ';
+            key += shape_of(t->src[i]);
+        }
     } else {
         key += std::string(" ") + ggml_type_name(t->type);
     }
