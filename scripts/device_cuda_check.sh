@@ -488,8 +488,9 @@ gpu_bench() {
       >"$STATE/serve_gb.log" 2>&1
     pid=$!
     for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
-    echo "parlance ${GGML_CUDA_DISABLE_GRAPHS:+(CUDA graphs off) }$mode c=64: $(python3 "$ROOT/bench/load_gen.py" \
-      --url "http://127.0.0.1:$port" --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency 64 --requests 128)"
+    echo "parlance ${GGML_CUDA_DISABLE_GRAPHS:+(CUDA graphs off) }$mode c=64: $(busy python3 "$ROOT/bench/load_gen.py" \
+      --url "http://127.0.0.1:$port" --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency 64 --requests 128 | tr '\n' ' ')"
+    echo "  metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total)' | tr '\n' ' ')"
     kill "$pid"; wait "$pid" 2>/dev/null
     unset GGML_CUDA_DISABLE_GRAPHS
   done

@@ -33,7 +33,7 @@ struct ServeArgs {
     std::vector<std::string> models;  // PATH or ID=PATH, each --model
     std::string mmproj;
     double audio_window = 0;
-    std::string kv_cache_type = "f32";
+    std::string kv_cache_type = "auto";
     server::ServerOptions server;
     EngineOptions engine;
     int threads = 0;
@@ -80,6 +80,7 @@ struct SpeechSide {
     std::unique_ptr<SpeechEngine> engine;
     int beams = 1;
     int cache_slots = 0;
+    ggml_type kv_type = GGML_TYPE_F32;
 };
 
 // The chat side of the server: a language model on its own Backend (its engine thread computes
@@ -242,8 +243,9 @@ void run(ServeArgs& a, GlobalOptions& globals) {
         bo.device = a.server.device;
         bo.threads = a.threads;
         sp.backend = std::make_unique<Backend>(bo);
-        sp.model = open_speech_model(path, *sp.backend,
-                                     {a.quantize, a.mmproj, a.audio_window, kv_cache_type_of(a.kv_cache_type)});
+        sp.kv_type = kv_cache_type_of(a.kv_cache_type, a.server.device != "cpu");
+        SpeechModelOptions mo{a.quantize, a.mmproj, a.audio_window, sp.kv_type};
+        sp.model = open_speech_model(path, *sp.backend, mo);
         // Requests decode with the model's default beam size (clients of the OpenAI API cannot
         // ask for another): room for four of them at once, and never fewer slots than before.
         sp.beams = sp.model->default_beam_size();
@@ -323,7 +325,8 @@ void run(ServeArgs& a, GlobalOptions& globals) {
         infos.push_back({sp.id, sp.engine.get(), sp.model->description(), sp.engine->capacity()});
         log.info("ready: '", sp.id, "' = ", infos.back().description, " loaded in ", seconds(sp.model->load_seconds()),
                  " on ", sp.backend->device_name(), ", ", sp.backend->threads(), " threads; beam size ", sp.beams, ", ",
-                 sp.cache_slots, " cache slots, ", sp.engine->stats().kv_capacity_bytes >> 20, " MiB KV cache");
+                 sp.cache_slots, " cache slots, ", sp.engine->stats().kv_capacity_bytes >> 20, " MiB KV cache of ",
+                 sp.kv_type == GGML_TYPE_F16 ? "f16" : "f32", " cells");
     }
     if (speech.size() > 1)
         log.info(speech.size(), " speech models; whisper-1 and the other OpenAI names mean '", speech.front().id, "'");
@@ -350,9 +353,12 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                         "without a speech model the audio endpoints use the default one");
     cmd->add_option("--mmproj", a->mmproj, kMmprojHelp);
     cmd->add_option("--audio-window", a->audio_window, kAudioWindowHelp)->type_name("S");
-    cmd->add_option("--kv-cache-type", a->kv_cache_type, kKvCacheTypeHelp)
-        ->default_val("f32")
-        ->check(CLI::IsMember({"f32", "f16"}));
+    cmd->add_option("--kv-cache-type", a->kv_cache_type,
+                    std::string(kKvCacheTypeHelp) +
+                        ". Default auto: f16 on a GPU (its batched attention gathers and reads half the bytes), f32 "
+                        "on the CPU and under --deterministic")
+        ->default_val("auto")
+        ->check(CLI::IsMember({"auto", "f32", "f16"}));
     cmd->add_option("--host", a->server.host, "Address to listen on")->default_val("127.0.0.1");
     cmd->add_option("--port", a->server.port, "Port (0 = any free port)")->default_val(8000);
     cmd->add_option("--api-key", a->server.api_key,
@@ -452,6 +458,11 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "one encoder graph (under --deterministic one graph each). Default or 0: 1 on the CPU; on a GPU 4 "
                     "for Whisper, 32 for Qwen3-ASR")
         ->default_val(0);
+    cmd->add_flag_callback(
+        "--serial-encoder", [a] { a->engine.overlap_encoder = false; },
+        "Qwen3-ASR on CUDA: run the audio encoder's passes between decoder steps on the engine's thread, as "
+        "before the encoder had a stream and a thread of its own (by default they run beside the steps, on the "
+        "GPU at the same time); to measure what the overlap gives");
     cmd->add_option("--max-batch-tokens", a->engine.max_batch_tokens,
                     "Qwen3-ASR: tokens one decoder step computes at most, decodes and prompt chunks together (a "
                     "wider step takes a burst's prompts sooner and holds each decode longer). Default or 0: " +

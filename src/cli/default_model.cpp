@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/graph_ops.h"
 
 namespace parlance::cli {
 namespace {
@@ -38,6 +39,11 @@ std::vector<fs::path> candidates() {
 
 ggml_type kv_cache_type_of(const std::string& name) {
     return name == "f16" ? GGML_TYPE_F16 : GGML_TYPE_F32;
+}
+
+ggml_type kv_cache_type_of(const std::string& name, bool gpu) {
+    if (name == "auto") return gpu && !device_products_invariant() ? GGML_TYPE_F16 : GGML_TYPE_F32;
+    return kv_cache_type_of(name);
 }
 
 std::string resolve_model(const std::string& given) {

@@ -31,6 +31,9 @@ inline constexpr const char* kKvCacheTypeHelp =
 
 // --kv-cache-type's value (checked by the option: f32 or f16) as a ggml type.
 ggml_type kv_cache_type_of(const std::string& name);
+// serve's, which also takes "auto": f16 on a GPU's throughput step (half the bytes its batched
+// attention gathers and reads), f32 on the CPU and under --deterministic (parity).
+ggml_type kv_cache_type_of(const std::string& name, bool gpu);
 
 // `given` when it is not empty; otherwise $PARLANCE_MODEL, otherwise the bundled model found
 // next to the executable (installed: <prefix>/share/parlance/models/NAME) or in the source tree

@@ -9,6 +9,7 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <thread>
 
@@ -115,7 +116,7 @@ std::vector<std::string> Backend::device_names() {
     return names;
 }
 
-Backend::Backend(const BackendOptions& options) {
+Backend::Backend(const BackendOptions& options) : options_(options) {
     if (options.device != "cpu" && options.device != "cuda" && options.device != "metal")
         throw Error(ErrorKind::InvalidArgument, "unknown device '" + options.device + "' (cpu|cuda|metal)");
     if (options.device == "cuda" && !options.allow_tf32) {
@@ -155,6 +156,13 @@ Backend::Backend(const BackendOptions& options) {
     set_threads(threads);
 
     make_schedulers(kInitialSchedulerNodes);
+}
+
+std::unique_ptr<Backend> Backend::companion(bool any_device) const {
+    if (!any_device && options_.device != "cuda") return nullptr;
+    BackendOptions o = options_;
+    o.threads = threads_;
+    return std::make_unique<Backend>(o);
 }
 
 void Backend::make_schedulers(size_t nodes) {
@@ -228,7 +236,9 @@ void Backend::compute(ggml_cgraph* graph) {
     } else if (OpProfile* profile = OpProfile::active()) {
         profiled.emplace(*profile, current_);
     }
+    const auto t0 = std::chrono::steady_clock::now();
     const ggml_status status = ggml_backend_sched_graph_compute(current_, graph);
+    compute_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     traced.reset();
     profiled.reset();
     if (status != GGML_STATUS_SUCCESS) throw Error(ErrorKind::Internal, "graph computation failed");

@@ -41,6 +41,12 @@ class Backend {
 public:
     explicit Backend(const BackendOptions& options);
     ~Backend();
+    // Another instance on the same device, with its own stream, scheduler and compute buffers, for
+    // graphs that run on another thread beside this one's (a speech model's encoder passes beside
+    // the decoder's steps): tensors in either's buffers are read by both. CUDA only (null
+    // elsewhere: the CPU's cores are this instance's threads already; Metal's queues untried),
+    // unless `any_device` (tests exercise the threads on the CPU).
+    std::unique_ptr<Backend> companion(bool any_device = false) const;
     Backend(const Backend&) = delete;
     Backend& operator=(const Backend&) = delete;
 
@@ -70,6 +76,9 @@ public:
     uint64_t allocation() const { return allocation_; }
     // Runs the graph allocated by alloc_graph; throws Error(Internal) on failure.
     void compute(ggml_cgraph* graph);
+    // Seconds spent in compute() so far: on a GPU, launching the graph and waiting for it (the
+    // rest of a forward pass is the host's: building, allocating, inputs and outputs).
+    double compute_seconds() const { return compute_seconds_; }
 
     // Whether the build links the named device kind ("cpu", "cuda", "metal").
     static bool available(const std::string& device);
@@ -80,6 +89,7 @@ private:
     static constexpr size_t kInitialSchedulerNodes = 8192;
     void make_schedulers(size_t nodes);
 
+    BackendOptions options_;
     std::vector<ggml_backend_t> backends_;  // primary first, CPU last
     ggml_backend_t primary_ = nullptr;
     ggml_backend_t cpu_ = nullptr;
@@ -88,6 +98,7 @@ private:
     ggml_backend_sched_t current_ = nullptr;          // the one the last alloc_graph used
     size_t sched_nodes_ = 0;                          // graph size the schedulers are made for
     uint64_t allocation_ = 0;
+    double compute_seconds_ = 0.0;
     std::string device_name_;
     std::string device_description_;
     int threads_ = 1;

@@ -135,6 +135,7 @@ struct GenerationStats {
     uint64_t draft_accepted = 0;     // of them, kept
     uint64_t draft_model_steps = 0;  // the draft model's own steps (draft-model speculation)
     double forward_seconds = 0.0;    // in the model's forward passes (build, compute, logits read)
+    double compute_seconds = 0.0;    // of them, the backend's compute (Backend::compute_seconds)
     KvCacheStats kv;
     size_t kv_bytes = 0;         // device bytes of the cache
     int kv_reserved_blocks = 0;  // held back for running search groups' worst case

@@ -181,6 +181,7 @@ public:
           options_(options),
           log_(log),
           max_active_(std::max(1, options.cache_slots / 2)),
+          overlap_(options.overlap_encoder && model.encodes_beside_decoder()),
           engine_(model.decoder(), backend, step_options(options, kv_type)) {
         const GenerationStats g = engine_.stats();
         stats_.kv = g.kv;
@@ -188,6 +189,7 @@ public:
         stats_.kv_block_bytes = g.kv.total_blocks > 0 ? g.kv_bytes / static_cast<size_t>(g.kv.total_blocks) : 0;
         stats_.free_slots = max_active_;
         thread_ = std::thread([this] { loop(); });
+        if (overlap_) encoder_thread_ = std::thread([this] { encode_loop(); });
     }
     ~LmSpeechEngine() override { shutdown(false); }
 
@@ -239,6 +241,15 @@ public:
         }
         wake_.notify_all();
         thread_.join();
+        // After the engine's loop: its last jobs waited for their pieces at the encoder.
+        if (encoder_thread_.joinable()) {
+            {
+                std::lock_guard<std::mutex> lock(encode_mutex_);
+                encoder_stopping_ = true;
+            }
+            encode_wake_.notify_all();
+            encoder_thread_.join();
+        }
     }
 
 private:
@@ -250,7 +261,8 @@ private:
         std::optional<Pieces> pieces;      // reset when the job is abandoned after an error
         std::vector<std::optional<GenerationResult>> results;
         size_t emitted = 0;  // pieces whose segments went out (in order)
-        int in_flight = 0;   // pieces in the engine
+        int in_flight = 0;   // pieces cut and not finished (being embedded or in the engine)
+        int encoding = 0;    // of them, at the encoder's thread: the job outlives them
         std::optional<Clock::time_point> deadline;
         std::string language;
         Transcript transcript;
@@ -294,6 +306,14 @@ private:
         std::vector<float> samples;
     };
 
+    // Pieces embedded together: the cuts of one step (or, on the encoder's thread, of one pass),
+    // their embeddings, or the pass's failure.
+    struct Encoded {
+        std::vector<Cut> cuts;
+        std::vector<AudioLanguageModel::AudioEmbedding> emb;
+        std::exception_ptr error;
+    };
+
     // Cuts the job's next pieces into `cuts` while fewer than kPiecesInFlight are ahead of its
     // transcript (waiting to be embedded, in the engine, or finished and waiting for an earlier
     // piece) and the step's encoder budget lasts (each piece takes one).
@@ -324,29 +344,78 @@ private:
         }
     }
 
-    // This step's encoder passes: every cut piece embedded (in one batch, as many to a graph as
-    // the model takes; one each under --deterministic, whose results must not depend on what else
-    // is encoded), prompted and submitted. A failed pass fails the jobs whose pieces it held.
-    void embed(std::vector<Cut>& cuts) {
-        if (cuts.empty()) return;
+    // Every cut piece embedded (in one batch, as many to a graph as the model takes; one each under
+    // --deterministic, whose results must not depend on what else is encoded). Touches no job:
+    // it runs on the encoder's thread where the encoder has a stream of its own.
+    Encoded encode(std::vector<Cut> cuts) {
+        Encoded e;
+        e.cuts = std::move(cuts);
         std::vector<std::span<const float>> clips;
-        for (const Cut& c : cuts) clips.emplace_back(c.samples);
+        for (const Cut& c : e.cuts) clips.emplace_back(c.samples);
         const int per_pass = device_products_invariant() ? 1 : std::max(1, options_.max_encode_batch);
-        std::vector<AudioLanguageModel::AudioEmbedding> emb;
         AudioLanguageModel::EmbedTimes times;
         try {
-            emb = model_.embed_audio_batch(clips, per_pass, &times);
+            e.emb = model_.embed_audio_batch(clips, per_pass, &times);
         } catch (...) {
-            for (Cut& c : cuts)
-                if (c.job->pieces) abandon(*c.job);
-            cuts.clear();
+            e.error = std::current_exception();
+        }
+        for (Cut& c : e.cuts) std::vector<float>().swap(c.samples);
+        std::lock_guard<std::mutex> lock(mutex_);
+        stats_.encoder_seconds += times.features + times.encode;
+        stats_.features_seconds += times.features;
+        if (!e.error) stats_.encoded_pieces += e.cuts.size();
+        return e;
+    }
+
+    // The encoder's thread (overlap_): passes over the cuts the engine's thread hands it, one
+    // batch at a time, each batch's embeddings handed back (embedded_) and the engine woken.
+    void encode_loop() {
+        const size_t per_batch = static_cast<size_t>(encode_budget()) / 2;
+        for (;;) {
+            std::vector<Cut> cuts;
+            {
+                std::unique_lock<std::mutex> lock(encode_mutex_);
+                encode_wake_.wait(lock, [&] { return encoder_stopping_ || !to_encode_.empty(); });
+                if (to_encode_.empty()) return;  // stopping, and nothing left
+                while (!to_encode_.empty() && cuts.size() < per_batch) {
+                    cuts.push_back(std::move(to_encode_.front()));
+                    to_encode_.pop_front();
+                }
+            }
+            Encoded e = encode(std::move(cuts));
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                embedded_.push_back(std::move(e));
+            }
+            wake_.notify_one();
+        }
+    }
+
+    // Pieces at the encoder at most: a batch computing and the next one cut (each a step's
+    // budget of kEmbedsPerStep or --encode-batch pieces); inline, one step's.
+    int encode_budget() const {
+        const int per_step = std::max(kEmbedsPerStep, options_.max_encode_batch);
+        return overlap_ ? 2 * per_step : per_step;
+    }
+
+    // The embedded pieces prompted and submitted (this thread). A failed pass fails the jobs whose
+    // pieces it held.
+    void submit_embedded(Encoded& e) {
+        for (Cut& c : e.cuts)
+            if (c.job->encoding > 0) --c.job->encoding, --encoding_;
+        if (e.error) {
+            for (Cut& c : e.cuts)
+                if (c.job->pieces) {
+                    try {
+                        std::rethrow_exception(e.error);
+                    } catch (...) {
+                        abandon(*c.job);
+                    }
+                }
             return;
         }
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            stats_.encoder_seconds += times.features + times.encode;
-            stats_.encoded_pieces += cuts.size();
-        }
+        std::vector<Cut>& cuts = e.cuts;
+        std::vector<AudioLanguageModel::AudioEmbedding>& emb = e.emb;
         for (size_t k = 0; k < cuts.size(); ++k) {
             Job& j = *cuts[k].job;
             if (!j.pieces) continue;  // abandoned by an earlier piece's failure
@@ -360,6 +429,23 @@ private:
             } catch (...) {
                 abandon(j);
             }
+        }
+    }
+
+    // This step's cut pieces: handed to the encoder's thread (overlap_), or embedded and
+    // submitted now.
+    void embed(std::vector<Cut>& cuts) {
+        if (cuts.empty()) return;
+        if (overlap_) {
+            for (Cut& c : cuts) ++c.job->encoding, ++encoding_;
+            {
+                std::lock_guard<std::mutex> lock(encode_mutex_);
+                for (Cut& c : cuts) to_encode_.push_back(std::move(c));
+            }
+            encode_wake_.notify_one();
+        } else {
+            Encoded e = encode(std::move(cuts));
+            submit_embedded(e);
         }
         cuts.clear();
     }
@@ -382,6 +468,7 @@ private:
 
     // Segments of the finished pieces at the front go out; returns true when the job is done.
     bool advance(Job& j) {
+        if (j.encoding > 0) return false;  // the encoder's thread holds its pieces
         if (!j.pieces) return true;
         while (j.emitted < j.pieces->made() && j.results[j.emitted]) {
             const GenerationResult& r = *j.results[j.emitted];
@@ -402,9 +489,19 @@ private:
     void loop() {
         for (;;) {
             std::vector<Job*> admitted;
+            std::vector<Encoded> embedded;
             {
                 std::unique_lock<std::mutex> lock(mutex_);
-                wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
+                // Nothing to step while pieces are at the encoder's thread: every active job
+                // waits for them (the last iteration cut what the budget and kPiecesInFlight
+                // allowed), so sleep until it hands pieces back, a request arrives or the server stops.
+                const bool waiting = overlap_ && encoding_ > 0 && !engine_.has_work();
+                wake_.wait(lock, [&] {
+                    if (stopping_ || !embedded_.empty()) return true;
+                    if (!queue_.empty() && static_cast<int>(active_.size()) < max_active_) return true;
+                    return !active_.empty() && !waiting;
+                });
+                embedded.swap(embedded_);
                 if (stopping_ && (!draining_ || (queue_.empty() && active_.empty()))) {
                     for (auto& j : queue_)
                         j->promise.set_exception(
@@ -424,6 +521,7 @@ private:
                 stats_.queued = static_cast<int>(queue_.size());
             }
             const auto t0 = Clock::now();
+            for (Encoded& e : embedded) submit_embedded(e);
             for (Job* j : admitted) {
                 try {
                     start(*j);
@@ -434,7 +532,7 @@ private:
             std::stable_sort(active_.begin(), active_.end(),
                              [](const auto& a, const auto& b) { return a->urgency() < b->urgency(); });
             // This step's pieces, the most urgent jobs' first (see kEmbedsPerStep), embedded together.
-            int embed_budget = std::max(kEmbedsPerStep, options_.max_encode_batch);
+            int embed_budget = encode_budget() - encoding_;
             std::vector<Cut> cuts;
             for (auto& j : active_) {
                 try {
@@ -484,6 +582,7 @@ private:
             stats_.decode_tokens = g.tokens_generated;
             stats_.decoder_steps = g.steps;
             stats_.decoder_forward_seconds = g.forward_seconds;
+            stats_.decoder_compute_seconds = g.compute_seconds;
             stats_.kv = g.kv;
             stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
         }
@@ -493,6 +592,7 @@ private:
     EngineOptions options_;
     Logger& log_;
     const int max_active_;
+    const bool overlap_;                              // encoder passes on encoder_thread_
     GenerationEngine engine_;                         // this thread's
     std::map<SeqId, std::pair<Job*, size_t>> owner_;  // this thread's: sequence -> piece
     mutable std::mutex mutex_;
@@ -503,7 +603,14 @@ private:
     bool stopping_ = false;
     bool draining_ = false;
     EngineStats stats_;
+    std::vector<Encoded> embedded_;  // (mutex_) the encoder's thread's passes, for this thread to submit
+    int encoding_ = 0;               // this thread's: pieces handed to the encoder's thread, not back
+    std::mutex encode_mutex_;
+    std::condition_variable encode_wake_;
+    std::deque<Cut> to_encode_;  // (encode_mutex_) in the order cut: the most urgent job's first
+    bool encoder_stopping_ = false;
     std::thread thread_;
+    std::thread encoder_thread_;
 };
 
 }  // namespace

@@ -12,6 +12,12 @@
 
 namespace parlance {
 
+// Where an audio language model's encoder computes. Auto: on a backend instance of its own where
+// the device has streams to spare (CUDA: Backend::companion), so an engine overlaps encoder passes
+// with decode steps; elsewhere on the decoder's. Own: its own instance on any device (tests run
+// the overlapped engine on the CPU). Shared: the decoder's instance, passes and steps in turn.
+enum class EncoderStream { Auto, Own, Shared };
+
 class AudioLanguageModel {
 public:
     virtual ~AudioLanguageModel() = default;
@@ -47,6 +53,11 @@ public:
         for (size_t i = 0; i < clips.size(); ++i) out[i].rows = embed_audio(clips[i], &out[i].tokens, times);
         return out;
     }
+
+    // Whether embed_audio_batch may run on another thread while the decoder steps: the encoder
+    // computes on a backend instance of its own (Backend::companion), so an engine can overlap its
+    // passes with decode steps instead of running them in turn.
+    virtual bool encodes_beside_decoder() const { return false; }
 
     // A language as the caller names it (ISO code or name, any case) -> the model's code for it.
     // Throws Error(InvalidArgument) naming the languages it supports.

@@ -122,7 +122,7 @@ std::unique_ptr<AudioLanguageModel> load_audio_language_model(const std::filesys
     if (options.audio_window_seconds > 0)
         throw Error(ErrorKind::InvalidArgument,
                     "--audio-window applies to Whisper models; " + e.name + " encodes audio of any length");
-    return qwen3_asr::Qwen3AsrModel::load(std::move(files), backend, options.quantize);
+    return qwen3_asr::Qwen3AsrModel::load(std::move(files), backend, options.quantize, options.encoder_stream);
 }
 
 std::unique_ptr<SpeechModel> load_speech_model(const std::filesystem::path& path, Backend& backend,

@@ -68,6 +68,9 @@ struct SpeechModelOptions {
     // Whisper through open_speech_model): f32, as transformers computes (parity), or f16 — half
     // the bytes every decode step reads, as llama.cpp keeps them (logits move by about 1e-3).
     ggml_type kv_cache_type = GGML_TYPE_F32;
+    // Audio language models: where the encoder computes (EncoderStream: Auto, its own stream on
+    // CUDA so the server's engine overlaps encoder passes with decode steps).
+    EncoderStream encoder_stream = EncoderStream::Auto;
     // Where a Whisper model's decodes run (the engine layer's generation engine; open_speech_model
     // sets it). Unset: in the model's own runner slots.
     DecodeServiceFactory decode_service = {};

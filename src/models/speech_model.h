@@ -56,6 +56,10 @@ struct EngineOptions {
     // Qwen3-ASR: the audio pieces embedded between two decoder steps, in one encoder graph (as
     // many as fit its chunk cap) unless device products are batch-invariant (--deterministic).
     int max_encode_batch = 1;
+    // Audio LMs whose encoder computes on a stream of its own (AudioLanguageModel::
+    // encodes_beside_decoder: CUDA): encoder passes run on a thread of their own, beside the
+    // decoder's steps, instead of between them. false (serve --serial-encoder) runs them in turn.
+    bool overlap_encoder = true;
     // The decoder step's width on the generation engine (audio LMs): tokens computed per step
     // (decodes and prompt chunks together) and sequences decoding at once; 0 = the engine's
     // defaults (GenerationEngineOptions: 512 and 64).
@@ -154,9 +158,13 @@ struct EngineStats {
     double busy_seconds = 0.0;   // engine thread time spent computing
     // Of it: the encoder's passes (features included) and the decoder's forward passes (graph,
     // compute, logits read back); the rest is scheduling, sampling and the requests' bookkeeping.
+    // (With the encoder on its own thread, EngineOptions::overlap_encoder, its seconds are that
+    // thread's, not part of busy.)
     double encoder_seconds = 0.0;
-    uint64_t encoded_pieces = 0;  // clips or windows through the encoder
+    double features_seconds = 0.0;  // of encoder_seconds: the log-mel
+    uint64_t encoded_pieces = 0;    // clips or windows through the encoder
     double decoder_forward_seconds = 0.0;
+    double decoder_compute_seconds = 0.0;  // of them, launching the graphs and waiting for the device
     // The decoder's paged KV cache (as of the last step).
     size_t kv_capacity_bytes = 0;
     size_t kv_block_bytes = 0;

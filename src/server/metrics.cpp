@@ -73,11 +73,15 @@ std::string Metrics::render(const EngineStats* e, double uptime) const {
               "# TYPE parlance_decode_tokens_per_second gauge\nparlance_decode_tokens_per_second "
            << (e->busy_seconds > 0 ? e->decode_tokens / e->busy_seconds : 0.0) << "\n";
         os << "# HELP parlance_engine_seconds_total Engine thread seconds: busy (all of a step), and of it the "
-              "encoder's passes (features included) and the decoder's forward passes.\n"
+              "encoder's passes (features included; on a thread of their own where the encoder has its own "
+              "stream, not part of busy), their features (log-mel), the decoder's forward passes and of them the backend's compute (launching "
+              "the graph and waiting for the device; the rest is the host's).\n"
               "# TYPE parlance_engine_seconds_total counter\n"
            << "parlance_engine_seconds_total{phase=\"busy\"} " << e->busy_seconds << "\n"
            << "parlance_engine_seconds_total{phase=\"encoder\"} " << e->encoder_seconds << "\n"
-           << "parlance_engine_seconds_total{phase=\"decoder_forward\"} " << e->decoder_forward_seconds << "\n";
+           << "parlance_engine_seconds_total{phase=\"features\"} " << e->features_seconds << "\n"
+           << "parlance_engine_seconds_total{phase=\"decoder_forward\"} " << e->decoder_forward_seconds << "\n"
+           << "parlance_engine_seconds_total{phase=\"decoder_compute\"} " << e->decoder_compute_seconds << "\n";
         os << "# TYPE parlance_encoded_pieces_total counter\nparlance_encoded_pieces_total " << e->encoded_pieces
            << "\n";
         const KvCacheStats& kv = e->kv;

@@ -14,11 +14,12 @@
 namespace parlance::qwen3_asr {
 
 std::unique_ptr<Qwen3AsrModel> Qwen3AsrModel::load(const std::filesystem::path& dir, Backend& backend,
-                                                   const std::string& quantize) {
-    return load(open_model_files(dir), backend, quantize);
+                                                   const std::string& quantize, EncoderStream encoder_stream) {
+    return load(open_model_files(dir), backend, quantize, encoder_stream);
 }
 
-std::unique_ptr<Qwen3AsrModel> Qwen3AsrModel::load(ModelFiles files, Backend& backend, const std::string& quantize) {
+std::unique_ptr<Qwen3AsrModel> Qwen3AsrModel::load(ModelFiles files, Backend& backend, const std::string& quantize,
+                                                   EncoderStream encoder_stream) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::filesystem::path dir = files.root;
     const bool gguf = files.tensors->format() == FileFormat::Gguf;
@@ -33,8 +34,11 @@ std::unique_ptr<Qwen3AsrModel> Qwen3AsrModel::load(ModelFiles files, Backend& ba
     m->config_ = gguf ? Qwen3AsrConfig::from_gguf(*files.mmproj) : Qwen3AsrConfig::parse(files.config, config_source);
     m->form_ = gguf ? "GGUF pair (text + mmproj)" : "HF snapshot";
     m->mel_ = std::make_unique<LogMel>(m->config_.audio.num_mel_bins);
+    if (encoder_stream != EncoderStream::Shared)
+        m->encoder_backend_ = backend.companion(/*any_device=*/encoder_stream == EncoderStream::Own);
     // The encoder binds its tensors first; the decoder then takes the files (and the rest).
-    m->encoder_ = std::make_unique<AudioEncoder>(m->config_.audio, gguf ? *files.mmproj : *files.tensors, backend,
+    m->encoder_ = std::make_unique<AudioEncoder>(m->config_.audio, gguf ? *files.mmproj : *files.tensors,
+                                                 m->encoder_backend_ ? *m->encoder_backend_ : backend,
                                                  parse_weight_type(quantize));
     qwen3::Qwen3LoadOptions lo;
     lo.quantize = quantize;

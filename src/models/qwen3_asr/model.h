@@ -36,10 +36,14 @@ public:
     // checks (config.h), every tensor of both parts, the special tokens missing from the
     // tokenizer, audio_token_id not the tokenizer's <|audio_pad|>, a projector whose output is
     // not the decoder's width.
-    static std::unique_ptr<Qwen3AsrModel> load(ModelFiles files, Backend& backend, const std::string& quantize = "");
+    // `encoder_stream`: where the audio encoder computes (EncoderStream, models/registry.h's
+    // SpeechModelOptions says what each means).
+    static std::unique_ptr<Qwen3AsrModel> load(ModelFiles files, Backend& backend, const std::string& quantize = "",
+                                               EncoderStream encoder_stream = EncoderStream::Auto);
     // An HF snapshot directory, or a GGUF pair's directory.
     static std::unique_ptr<Qwen3AsrModel> load(const std::filesystem::path& dir, Backend& backend,
-                                               const std::string& quantize = "");
+                                               const std::string& quantize = "",
+                                               EncoderStream encoder_stream = EncoderStream::Auto);
 
     const Qwen3AsrConfig& config() const { return config_; }
     const SpecialIds& special() const { return special_; }
@@ -68,6 +72,7 @@ public:
     std::vector<AudioEmbedding> embed_audio_batch(std::span<const std::span<const float>> clips, int max_per_pass,
                                                   EmbedTimes* times) override;
     static constexpr int kMaxChunksPerPass = 100;
+    bool encodes_beside_decoder() const override { return encoder_backend_ != nullptr; }
     std::string language_code(const std::string& code_or_name) const override;
     std::vector<int32_t> prompt(int n_audio, const std::string& context, const std::string& language_code,
                                 int* audio_position) const override;
@@ -79,6 +84,7 @@ private:
     Qwen3AsrConfig config_;
     SpecialIds special_;
     std::unique_ptr<LogMel> mel_;
+    std::unique_ptr<Backend> encoder_backend_;  // the encoder's own instance, or null: the decoder's
     std::unique_ptr<AudioEncoder> encoder_;
     std::unique_ptr<qwen3::Qwen3Model> decoder_;
 };

@@ -414,5 +414,92 @@ TEST(Qwen3Asr, SeveralEncoderPassesAStepGiveEachRequestItsTranscriptAlone) {
     for (size_t i = 0; i < clips.size(); ++i) EXPECT_EQ(four[i], flat(model->transcribe(clips[i], o))) << "clip " << i;
 }
 
+// The encoder on a stream and a thread of its own (CUDA's default; EncoderStream::Own puts it on
+// a second CPU backend): its passes run beside the decoder's steps, the engine's thread submitting
+// each batch as it comes back. Every request gets the transcript it gets alone, a long one's pieces
+// included; --serial-encoder's engine gives the same; a shutdown with pieces at the encoder answers
+// every request.
+TEST(Qwen3Asr, EncoderPassesBesideTheStepsGiveEachRequestItsTranscriptAlone) {
+    TempDir dir;
+    Backend backend(BackendOptions{"cpu", 2, true, false});
+    const auto path = write_qwen3_asr("tiny", dir.path());
+    SpeechModelOptions so;
+    so.encoder_stream = EncoderStream::Own;
+    auto model = open_speech_model(path, backend, so);
+    auto* lm = dynamic_cast<LmSpeechModel*>(model.get());
+    ASSERT_NE(lm, nullptr);
+    EXPECT_TRUE(lm->model().encodes_beside_decoder());
+    EXPECT_FALSE(load_audio_language_model(path, backend, {})->encodes_beside_decoder());  // Auto: not on the CPU
+    const json ref = qwen3_asr_reference("tiny");
+    std::vector<std::vector<float>> clips;
+    for (size_t i = 0; i < ref["cases"].size() && clips.size() < 3; ++i) clips.push_back(clip_samples(ref["cases"][i]));
+    std::vector<float> longer;  // 66 s: three pieces
+    while (longer.size() < static_cast<size_t>(16000 * 66)) longer.insert(longer.end(), clips[0].begin(), clips[0].end());
+    clips.push_back(longer);
+    TranscribeOptions o;
+    o.max_new_tokens = 6;
+    Logger log(LogLevel::Error);
+    const auto flat = [](const Transcript& t) {
+        std::vector<int> all;
+        for (const auto& seg : t.segments) all.insert(all.end(), seg.tokens.begin(), seg.tokens.end());
+        return all;
+    };
+    auto transcripts = [&](bool overlap, int encode_batch, EngineStats* stats) {
+        EngineOptions eo;
+        eo.overlap_encoder = overlap;
+        eo.max_encode_batch = encode_batch;
+        auto engine = model->start_engine(eo, log);
+        std::vector<std::future<Transcript>> futures;
+        for (int round = 0; round < 2; ++round)
+            for (const auto& pcm : clips) {
+                TranscriptionRequest r;
+                r.pcm = pcm;
+                r.options = o;
+                futures.push_back(engine->submit(std::move(r)));
+            }
+        std::vector<std::vector<int>> tokens;
+        for (auto& f : futures) tokens.push_back(flat(f.get()));
+        if (stats) *stats = engine->stats();
+        engine->shutdown(false);
+        return tokens;
+    };
+    EngineStats stats;
+    const auto beside = transcripts(true, 1, &stats), batched = transcripts(true, 3, nullptr),
+               serial = transcripts(false, 3, nullptr);
+    EXPECT_EQ(beside, batched);
+    EXPECT_EQ(beside, serial);
+    ASSERT_EQ(beside.size(), 2 * clips.size());
+    for (size_t i = 0; i < clips.size(); ++i) {
+        const auto alone = flat(model->transcribe(clips[i], o));
+        EXPECT_EQ(beside[i], alone) << "clip " << i;
+        EXPECT_EQ(beside[clips.size() + i], alone) << "clip " << i << ", second round";
+    }
+    EXPECT_EQ(stats.completed, 2 * clips.size());
+    EXPECT_EQ(stats.encoded_pieces, 2u * (clips.size() - 1 + 3));
+    EXPECT_GT(stats.features_seconds, 0.0);
+    EXPECT_GE(stats.encoder_seconds, stats.features_seconds);
+
+    // Stopped (not drained) with pieces cut, at the encoder and decoding: every request answers.
+    EngineOptions eo;
+    eo.max_encode_batch = 1;
+    auto engine = model->start_engine(eo, log);
+    std::vector<std::future<Transcript>> futures;
+    for (int k = 0; k < 4; ++k) {
+        TranscriptionRequest r;
+        r.pcm = longer;
+        r.options = o;
+        futures.push_back(engine->submit(std::move(r)));
+    }
+    engine->shutdown(false);
+    for (auto& f : futures) {
+        ASSERT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+        try {
+            (void)f.get();
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::Cancelled) << e.what();
+        }
+    }
+}
+
 }  // namespace
 }  // namespace parlance::testing
