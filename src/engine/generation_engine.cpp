@@ -349,9 +349,10 @@ std::vector<GenerationResult> GenerationEngine::step() {
         }
     }
     const auto forward_start = std::chrono::steady_clock::now();
+    const double computed_before = backend_.compute_seconds();  // (the backend may compute others' graphs too)
     model_.forward(batch, storage_, logits_, greedy_rows_, argmax_);
     stats_.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count();
-    stats_.compute_seconds = backend_.compute_seconds();
+    stats_.compute_seconds += backend_.compute_seconds() - computed_before;
     const size_t V = static_cast<size_t>(model_.vocab_size());
     size_t k = 0;  // logits row
     // Picks the token of one row for `s`, as if its tokens were its first `known` ones.
