@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 
@@ -131,55 +132,83 @@ std::vector<float> Qwen3AsrModel::embed_audio(std::span<const float> pcm16k, int
 std::vector<AudioLanguageModel::AudioEmbedding> Qwen3AsrModel::embed_audio_batch(
     std::span<const std::span<const float>> clips, int max_per_pass, EmbedTimes* times) {
     using Clock = std::chrono::steady_clock;
-    const auto t0 = Clock::now();
+    if (clips.empty()) return {};
+    // Each clip's log-mel on a thread of its own (~20 ms for 11 s on one core: 64 of them in a
+    // row would stall the GPU for a second), in order; each encoder pass starts as soon as its
+    // clips' features are ready, while the later clips' are still computed (on a GPU the pass's
+    // kernels run meanwhile). Fewer clips than cores: each clip's frames split between the rest
+    // (the same bits on any number of threads), so one request's log-mel takes a few ms, not 25.
+    const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    const size_t n_threads = std::min(clips.size(), cores);
+    const int per_clip = static_cast<int>(std::max<size_t>(1, cores / clips.size()));
     std::vector<Features> f(clips.size());
-    {
-        // Each clip's log-mel on its own thread (~20 ms for 11 s on one core: 64 of them in a
-        // row would stall the GPU for a second).
-        const size_t cores = std::max(1u, std::thread::hardware_concurrency());
-        const size_t n_threads = std::min(clips.size(), cores);
-        // Fewer clips than cores: each clip's frames split between the rest (the same bits on
-        // any number of threads), so one request's log-mel takes a few ms, not 25.
-        const int per_clip = static_cast<int>(std::max<size_t>(1, cores / clips.size()));
-        std::atomic<size_t> next{0};
-        std::exception_ptr failed;
-        std::mutex failed_mutex;
-        auto work = [&] {
-            for (size_t i; (i = next.fetch_add(1)) < clips.size();) {
-                try {
-                    f[i] = features(clips[i], per_clip);
-                } catch (...) {
-                    std::lock_guard<std::mutex> lock(failed_mutex);
-                    if (!failed) failed = std::current_exception();
-                }
+    std::vector<char> ready(clips.size(), 0);
+    std::mutex m;
+    std::condition_variable made;
+    std::exception_ptr failed;
+    std::atomic<size_t> next{0};
+    std::atomic<bool> stop{false};
+    auto work = [&] {
+        for (size_t i; !stop.load() && (i = next.fetch_add(1)) < clips.size();) {
+            Features x;
+            std::exception_ptr e;
+            try {
+                x = features(clips[i], per_clip);
+            } catch (...) {
+                e = std::current_exception();
             }
-        };
-        std::vector<std::thread> pool;
-        for (size_t t = 1; t < n_threads; ++t) pool.emplace_back(work);
-        work();
-        for (std::thread& t : pool) t.join();
+            {
+                std::lock_guard<std::mutex> lock(m);
+                f[i] = std::move(x);
+                if (e && !failed) failed = e;
+                ready[i] = 1;
+            }
+            made.notify_all();
+        }
+    };
+    std::vector<std::thread> pool;
+    struct Join {  // the workers read this frame's locals: joined on every way out
+        std::vector<std::thread>& pool;
+        std::atomic<bool>& stop;
+        ~Join() {
+            stop = true;
+            for (std::thread& t : pool) t.join();
+        }
+    } join{pool, stop};
+    for (size_t t = 0; t < n_threads; ++t) pool.emplace_back(work);
+    double waited = 0.0, encoded = 0.0;
+    // Clip i's features, once its worker has made them; a failure anywhere fails the batch.
+    auto wait_for = [&](size_t i) -> const Features& {
+        const auto t0 = Clock::now();
+        std::unique_lock<std::mutex> lock(m);
+        made.wait(lock, [&] { return ready[i] || failed; });
+        waited += std::chrono::duration<double>(Clock::now() - t0).count();
         if (failed) std::rethrow_exception(failed);
-    }
-    const auto t1 = Clock::now();
+        return f[i];
+    };
     std::vector<AudioEmbedding> out;
     const int chunk = config_.audio.chunk_frames();
-    for (size_t i = 0; i < f.size();) {
+    for (size_t i = 0; i < clips.size();) {
+        const size_t first = i;
         // One pass: as many clips as max_per_pass and the chunk cap allow (at least one).
-        std::vector<const Features*> pass = {&f[i]};
-        int chunks = f[i].frames / chunk;
-        for (++i; i < f.size() && static_cast<int>(pass.size()) < max_per_pass &&
-                  chunks + f[i].frames / chunk <= kMaxChunksPerPass;
-             ++i) {
-            pass.push_back(&f[i]);
-            chunks += f[i].frames / chunk;
+        std::vector<const Features*> pass = {&wait_for(i)};
+        int chunks = pass.front()->frames / chunk;
+        for (++i; i < clips.size() && static_cast<int>(pass.size()) < max_per_pass; ++i) {
+            const Features& g = wait_for(i);
+            if (chunks + g.frames / chunk > kMaxChunksPerPass) break;
+            pass.push_back(&g);
+            chunks += g.frames / chunk;
         }
+        const auto t0 = Clock::now();
         std::vector<std::vector<float>> rows = encoder_->encode_batch(pass);
         for (size_t k = 0; k < pass.size(); ++k)
             out.push_back({std::move(rows[k]), encoder_->tokens(pass[k]->valid_frames)});
+        encoded += std::chrono::duration<double>(Clock::now() - t0).count();
+        for (size_t k = first; k < i; ++k) f[k].mel = {};  // read by no one now
     }
     if (times) {
-        times->features += std::chrono::duration<double>(t1 - t0).count();
-        times->encode += std::chrono::duration<double>(Clock::now() - t1).count();
+        times->features += waited;  // what the passes waited for: features made beside a pass are free
+        times->encode += encoded;
     }
     return out;
 }
