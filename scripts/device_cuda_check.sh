@@ -494,6 +494,21 @@ gpu_bench() {
     kill "$pid"; wait "$pid" 2>/dev/null
     unset GGML_CUDA_DISABLE_GRAPHS
   done
+  # GB_LOAD_PROFILE=1: the op profile under load (PARLANCE_PROFILE_OPS, each node synchronised:
+  # totals over-count small ops), c=64, the encoder in turn with the steps so the profile's one
+  # table does not interleave two streams' nodes. Warm: the profile counts from the server's start.
+  if [ -n "${GB_LOAD_PROFILE:-}" ]; then
+    port=$((18800 + RANDOM % 500))
+    PARLANCE_PROFILE_OPS=1 spawn_parlance serve --device cuda --port "$port" --model "$dir" --max-new-tokens 40 \
+      --max-queue 4096 --serial-encoder ${GB_SERVE_EXTRA:-} >"$STATE/serve_profile.log" 2>&1
+    pid=$!
+    for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
+    echo "-- op profile under load (c=64, 256 requests, --serial-encoder): $(python3 "$ROOT/bench/load_gen.py" \
+      --url "http://127.0.0.1:$port" --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency 64 --requests 256)"
+    echo "  metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|encoded_pieces_total|engine_seconds_total)' | tr '\n' ' ')"
+    kill "$pid"; wait "$pid" 2>/dev/null
+    grep -E -A45 '^op profile' "$STATE/serve_profile.log"
+  fi
   # transformers on the same layout (its HF config: the 0.6B fixture's with the same edit).
   echo "-- transformers generate (bf16, sdpa)"
   busy python3 "$ROOT/bench/anchor/transformers_qwen3_asr.py" --config "$ROOT/tests/fixtures/qwen3_asr/layout-0.6b/config.json" \

@@ -123,6 +123,7 @@ GenerationEngineOptions step_options(const EngineOptions& o, ggml_type kv_type) 
     GenerationEngineOptions g = generation_options(o.kv_cache_bytes, kv_type);
     if (o.max_batch_tokens > 0) g.token_budget = o.max_batch_tokens;
     if (o.max_batch_sequences > 0) g.max_running = o.max_batch_sequences;
+    g.prompt_gather_steps = o.prompt_gather_steps;
     return g;
 }
 

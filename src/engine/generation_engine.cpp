@@ -57,7 +57,8 @@ GenerationEngine::GenerationEngine(LanguageModel& model, Backend& backend, const
       kv_(kv_blocks_within(options.kv_cache_bytes, cache_spec(model, options), options.block_size, "the KV cache cap"),
           options.block_size),
       storage_(cache_spec(model, options), static_cast<int64_t>(kv_.num_blocks()) * options.block_size, backend),
-      scheduler_(kv_, SchedulerOptions{options.max_running, options.token_budget, model.max_context()}) {
+      scheduler_(kv_, SchedulerOptions{options.max_running, options.token_budget, model.max_context(),
+                                         options.prompt_gather_steps}) {
     if (o_.draft_model && o_.speculative_draft > 0) {
         check_draft_compatible(model_, *o_.draft_model);
         draft_ = std::make_unique<DraftModel>(*o_.draft_model, o_.draft_backend ? *o_.draft_backend : backend_,

@@ -35,6 +35,7 @@ struct GenerationEngineOptions {
     ggml_type kv_type = GGML_TYPE_F32;
     int token_budget = 512;                     // tokens computed per step (chunked prefill)
     int max_running = 64;                       // sequences decoding at once
+    int prompt_gather_steps = 0;                // SchedulerOptions::prompt_gather_steps
     // Speculative decoding by prompt lookup (engine/ngram_draft): up to this many draft tokens
     // per decoding sequence and step, verified in the same step (0 = off). Outputs are the same
     // tokens as without (each position's token is chosen from the same logits by the same draw);

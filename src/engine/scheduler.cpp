@@ -21,6 +21,7 @@ Scheduler::Scheduler(KvCacheManager& kv, const SchedulerOptions& options) : kv_(
 }
 
 void Scheduler::insert_waiting(std::unique_ptr<Sequence> seq) {
+    seq->queued_step = step_;
     // Sorted by (priority, arrival): a preempted sequence keeps its arrival, so it goes back ahead
     // of everything of its class that came after it.
     auto pos = std::upper_bound(waiting_.begin(), waiting_.end(), seq,
@@ -268,6 +269,11 @@ SchedulerOutput Scheduler::schedule() {
     // 2. Prompt chunks of running sequences and admissions of waiting ones, in one order: by
     // class, then least recently scheduled (a waiting sequence never was), then arrival. Two
     // long prompts of one class thus take turns instead of the first one finishing first.
+    // Gathered over a few steps while others decode (SchedulerOptions::prompt_gather_steps).
+    if (!out.items.empty() && !take_prompts(chunks)) {
+        for (const ScheduledSeq& it : out.items) out.tokens += it.n;
+        return out;
+    }
     std::vector<Sequence*> order = chunks;
     for (auto& w : waiting_) order.push_back(w.get());
     std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return key(a) < key(b); });
@@ -289,6 +295,21 @@ SchedulerOutput Scheduler::schedule() {
     }
     for (const ScheduledSeq& it : out.items) out.tokens += it.n;
     return out;
+}
+
+bool Scheduler::take_prompts(const std::vector<Sequence*>& chunks) const {
+    if (o_.prompt_gather_steps <= 0) return true;
+    int64_t pending = 0;
+    uint64_t oldest = step_;
+    auto count = [&](const Sequence& s) {
+        if (s.priority == Priority::Live) pending += o_.token_budget;  // never waits
+        pending += static_cast<int64_t>(s.tokens.size()) - s.num_computed;
+        oldest = std::min(oldest, s.queued_step);
+    };
+    for (const Sequence* s : chunks) count(*s);
+    for (const auto& w : waiting_) count(*w);
+    if (pending == 0) return false;
+    return 2 * pending >= o_.token_budget || step_ - oldest >= static_cast<uint64_t>(o_.prompt_gather_steps);
 }
 
 std::vector<std::unique_ptr<Sequence>> Scheduler::update_from_output(const SchedulerOutput& out,

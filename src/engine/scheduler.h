@@ -24,6 +24,13 @@ struct SchedulerOptions {
     int max_running = 64;     // sequences holding KV cells at once
     int token_budget = 512;   // tokens computed per step, prompt chunks and decodes together
     int max_context = 0;      // positions a sequence may reach (the model's); 0 = unlimited
+    // Prompts gathered over steps (0 = off: every step takes what the budget allows). While
+    // sequences decode, prompt work (admissions and prompt chunks) waits until the pending prompt
+    // tokens fill half the budget, the longest-waiting one has waited this many steps, or a live
+    // one is among them; decode-only steps run meanwhile. On a GPU a step costs about the same for
+    // one prompt as for several, and a decode-only step keeps its graph (replayed), where a step
+    // with a prompt is built and launched afresh (BENCHMARKS.md, session 40).
+    int prompt_gather_steps = 0;
 };
 
 // One sequence's share of a step: compute tokens [start, start + n) of seq->tokens.
@@ -83,6 +90,9 @@ private:
     bool reserve(Sequence& s, int n, SchedulerOutput& out);
     bool admit(Sequence& s, int& budget, SchedulerOutput& out);
     bool preempt_one(const Sequence* keep, SchedulerOutput& out);
+    // Whether this step takes prompt work, given the running sequences' pending prompt chunks
+    // (SchedulerOptions::prompt_gather_steps).
+    bool take_prompts(const std::vector<Sequence*>& chunks) const;
     void insert_waiting(std::unique_ptr<Sequence> seq);
     // Drops a speculative draft from the sequence's tokens (preempted, finished).
     static void withdraw_draft(Sequence& s);

@@ -83,6 +83,7 @@ struct Sequence {
     Priority priority = Priority::Interactive;
     uint64_t arrival = 0;         // set by the scheduler: FIFO order inside a class
     uint64_t last_scheduled = 0;  // the scheduler's step count when it last ran (fairness)
+    uint64_t queued_step = 0;     // the scheduler's step count when it last joined the waiting queue
     std::vector<int32_t> tokens;  // prompt + generated
     int prompt_length = 0;
     int num_computed = 0;  // tokens whose K/V are in the cache

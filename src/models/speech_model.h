@@ -65,6 +65,9 @@ struct EngineOptions {
     // defaults (GenerationEngineOptions: 512 and 64).
     int max_batch_tokens = 0;
     int max_batch_sequences = 0;
+    // Audio LMs: prompts gathered over up to this many decode steps before a step takes them
+    // (SchedulerOptions::prompt_gather_steps; 0 = every step takes what arrived).
+    int prompt_gather_steps = 0;
     double request_timeout_seconds = 600.0;  // 0 = none
     int max_new_tokens = 224;                // cap on decoded tokens per 30 s window, whatever a request asks
     // Where Whisper's decodes run (the generation engine, from open_speech_model); unset: the

@@ -417,7 +417,7 @@ TEST(Qwen3Asr, SeveralEncoderPassesAStepGiveEachRequestItsTranscriptAlone) {
 // The encoder on a stream and a thread of its own (CUDA's default; EncoderStream::Own puts it on
 // a second CPU backend): its passes run beside the decoder's steps, the engine's thread submitting
 // each batch as it comes back. Every request gets the transcript it gets alone, a long one's pieces
-// included; --serial-encoder's engine gives the same; a shutdown with pieces at the encoder answers
+// included; --serial-encoder's engine and prompts gathered over steps give the same; a shutdown with pieces at the encoder answers
 // every request.
 TEST(Qwen3Asr, EncoderPassesBesideTheStepsGiveEachRequestItsTranscriptAlone) {
     TempDir dir;
@@ -444,9 +444,10 @@ TEST(Qwen3Asr, EncoderPassesBesideTheStepsGiveEachRequestItsTranscriptAlone) {
         for (const auto& seg : t.segments) all.insert(all.end(), seg.tokens.begin(), seg.tokens.end());
         return all;
     };
-    auto transcripts = [&](bool overlap, int encode_batch, EngineStats* stats) {
+    auto transcripts = [&](bool overlap, int encode_batch, EngineStats* stats, int gather_steps = 0) {
         EngineOptions eo;
         eo.overlap_encoder = overlap;
+        eo.prompt_gather_steps = gather_steps;
         eo.max_encode_batch = encode_batch;
         auto engine = model->start_engine(eo, log);
         std::vector<std::future<Transcript>> futures;
@@ -465,9 +466,10 @@ TEST(Qwen3Asr, EncoderPassesBesideTheStepsGiveEachRequestItsTranscriptAlone) {
     };
     EngineStats stats;
     const auto beside = transcripts(true, 1, &stats), batched = transcripts(true, 3, nullptr),
-               serial = transcripts(false, 3, nullptr);
+               serial = transcripts(false, 3, nullptr), gathered = transcripts(true, 1, nullptr, 4);
     EXPECT_EQ(beside, batched);
     EXPECT_EQ(beside, serial);
+    EXPECT_EQ(beside, gathered);  // prompts gathered over decode steps (serve --prompt-gather-steps)
     ASSERT_EQ(beside.size(), 2 * clips.size());
     for (size_t i = 0; i < clips.size(); ++i) {
         const auto alone = flat(model->transcribe(clips[i], o));

@@ -69,6 +69,56 @@ TEST(Scheduler, ChunkedPrefillNeverStallsRunningDecodes) {
     EXPECT_EQ(chunks, (std::vector<int>{31, 31, 31, 7}));
 }
 
+// SchedulerOptions::prompt_gather_steps: while a sequence decodes, new prompts wait (decode-only
+// steps) until the oldest has waited that many steps or they fill half the budget; a live one
+// never waits, and with nothing decoding none does.
+TEST(Scheduler, PromptsGatherOverDecodeStepsWhileOthersDecode) {
+    KvCacheManager kv(256, 16);
+    Scheduler sch(kv, {8, 64, 0, 3});
+    sch.add_request(make_seq(1, 4, 100));
+    SchedulerOutput out = sch.schedule();  // nothing decodes yet: the prompt goes at once
+    EXPECT_EQ(tokens_of(out, 1), 4);
+    fake_step(sch, out);
+    sch.add_request(make_seq(2, 5, 100));
+    std::vector<int> taken;  // sequence 2's tokens per step
+    for (int i = 0; i < 4; ++i) {
+        out = sch.schedule();
+        EXPECT_EQ(tokens_of(out, 1), 1) << "step " << i;
+        taken.push_back(tokens_of(out, 2));
+        fake_step(sch, out);
+    }
+    EXPECT_EQ(taken, (std::vector<int>{0, 0, 5, 1})) << "two decode-only steps, then the prompt, then its decode";
+
+    // Prompts that fill half the budget go at once.
+    sch.add_request(make_seq(3, 20, 100));
+    sch.add_request(make_seq(4, 12, 100));
+    out = sch.schedule();
+    EXPECT_EQ(tokens_of(out, 3), 20);
+    EXPECT_EQ(tokens_of(out, 4), 12);
+    fake_step(sch, out);
+
+    // A live sequence's prompt goes at once, and takes the others waiting with it.
+    sch.add_request(make_seq(5, 3, 100));
+    out = sch.schedule();
+    EXPECT_EQ(tokens_of(out, 5), 0);
+    fake_step(sch, out);
+    sch.add_request(make_seq(6, 3, 100, Priority::Live));
+    out = sch.schedule();
+    EXPECT_EQ(tokens_of(out, 6), 3);
+    EXPECT_EQ(tokens_of(out, 5), 3);
+    EXPECT_EQ(tokens_of(out, 1), 1);
+    fake_step(sch, out);
+
+    // Off (0): every step takes what arrived.
+    Scheduler off(kv, {8, 64, 0, 0});
+    off.add_request(make_seq(11, 4, 100));
+    out = off.schedule();
+    fake_step(off, out);
+    off.add_request(make_seq(12, 5, 100));
+    out = off.schedule();
+    EXPECT_EQ(tokens_of(out, 12), 5);
+}
+
 TEST(Scheduler, PriorityClassesAndFairnessInsideAClass) {
     KvCacheManager kv(256, 16);
     Scheduler sch(kv, {2, 64, 0});
