@@ -14,6 +14,7 @@
 # GB_PARITY=1 first checks every fixture's parity on cuda in both modes (throughput.log);
 # GB_LEVELS the concurrencies ("1 8 64 128 256"); GB_LLAMA=0 leaves llama.cpp's anchor out.
 # GB_MODES: more serve modes at c=64 (';'-separated flags: "--prompt-gather-steps 8;--serial-encoder");
-# GB_LOAD_PROFILE=1 adds an op profile of the server under load (c=64, --serial-encoder).
+# GB_LOAD_PROFILE=1 adds an op profile of the server under load (c=64, --serial-encoder);
+# GB_TRANSFORMERS=0 leaves the transformers anchor out (a short call).
 set -uo pipefail
 exec bash "$(cd "$(dirname "$0")/.." && pwd)/scripts/device_cuda_check.sh" --gpu-bench "$@"

@@ -511,7 +511,7 @@ gpu_bench() {
   fi
   # transformers on the same layout (its HF config: the 0.6B fixture's with the same edit).
   echo "-- transformers generate (bf16, sdpa)"
-  busy python3 "$ROOT/bench/anchor/transformers_qwen3_asr.py" --config "$ROOT/tests/fixtures/qwen3_asr/layout-0.6b/config.json" \
+  [ "${GB_TRANSFORMERS:-1}" != 0 ] && busy python3 "$ROOT/bench/anchor/transformers_qwen3_asr.py" --config "$ROOT/tests/fixtures/qwen3_asr/layout-0.6b/config.json" \
     --edit "$edit" --wav "$ROOT/tests/fixtures/audio/jfk.wav" --batches "$csv" --new-tokens 40 2>&1 | grep -E '^\{|Error|error' | tail -12
   # llama.cpp on the pair's text GGUF: the prompt parlance's requests have (the transcript's
   # prompt tokens: 158 for the 11 s clip, as `transcribe --timings` counts them) and 40 generated tokens.
