@@ -65,15 +65,6 @@ size_t stable_prefix(const Transcript& t, double limit, double min_probability) 
 
 }  // namespace
 
-// Server VAD: Silero windows of 512 samples at 16 kHz, speech/silence hysteresis.
-struct RealtimeSession::VadState {
-    std::unique_ptr<VoiceActivityStream> stream;
-    std::vector<float> pending;  // samples not yet a whole window
-    int64_t next = 0;            // session sample of the next window's start
-    bool speaking = false;
-    int64_t silence_from = -1;  // first silent window while speaking
-};
-
 RealtimeSession::RealtimeSession(SpeechEngine& engine, VoiceActivityModel* vad, RealtimeOptions options, bool beta,
                                  Hooks hooks, RealtimeRegistry& registry)
     : engine_(engine),
@@ -85,7 +76,7 @@ RealtimeSession::RealtimeSession(SpeechEngine& engine, VoiceActivityModel* vad, 
       beta_(beta),
       hooks_(std::move(hooks)),
       id_("sess_" + random_hex(20)),
-      vad_state_(std::make_unique<VadState>()) {
+      turns_(vad ? std::make_unique<TurnDetector>(*vad) : nullptr) {
     registry_.opened();
     settings_.model = o_.model_id;
     if (!vad_) settings_.server_vad = false;
@@ -104,7 +95,7 @@ void RealtimeSession::shut_down() {
     if (stopped_ || shutting_down_) return;
     shutting_down_ = true;
     if (settings_.server_vad && !open_id_.empty()) {  // the speech going on ends here
-        vad_state_->speaking = false;
+        turns_->end_speech();
         close_item(total_, total_, false);
     }
     run_next_decode();
@@ -272,33 +263,10 @@ void RealtimeSession::append(const json& ev) {
 }
 
 void RealtimeSession::feed_vad(std::span<const float> pcm) {
-    VadState& v = *vad_state_;
-    if (!v.stream) {
-        v.stream = vad_->stream(kRate);
-        v.next = total_ - static_cast<int64_t>(pcm.size());
-    }
-    v.pending.insert(v.pending.end(), pcm.begin(), pcm.end());
-    constexpr size_t kWindow = 512;
-    const float neg = std::max(settings_.threshold - 0.15f, 0.01f);
-    size_t used = 0;
-    while (v.pending.size() - used >= kWindow) {
-        const float p = v.stream->push({v.pending.data() + used, kWindow});
-        const int64_t at = v.next;
-        used += kWindow;
-        v.next += kWindow;
-        if (!v.speaking) {
-            if (p >= settings_.threshold) {
-                v.speaking = true;
-                v.silence_from = -1;
-                open_item(std::max<int64_t>({0, at - static_cast<int64_t>(settings_.prefix_padding_ms) * 16, origin_}),
-                          true);
-            }
-            continue;
-        }
-        if (p >= neg) {
-            v.silence_from = -1;
-        } else if (v.silence_from < 0) {
-            v.silence_from = at;
+    turns_->push(pcm, total_, origin_, settings_, [this](const TurnDetector::Window& w) {
+        using Turn = TurnDetector::Turn;
+        if (w.turn == Turn::SpeechStarted) return open_item(w.start, true);
+        if (w.pause_start >= 0) {
             // Decode the speech up to the pause now: if the pause turns out to end the item, this
             // decode is its final one and `completed` follows speech_stopped at once. While the
             // engine keeps up (this session's decodes take less than the silence that ends an
@@ -308,27 +276,21 @@ void RealtimeSession::feed_vad(std::span<const float> pcm) {
             // speech_stopped with four sessions on two cores. When decodes take longer, the pause's
             // decode cannot beat speech_stopped anyway, and the cancelled work and the hypothesis
             // it would have added to the agreement are lost (measured, BENCHMARKS.md): it runs next.
-            if (decode_seconds_ < settings_.silence_duration_ms / 1000.0) cancel_interim_before(at);
-            redecode_to(at);
+            if (decode_seconds_ < settings_.silence_duration_ms / 1000.0) cancel_interim_before(w.pause_start);
+            redecode_to(w.pause_start);
         }
-        if (v.silence_from >= 0 &&
-            v.next - v.silence_from >= static_cast<int64_t>(settings_.silence_duration_ms) * 16) {
-            v.speaking = false;
-            close_item(v.next, v.silence_from, true);
-            continue;
-        }
+        if (w.turn == Turn::SpeechStopped) return close_item(w.end, w.start, true);
         // A segment at its cap is cut at a quiet point and the speech goes on in a new item.
         Item& it = items_[open_id_];
-        if (static_cast<double>(v.next - it.start) / kRate >= max_segment_seconds_) {
-            const std::vector<float> seg = slice(it.start, v.next);
+        if (static_cast<double>(w.end - it.start) / kRate >= max_segment_seconds_) {
+            const std::vector<float> seg = slice(it.start, w.end);
             const auto cuts = quiet_cut_points(seg, max_segment_seconds_ - 1.0, 5.0);
             const int64_t cut = it.start + static_cast<int64_t>(cuts.size() > 2 ? cuts[1] : seg.size());
             close_item(cut, cut, true);
             open_item(cut, true);
         }
         maybe_redecode();
-    }
-    v.pending.erase(v.pending.begin(), v.pending.begin() + static_cast<std::ptrdiff_t>(used));
+    });
 }
 
 void RealtimeSession::open_item(int64_t start, bool speech_started) {
@@ -435,14 +397,14 @@ void RealtimeSession::redecode_to(int64_t end) {
     Item& it = items_[open_id_];
     if (end - it.start < kMinCommitSamples || end <= it.hypothesis_end) return;
     last_redecode_ = end;
-    const bool at_pause = vad_state_ && vad_state_->speaking && vad_state_->silence_from == end;
+    const bool at_pause = turns_ && turns_->speaking() && turns_->pause_from() == end;
     decodes_.push_back({it.id, false, at_pause, slice(it.start, end), end, steady_seconds()});
     run_next_decode();
 }
 
 void RealtimeSession::commit(const json& ev) {
     if (settings_.server_vad && !open_id_.empty()) {  // a manual commit ends the speech going on
-        vad_state_->speaking = false;
+        turns_->end_speech();
         close_item(total_, total_, false);
         return;
     }
@@ -465,16 +427,15 @@ void RealtimeSession::clear() {
     if (!open_id_.empty()) {  // the speech going on is dropped with the buffer
         items_.erase(open_id_);
         open_id_.clear();
-        vad_state_->speaking = false;
+        if (turns_) turns_->end_speech();
     }
     trim();
 }
 
 void RealtimeSession::maybe_redecode() {
-    if (open_id_.empty()) return;
+    if (open_id_.empty() || !turns_) return;
     // In a pause, decode exactly up to it (once): if the pause ends the item, that decode is final.
-    const VadState& v = *vad_state_;
-    if (v.speaking && v.silence_from >= 0) return redecode_to(v.silence_from);
+    if (turns_->speaking() && turns_->pause_from() >= 0) return redecode_to(turns_->pause_from());
     const bool nothing_committed = items_[open_id_].policy.committed_units() == 0;
     const double cadence =
         nothing_committed && o_.first_redecode_seconds > 0 ? o_.first_redecode_seconds : o_.redecode_seconds;

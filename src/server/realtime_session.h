@@ -38,6 +38,7 @@
 #include "server/realtime_audio_in.h"
 #include "server/realtime_protocol.h"
 #include "server/realtime_registry.h"
+#include "server/turn_detector.h"
 
 namespace parlance::server {
 
@@ -196,8 +197,7 @@ private:
     int64_t buffer_start_ = 0;  // without turn detection: the first uncommitted sample
 
     // Server VAD.
-    struct VadState;
-    std::unique_ptr<VadState> vad_state_;
+    std::unique_ptr<TurnDetector> turns_;  // server VAD's (null without a VAD model)
 
     // Items: the open one (speech going on) and those waiting for their final decode.
     std::map<std::string, Item> items_;
