@@ -459,7 +459,7 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "for Whisper, 32 for Qwen3-ASR")
         ->default_val(0);
     cmd->add_option("--prompt-gather-steps", a->engine.prompt_gather_steps,
-                    "Qwen3-ASR: while requests decode, new prompts wait up to this many decode steps to be computed "
+                    "Qwen3-ASR: while requests decode, new prompts wait up to this many decode-only steps to be computed "
                     "together (sooner once they fill half of --max-batch-tokens; a live session's never wait). On "
                     "a GPU a step costs about the same for one prompt as for several, and a decode-only step is "
                     "replayed from the last one's graph. 0 (the default, for now): each step takes what arrived")

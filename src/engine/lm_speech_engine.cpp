@@ -40,8 +40,13 @@ public:
         stats_.kv_capacity_bytes = g.kv_bytes;
         stats_.kv_block_bytes = g.kv.total_blocks > 0 ? g.kv_bytes / static_cast<size_t>(g.kv.total_blocks) : 0;
         stats_.free_slots = max_active_;
-        thread_ = std::thread([this] { loop(); });
         if (overlap_) encoder_thread_ = std::thread([this] { encode_loop(); });
+        try {
+            thread_ = std::thread([this] { loop(); });
+        } catch (...) {
+            stop_encoder();
+            throw;
+        }
     }
     ~LmSpeechEngine() override { shutdown(false); }
 
@@ -93,18 +98,20 @@ public:
         }
         wake_.notify_all();
         thread_.join();
-        // After the engine's loop: its last jobs waited for their pieces at the encoder.
-        if (encoder_thread_.joinable()) {
-            {
-                std::lock_guard<std::mutex> lock(encode_mutex_);
-                encoder_stopping_ = true;
-            }
-            encode_wake_.notify_all();
-            encoder_thread_.join();
-        }
+        stop_encoder();  // after the engine's loop: its last jobs waited for their pieces at the encoder
     }
 
 private:
+    void stop_encoder() {
+        if (!encoder_thread_.joinable()) return;
+        {
+            std::lock_guard<std::mutex> lock(encode_mutex_);
+            encoder_stopping_ = true;
+        }
+        encode_wake_.notify_all();
+        encoder_thread_.join();
+    }
+
     struct Job {
         TranscriptionRequest request;
         std::string forced;
@@ -156,6 +163,7 @@ private:
         Job* job;
         size_t index;
         std::vector<float> samples;
+        std::shared_ptr<std::atomic<bool>> cancelled;  // the job's request's: read by the encoder's thread
     };
 
     // Pieces embedded together: the cuts of one step (or, on the encoder's thread, of one pass),
@@ -163,6 +171,7 @@ private:
     struct Encoded {
         std::vector<Cut> cuts;
         std::vector<AudioLanguageModel::AudioEmbedding> emb;
+        std::vector<char> skipped;  // per cut: its request was cancelled, nothing embedded
         std::exception_ptr error;
     };
 
@@ -184,7 +193,7 @@ private:
                j.pieces->made() - j.emitted < static_cast<size_t>(kPiecesInFlight)) {
             --embed_budget;
             const size_t i = j.pieces->made();
-            cuts.push_back({&j, i, j.pieces->cut()});
+            cuts.push_back({&j, i, j.pieces->cut(), j.request.cancelled});
             j.results.emplace_back();
             ++j.in_flight;
         }
@@ -199,15 +208,33 @@ private:
     // Every cut piece embedded (in one batch, as many to a graph as the model takes; one each under
     // --deterministic, whose results must not depend on what else is encoded). Touches no job:
     // it runs on the encoder's thread where the encoder has a stream of its own.
+    // A cancelled request's pieces are not embedded (Encoded::emb holds an empty row set for them).
     Encoded encode(std::vector<Cut> cuts) {
         Encoded e;
         e.cuts = std::move(cuts);
-        std::vector<std::span<const float>> clips;
-        for (const Cut& c : e.cuts) clips.emplace_back(c.samples);
-        const int per_pass = device_products_invariant() ? 1 : std::max(1, options_.max_encode_batch);
         AudioLanguageModel::EmbedTimes times;
+        size_t embedded = 0;
         try {
-            e.emb = model_.embed_audio_batch(clips, per_pass, &times);
+            std::vector<std::span<const float>> clips;
+            std::vector<size_t> live;
+            for (size_t k = 0; k < e.cuts.size(); ++k)
+                if (!e.cuts[k].cancelled->load()) {
+                    clips.emplace_back(e.cuts[k].samples);
+                    live.push_back(k);
+                }
+            const int per_pass = device_products_invariant() ? 1 : std::max(1, options_.max_encode_batch);
+            std::vector<AudioLanguageModel::AudioEmbedding> emb;
+            if (!clips.empty()) emb = model_.embed_audio_batch(clips, per_pass, &times);
+            if (emb.size() != clips.size())
+                throw Error(ErrorKind::Internal, "the encoder returned " + std::to_string(emb.size()) +
+                                                     " embeddings for " + std::to_string(clips.size()) + " clips");
+            e.emb.resize(e.cuts.size());
+            e.skipped.assign(e.cuts.size(), 1);
+            for (size_t k = 0; k < live.size(); ++k) {
+                e.emb[live[k]] = std::move(emb[k]);
+                e.skipped[live[k]] = 0;
+            }
+            embedded = live.size();
         } catch (...) {
             e.error = std::current_exception();
         }
@@ -215,7 +242,8 @@ private:
         std::lock_guard<std::mutex> lock(mutex_);
         stats_.encoder_seconds += times.features + times.encode;
         stats_.features_seconds += times.features;
-        if (!e.error) stats_.encoded_pieces += e.cuts.size();
+        stats_.encoded_pieces += embedded;
+        if (overlap_) stats_.encoded_beside_steps += embedded;
         return e;
     }
 
@@ -234,10 +262,15 @@ private:
                     to_encode_.pop_front();
                 }
             }
-            Encoded e = encode(std::move(cuts));
-            {
-                std::lock_guard<std::mutex> lock(mutex_);
-                embedded_.push_back(std::move(e));
+            Encoded e = encode(std::move(cuts));  // (catches what the passes throw)
+            for (;;) {  // handed back whatever happens: the engine's jobs wait for these pieces
+                try {
+                    std::lock_guard<std::mutex> lock(mutex_);
+                    embedded_.push_back(std::move(e));
+                    break;
+                } catch (...) {  // no memory for the list's growth: try again shortly
+                    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                }
             }
             wake_.notify_one();
         }
@@ -271,6 +304,10 @@ private:
         for (size_t k = 0; k < cuts.size(); ++k) {
             Job& j = *cuts[k].job;
             if (!j.pieces) continue;  // abandoned by an earlier piece's failure
+            if (e.skipped[k]) {       // cancelled: never submitted (feed ends the job once none is in flight)
+                --j.in_flight;
+                continue;
+            }
             try {
                 GenerationRequest r = j.pieces->request(cuts[k].index, std::move(emb[k].rows), emb[k].tokens);
                 if (cuts[k].index == 0) r.expected.assign(j.request.expected.begin(), j.request.expected.end());
@@ -349,7 +386,11 @@ private:
                 // allowed), so sleep until it hands pieces back, a request arrives or the server stops.
                 const bool waiting = overlap_ && encoding_ > 0 && !engine_.has_work();
                 wake_.wait(lock, [&] {
-                    if (stopping_ || !embedded_.empty()) return true;
+                    if (!embedded_.empty()) return true;
+                    // A stop is acted on once (the queue failed, the active jobs cancelled); after
+                    // it, and while draining, only what the loop can do wakes it.
+                    if (stopping_ && !draining_ && !stop_seen_) return true;
+                    if (stopping_ && (queue_.empty() || draining_) && active_.empty()) return true;
                     if (!queue_.empty() && static_cast<int>(active_.size()) < max_active_) return true;
                     return !active_.empty() && !waiting;
                 });
@@ -361,6 +402,7 @@ private:
                     queue_.clear();
                     if (!active_.empty()) {  // not draining: the active ones end too
                         for (auto& j : active_) j->request.cancelled->store(true);
+                        stop_seen_ = true;
                     } else {
                         return;
                     }
@@ -454,6 +496,7 @@ private:
     uint64_t arrivals_ = 0;
     bool stopping_ = false;
     bool draining_ = false;
+    bool stop_seen_ = false;  // (mutex_) the loop has cancelled the active jobs for a stop
     EngineStats stats_;
     std::vector<Encoded> embedded_;  // (mutex_) the encoder's thread's passes, for this thread to submit
     int encoding_ = 0;               // this thread's: pieces handed to the encoder's thread, not back

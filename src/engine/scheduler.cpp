@@ -11,7 +11,9 @@ namespace parlance {
 namespace {
 
 // Smaller = more urgent.
-auto urgency(const Sequence& s) { return std::make_tuple(static_cast<int>(s.priority), s.arrival); }
+auto urgency(const Sequence& s) {
+    return std::make_tuple(static_cast<int>(s.priority), s.arrival);
+}
 
 }  // namespace
 
@@ -298,7 +300,9 @@ SchedulerOutput Scheduler::schedule() {
 }
 
 bool Scheduler::take_prompts(const std::vector<Sequence*>& chunks) const {
-    if (o_.prompt_gather_steps <= 0) return true;
+    // A prompt already started goes on: it holds its blocks, and a sequence left out of a step is
+    // the first a preemption would take.
+    if (o_.prompt_gather_steps <= 0 || !chunks.empty()) return true;
     int64_t pending = 0;
     uint64_t oldest = step_;
     auto count = [&](const Sequence& s) {
@@ -306,10 +310,10 @@ bool Scheduler::take_prompts(const std::vector<Sequence*>& chunks) const {
         pending += static_cast<int64_t>(s.tokens.size()) - s.num_computed;
         oldest = std::min(oldest, s.queued_step);
     };
-    for (const Sequence* s : chunks) count(*s);
     for (const auto& w : waiting_) count(*w);
     if (pending == 0) return false;
-    return 2 * pending >= o_.token_budget || step_ - oldest >= static_cast<uint64_t>(o_.prompt_gather_steps);
+    // (The first step after its arrival counts 1: it goes after N decode-only steps.)
+    return 2 * pending >= o_.token_budget || step_ - oldest > static_cast<uint64_t>(o_.prompt_gather_steps);
 }
 
 std::vector<std::unique_ptr<Sequence>> Scheduler::update_from_output(const SchedulerOutput& out,
@@ -321,7 +325,8 @@ std::vector<std::unique_ptr<Sequence>> Scheduler::update_from_output(const Sched
         s.num_computed += it.n;
         kv_.computed(s.id, s.num_computed);
         if (!it.sample) continue;
-        if (k >= sampled.size()) throw Error(ErrorKind::Internal, "scheduler: fewer sampled tokens than sampling sequences");
+        if (k >= sampled.size())
+            throw Error(ErrorKind::Internal, "scheduler: fewer sampled tokens than sampling sequences");
         const int32_t tok = sampled[k++];
         s.tokens.push_back(tok);
         const auto& stops = s.sampling.stop_ids;

@@ -21,13 +21,13 @@
 namespace parlance {
 
 struct SchedulerOptions {
-    int max_running = 64;     // sequences holding KV cells at once
-    int token_budget = 512;   // tokens computed per step, prompt chunks and decodes together
-    int max_context = 0;      // positions a sequence may reach (the model's); 0 = unlimited
+    int max_running = 64;    // sequences holding KV cells at once
+    int token_budget = 512;  // tokens computed per step, prompt chunks and decodes together
+    int max_context = 0;     // positions a sequence may reach (the model's); 0 = unlimited
     // Prompts gathered over steps (0 = off: every step takes what the budget allows). While
-    // sequences decode, prompt work (admissions and prompt chunks) waits until the pending prompt
-    // tokens fill half the budget, the longest-waiting one has waited this many steps, or a live
-    // one is among them; decode-only steps run meanwhile. On a GPU a step costs about the same for
+    // sequences decode, admissions wait until the waiting prompts' tokens fill half the budget,
+    // the longest-waiting one has waited this many decode-only steps, or a live one is among them;
+    // a prompt already started is never held back. On a GPU a step costs about the same for
     // one prompt as for several, and a decode-only step keeps its graph (replayed), where a step
     // with a prompt is built and launched afresh (BENCHMARKS.md, session 40).
     int prompt_gather_steps = 0;
@@ -38,15 +38,15 @@ struct ScheduledSeq {
     Sequence* seq = nullptr;
     int start = 0;
     int n = 0;
-    bool sample = false;      // the step reaches the last known token: its logits pick the next
+    bool sample = false;  // the step reaches the last known token: its logits pick the next
 };
 
 struct SchedulerOutput {
-    std::vector<ScheduledSeq> items;          // running sequences in this step, in batch order
-    std::vector<BlockCopy> copies;            // copy-on-write copies to apply before the step
+    std::vector<ScheduledSeq> items;                  // running sequences in this step, in batch order
+    std::vector<BlockCopy> copies;                    // copy-on-write copies to apply before the step
     std::vector<std::unique_ptr<Sequence>> finished;  // aborted or timed out since the last step
-    int tokens = 0;                           // sum of items' n
-    int preempted = 0;                        // sequences sent back to waiting this step
+    int tokens = 0;                                   // sum of items' n
+    int preempted = 0;                                // sequences sent back to waiting this step
 };
 
 class Scheduler {
@@ -99,7 +99,7 @@ private:
 
     KvCacheManager& kv_;
     SchedulerOptions o_;
-    std::deque<std::unique_ptr<Sequence>> waiting_;   // sorted by (priority, arrival)
+    std::deque<std::unique_ptr<Sequence>> waiting_;  // sorted by (priority, arrival)
     std::vector<std::unique_ptr<Sequence>> running_;
     uint64_t arrivals_ = 0;
     uint64_t step_ = 0;

@@ -166,6 +166,7 @@ struct EngineStats {
     double encoder_seconds = 0.0;
     double features_seconds = 0.0;  // of encoder_seconds: the log-mel
     uint64_t encoded_pieces = 0;    // clips or windows through the encoder
+    uint64_t encoded_beside_steps = 0;  // of them, on the encoder's own thread (overlap_encoder)
     double decoder_forward_seconds = 0.0;
     double decoder_compute_seconds = 0.0;  // of them, launching the graphs and waiting for the device
     // The decoder's paged KV cache (as of the last step).

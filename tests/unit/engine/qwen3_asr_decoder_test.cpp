@@ -9,6 +9,9 @@
 #include <chrono>
 #include <cmath>
 #include <future>
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -417,24 +420,64 @@ TEST(Qwen3Asr, SeveralEncoderPassesAStepGiveEachRequestItsTranscriptAlone) {
 // The encoder on a stream and a thread of its own (CUDA's default; EncoderStream::Own puts it on
 // a second CPU backend): its passes run beside the decoder's steps, the engine's thread submitting
 // each batch as it comes back. Every request gets the transcript it gets alone, a long one's pieces
-// included; --serial-encoder's engine and prompts gathered over steps give the same; a shutdown with pieces at the encoder answers
-// every request.
+// included; --serial-encoder's engine and prompts gathered over steps give the same; a shutdown with pieces at the
+// encoder answers every request. A real model that notes the threads its encoder passes run on.
+class ThreadNotingModel final : public AudioLanguageModel {
+public:
+    explicit ThreadNotingModel(std::unique_ptr<AudioLanguageModel> m) : m_(std::move(m)) {}
+    std::string description() const override { return m_->description(); }
+    double load_seconds() const override { return m_->load_seconds(); }
+    LanguageModel& decoder() override { return m_->decoder(); }
+    double max_piece_seconds() const override { return m_->max_piece_seconds(); }
+    std::vector<float> embed_audio(std::span<const float> pcm16k, int* n_tokens, EmbedTimes* times) override {
+        return m_->embed_audio(pcm16k, n_tokens, times);
+    }
+    std::vector<AudioEmbedding> embed_audio_batch(std::span<const std::span<const float>> clips, int max_per_pass,
+                                                  EmbedTimes* times) override {
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            threads.insert(std::this_thread::get_id());
+        }
+        if (fail_passes > 0) {
+            --fail_passes;
+            throw Error(ErrorKind::Internal, "an encoder pass failed (the test's)");
+        }
+        return m_->embed_audio_batch(clips, max_per_pass, times);
+    }
+    bool encodes_beside_decoder() const override { return m_->encodes_beside_decoder(); }
+    std::string language_code(const std::string& c) const override { return m_->language_code(c); }
+    std::vector<int32_t> prompt(int n_audio, const std::string& context, const std::string& code,
+                                int* audio_position) const override {
+        return m_->prompt(n_audio, context, code, audio_position);
+    }
+    Output parse(std::span<const int32_t> generated, const std::string& forced) const override {
+        return m_->parse(generated, forced);
+    }
+    std::mutex mutex;
+    std::set<std::thread::id> threads;
+    std::atomic<int> fail_passes{0};  // the next passes that throw
+
+private:
+    std::unique_ptr<AudioLanguageModel> m_;
+};
+
 TEST(Qwen3Asr, EncoderPassesBesideTheStepsGiveEachRequestItsTranscriptAlone) {
     TempDir dir;
     Backend backend(BackendOptions{"cpu", 2, true, false});
     const auto path = write_qwen3_asr("tiny", dir.path());
     SpeechModelOptions so;
     so.encoder_stream = EncoderStream::Own;
-    auto model = open_speech_model(path, backend, so);
-    auto* lm = dynamic_cast<LmSpeechModel*>(model.get());
-    ASSERT_NE(lm, nullptr);
-    EXPECT_TRUE(lm->model().encodes_beside_decoder());
+    auto noting = std::make_unique<ThreadNotingModel>(load_audio_language_model(path, backend, so));
+    ThreadNotingModel* noted = noting.get();
+    EXPECT_TRUE(noted->encodes_beside_decoder());
+    auto model = std::make_unique<LmSpeechModel>(std::move(noting), backend);
     EXPECT_FALSE(load_audio_language_model(path, backend, {})->encodes_beside_decoder());  // Auto: not on the CPU
     const json ref = qwen3_asr_reference("tiny");
     std::vector<std::vector<float>> clips;
     for (size_t i = 0; i < ref["cases"].size() && clips.size() < 3; ++i) clips.push_back(clip_samples(ref["cases"][i]));
     std::vector<float> longer;  // 66 s: three pieces
-    while (longer.size() < static_cast<size_t>(16000 * 66)) longer.insert(longer.end(), clips[0].begin(), clips[0].end());
+    while (longer.size() < static_cast<size_t>(16000 * 66))
+        longer.insert(longer.end(), clips[0].begin(), clips[0].end());
     clips.push_back(longer);
     TranscribeOptions o;
     o.max_new_tokens = 6;
@@ -449,19 +492,32 @@ TEST(Qwen3Asr, EncoderPassesBesideTheStepsGiveEachRequestItsTranscriptAlone) {
         eo.overlap_encoder = overlap;
         eo.prompt_gather_steps = gather_steps;
         eo.max_encode_batch = encode_batch;
+        noted->threads.clear();
         auto engine = model->start_engine(eo, log);
+        // The engine's thread is the one on_segment runs on; the passes ran beside it, or on it.
+        std::mutex m;
+        std::set<std::thread::id> engine_threads;
         std::vector<std::future<Transcript>> futures;
         for (int round = 0; round < 2; ++round)
             for (const auto& pcm : clips) {
                 TranscriptionRequest r;
                 r.pcm = pcm;
                 r.options = o;
+                r.on_segment = [&](const Segment&) {
+                    std::lock_guard<std::mutex> lock(m);
+                    engine_threads.insert(std::this_thread::get_id());
+                };
                 futures.push_back(engine->submit(std::move(r)));
             }
         std::vector<std::vector<int>> tokens;
         for (auto& f : futures) tokens.push_back(flat(f.get()));
         if (stats) *stats = engine->stats();
         engine->shutdown(false);
+        EXPECT_EQ(engine_threads.size(), 1u);
+        EXPECT_EQ(noted->threads.size(), 1u);
+        if (!engine_threads.empty() && !noted->threads.empty())
+            EXPECT_EQ(*engine_threads.begin() == *noted->threads.begin(), !overlap)
+                << (overlap ? "the passes ran on the engine's thread" : "the passes ran on another thread");
         return tokens;
     };
     EngineStats stats;
@@ -478,6 +534,7 @@ TEST(Qwen3Asr, EncoderPassesBesideTheStepsGiveEachRequestItsTranscriptAlone) {
     }
     EXPECT_EQ(stats.completed, 2 * clips.size());
     EXPECT_EQ(stats.encoded_pieces, 2u * (clips.size() - 1 + 3));
+    EXPECT_EQ(stats.encoded_beside_steps, stats.encoded_pieces);
     EXPECT_GT(stats.features_seconds, 0.0);
     EXPECT_GE(stats.encoder_seconds, stats.features_seconds);
 
@@ -492,6 +549,9 @@ TEST(Qwen3Asr, EncoderPassesBesideTheStepsGiveEachRequestItsTranscriptAlone) {
         r.options = o;
         futures.push_back(engine->submit(std::move(r)));
     }
+    for (int i = 0; i < 2000 && engine->stats().encoded_pieces == 0; ++i)  // pieces embedded, more cut
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_GT(engine->stats().encoded_pieces, 0u);
     engine->shutdown(false);
     for (auto& f : futures) {
         ASSERT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready);
@@ -501,6 +561,34 @@ TEST(Qwen3Asr, EncoderPassesBesideTheStepsGiveEachRequestItsTranscriptAlone) {
             EXPECT_EQ(e.kind(), ErrorKind::Cancelled) << e.what();
         }
     }
+
+    // A failed pass fails the requests whose pieces it held (a long one's earlier pieces may be
+    // decoding), and only those: the engine serves on.
+    auto failing = model->start_engine(eo, log);
+    noted->fail_passes = 1;
+    std::vector<std::future<Transcript>> after;
+    for (const auto& pcm : {longer, clips[1]}) {
+        TranscriptionRequest r;
+        r.pcm = pcm;
+        r.options = o;
+        after.push_back(failing->submit(std::move(r)));
+    }
+    int failed = 0;
+    for (auto& f : after) {
+        ASSERT_EQ(f.wait_for(std::chrono::seconds(120)), std::future_status::ready);
+        try {
+            (void)f.get();
+        } catch (const Error& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::Internal) << e.what();
+            ++failed;
+        }
+    }
+    EXPECT_GE(failed, 1);
+    TranscriptionRequest again;
+    again.pcm = clips[0];
+    again.options = o;
+    EXPECT_EQ(flat(failing->submit(std::move(again)).get()), beside[0]);
+    failing->shutdown(true);
 }
 
 }  // namespace

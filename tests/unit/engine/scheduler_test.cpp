@@ -81,13 +81,13 @@ TEST(Scheduler, PromptsGatherOverDecodeStepsWhileOthersDecode) {
     fake_step(sch, out);
     sch.add_request(make_seq(2, 5, 100));
     std::vector<int> taken;  // sequence 2's tokens per step
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 5; ++i) {
         out = sch.schedule();
         EXPECT_EQ(tokens_of(out, 1), 1) << "step " << i;
         taken.push_back(tokens_of(out, 2));
         fake_step(sch, out);
     }
-    EXPECT_EQ(taken, (std::vector<int>{0, 0, 5, 1})) << "two decode-only steps, then the prompt, then its decode";
+    EXPECT_EQ(taken, (std::vector<int>{0, 0, 0, 5, 1})) << "three decode-only steps, then the prompt, then its decode";
 
     // Prompts that fill half the budget go at once.
     sch.add_request(make_seq(3, 20, 100));
@@ -108,6 +108,18 @@ TEST(Scheduler, PromptsGatherOverDecodeStepsWhileOthersDecode) {
     EXPECT_EQ(tokens_of(out, 5), 3);
     EXPECT_EQ(tokens_of(out, 1), 1);
     fake_step(sch, out);
+
+    // A prompt longer than the budget, once started, goes on every step (its chunks are never
+    // held back), beside the decodes.
+    sch.add_request(make_seq(7, 150, 100));
+    std::vector<int> chunks;
+    for (int i = 0; i < 8 && chunks.size() < 3; ++i) {
+        out = sch.schedule();
+        if (const int n = tokens_of(out, 7); n > 0 || !chunks.empty()) chunks.push_back(n);
+        fake_step(sch, out);
+    }
+    ASSERT_EQ(chunks.size(), 3u);
+    for (int n : chunks) EXPECT_GT(n, 0) << "a started prompt waits no step";
 
     // Off (0): every step takes what arrived.
     Scheduler off(kv, {8, 64, 0, 0});
@@ -130,7 +142,6 @@ TEST(Scheduler, PriorityClassesAndFairnessInsideAClass) {
     EXPECT_EQ(out.items[0].seq->id, 3);
     EXPECT_EQ(out.items[1].seq->id, 2);
     fake_step(sch, out);
-
 }
 
 TEST(Scheduler, LongPromptsOfOneClassTakeTurns) {
@@ -211,8 +222,8 @@ TEST(Scheduler, AdmissionWaitsForBlocksAndRefusesWhatCanNeverFit) {
 TEST(Scheduler, PreemptsTheLeastUrgentWhenARunningSequenceCannotGrow) {
     KvCacheManager kv(4, 4);
     Scheduler sch(kv, {8, 64, 0});
-    sch.add_request(make_seq(1, 4, 8, Priority::Live));   // grows to 12 tokens: 3 blocks
-    sch.add_request(make_seq(2, 4, 8, Priority::Bulk));   // 1 block now, more later
+    sch.add_request(make_seq(1, 4, 8, Priority::Live));  // grows to 12 tokens: 3 blocks
+    sch.add_request(make_seq(2, 4, 8, Priority::Bulk));  // 1 block now, more later
     SchedulerOutput out = sch.schedule();
     ASSERT_EQ(out.items.size(), 2u);
     int preempted = 0;
@@ -247,9 +258,7 @@ public:
     ForkingSlots(KvCacheManager& kv, const SearchGroup& g) : kv_(kv), g_(g) {}
     int vocab_size() const override { return 16; }
     std::vector<std::vector<float>> step(std::span<const StepInput>) override { return {}; }
-    void copy_slot(int from, int to, int n) override {
-        kv_.copy_prefix(g_.slots[from], g_.slots[to], n);
-    }
+    void copy_slot(int from, int to, int n) override { kv_.copy_prefix(g_.slots[from], g_.slots[to], n); }
 
 private:
     KvCacheManager& kv_;

@@ -45,8 +45,8 @@ TEST(TurnDetector, SpeechStartsPausesAndStopsWithHysteresis) {
     TurnDetector turns(vad);
     RealtimeSettings s;
     s.threshold = 0.5f;
-    s.prefix_padding_ms = 40;     // 640 samples
-    s.silence_duration_ms = 96;   // three windows
+    s.prefix_padding_ms = 40;    // 640 samples
+    s.silence_duration_ms = 96;  // three windows
     using T = TurnDetector::Turn;
     constexpr int64_t W = TurnDetector::kWindow;
     std::vector<Seen> seen;
@@ -68,12 +68,8 @@ TEST(TurnDetector, SpeechStartsPausesAndStopsWithHysteresis) {
     turns.push({pcm.data() + cut, pcm.size() - cut}, total + static_cast<int64_t>(pcm.size()), 0, s, record);
     total += static_cast<int64_t>(pcm.size());
     const std::vector<Seen> want = {
-        {T::None, 0, 5 * W, -1},
-        {T::None, 0, 6 * W, 5 * W},
-        {T::None, 0, 7 * W, -1},
-        {T::None, 0, 8 * W, 7 * W},
-        {T::None, 0, 9 * W, -1},
-        {T::SpeechStopped, 7 * W, 10 * W, -1},
+        {T::None, 0, 5 * W, -1},    {T::None, 0, 6 * W, 5 * W}, {T::None, 0, 7 * W, -1},
+        {T::None, 0, 8 * W, 7 * W}, {T::None, 0, 9 * W, -1},    {T::SpeechStopped, 7 * W, 10 * W, -1},
     };
     EXPECT_EQ(seen, want);
     EXPECT_FALSE(turns.speaking());
