@@ -3,6 +3,7 @@
 
 #include "core/cpu_attention_kernel.h"
 #include "core/cpu_features.h"
+#include "core/op_trace.h"
 
 #include <algorithm>
 #include <cmath>
@@ -240,6 +241,8 @@ ggml_tensor* cpu_paged_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor*
     const int64_t hd = q->ne[0], heads = q->ne[1], n = q->ne[2];
     ggml_tensor* pieces = ggml_custom_4d(ctx, GGML_TYPE_F32, attention_piece_floats(heads, hd), n, 1, 1, args, 5,
                                          attention_pieces_task, GGML_N_TASKS_MAX, userdata);
+    // Slots for kAttentionPieces pieces a token; a token over few cells fills fewer (op_trace.h).
+    ggml_format_name(pieces, "%sattention_pieces", kPartlyWrittenPrefix);
     ggml_tensor* combine_args[2] = {pieces, visible};
     return ggml_custom_4d(ctx, GGML_TYPE_F32, hd * heads, n, 1, 1, combine_args, 2, attention_combine_task,
                           GGML_N_TASKS_MAX, nullptr);

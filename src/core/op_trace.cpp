@@ -131,7 +131,8 @@ void OpTrace::write(ggml_tensor* t, bool with_values) {
 
 void OpTrace::write_record(ggml_tensor* t, uint32_t index, const std::array<int32_t, 4>& sources, bool with_values) {
     std::vector<float> values;
-    const bool readable = with_values && ggml_is_contiguous(t) &&
+    const bool partly_written = std::strncmp(t->name, kPartlyWrittenPrefix, std::strlen(kPartlyWrittenPrefix)) == 0;
+    const bool readable = with_values && !partly_written && ggml_is_contiguous(t) &&
                           (t->type == GGML_TYPE_F32 || t->type == GGML_TYPE_F16 || t->type == GGML_TYPE_BF16);
     if (readable) {
         ggml_backend_sched_synchronize(sched_);  // the node may still be computing on a device stream

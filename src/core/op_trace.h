@@ -25,6 +25,11 @@
 
 namespace parlance {
 
+// A node whose output has slots no later node reads (a layout sized for the most it may hold, such
+// as the CPU attention's partial results) is named with this prefix: the trace records it without
+// values, since its unused slots hold whatever the buffer held before (two runs may differ there).
+inline constexpr const char* kPartlyWrittenPrefix = "partly-written:";
+
 class OpTrace {
 public:
     // The process's trace when PARLANCE_TRACE_OPS names a directory (created if missing), else
