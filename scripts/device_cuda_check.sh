@@ -407,7 +407,7 @@ throughput() {
     for c in ${TP_LEVELS:-1 8 64}; do
       echo "${mode:-throughput}: $(python3 "$ROOT/bench/load_gen.py" --url "http://127.0.0.1:$port" \
         --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency "$c" --requests $((c < 8 ? 8 : 2 * c)))"
-      echo "metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total)' | tr '\n' ' ')"
+      echo "metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total|gpu_graphs)' | tr '\n' ' ')"
     done
     kill "$pid"; wait "$pid" 2>/dev/null
     echo "server log's end: $(tail -3 "$STATE/serve_tp.log" | tr '\n' ' ')"
@@ -475,7 +475,7 @@ gpu_bench() {
     echo "parlance c=$c: $(busy python3 "$ROOT/bench/load_gen.py" --url "http://127.0.0.1:$port" \
       --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency "$c" --requests $((c < 8 ? 8 : 2 * c)) | tr '\n' ' ')"
   done
-  echo "metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total|kv_cache_capacity|device_memory)' | tr '\n' ' ')"
+  echo "metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total|kv_cache_capacity|device_memory|gpu_graphs)' | tr '\n' ' ')"
   kill "$pid"; wait "$pid" 2>/dev/null
   grep -E "KV cache|error" "$STATE/serve_gb.log" | head -5
   # GB_MODES: more serve modes (';'-separated flags; "nographs" = CUDA graphs off) at c=64.
@@ -490,7 +490,7 @@ gpu_bench() {
     for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
     echo "parlance ${GGML_CUDA_DISABLE_GRAPHS:+(CUDA graphs off) }$mode c=64: $(busy python3 "$ROOT/bench/load_gen.py" \
       --url "http://127.0.0.1:$port" --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency 64 --requests 128 | tr '\n' ' ')"
-    echo "  metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total)' | tr '\n' ' ')"
+    echo "  metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total|gpu_graphs)' | tr '\n' ' ')"
     kill "$pid"; wait "$pid" 2>/dev/null
     unset GGML_CUDA_DISABLE_GRAPHS
   done

@@ -16,6 +16,7 @@
 #include <ggml-cpu.h>
 
 #include "core/error.h"
+#include "core/ggml_messages.h"
 #include "core/op_profile.h"
 #include "core/op_trace.h"
 #include "core/runtime_settings.h"
@@ -56,6 +57,9 @@ size_t graph_context_size(size_t max_nodes) {
 
 GraphContext::GraphContext(std::vector<uint8_t>& buffer, size_t estimated_nodes) {
     const size_t capacity = graph_capacity(estimated_nodes);  // throws before a context exists
+    // Room for the graph and twice its capacity in tensors (its leaves: inputs; views are nodes).
+    const size_t need = graph_context_size(std::min(2 * capacity, kMaxGraphNodes));
+    if (buffer.size() < need) buffer.resize(need);
     ggml_init_params p{buffer.size(), buffer.data(), true};
     ctx = ggml_init(p);
     graph = ggml_new_graph_custom(ctx, capacity, false);
@@ -117,6 +121,7 @@ std::vector<std::string> Backend::device_names() {
 }
 
 Backend::Backend(const BackendOptions& options) : options_(options) {
+    install_ggml_messages();
     if (options.device != "cpu" && options.device != "cuda" && options.device != "metal")
         throw Error(ErrorKind::InvalidArgument, "unknown device '" + options.device + "' (cpu|cuda|metal)");
     if (options.device == "cuda" && !options.allow_tf32) {

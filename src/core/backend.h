@@ -115,8 +115,9 @@ size_t graph_context_size(size_t max_nodes = kMaxGraphNodes);
 // clear refusal instead of ggml's abort).
 size_t graph_capacity(size_t estimated_nodes);
 
-// A no-alloc ggml context over a caller's metadata buffer (graph_context_size() bytes) with a
-// graph of the capacity `estimated_nodes` needs; freed when it goes out of scope.
+// A no-alloc ggml context over a caller's metadata buffer with a graph of the capacity
+// `estimated_nodes` needs; freed when it goes out of scope. A buffer too small for that capacity
+// is grown first (a graph_context_size() buffer never is).
 struct GraphContext {
     GraphContext(std::vector<uint8_t>& buffer, size_t estimated_nodes);
     ~GraphContext();

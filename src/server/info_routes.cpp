@@ -113,7 +113,8 @@ std::string metrics_text(ServerState& s) {
     std::string text = s.metrics.render(e ? &st : nullptr, s.uptime()) + s.realtime.metrics_text();
     if (c) text += generation_metrics_text(c->service->stats());
     if (c && c->latency) text += c->latency->render();
-    return text + device_memory_text(s.devices());
+    const std::vector<DeviceMemory> devices = s.devices();
+    return text + device_memory_text(devices) + gpu_graph_text(devices, gpu_graph_counts());
 }
 
 }  // namespace parlance::server

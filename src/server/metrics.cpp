@@ -127,6 +127,19 @@ std::string device_memory_text(const std::vector<DeviceMemory>& devices) {
     return os.str();
 }
 
+std::string gpu_graph_text(const std::vector<DeviceMemory>& devices, const GpuGraphCounts& counts) {
+    if (devices.empty()) return "";
+    std::ostringstream os;
+    os << "# HELP parlance_gpu_graphs_total What ggml-cuda did with the steps' CUDA graphs: captured (a graph "
+          "warmed up and recorded for replay), reset (a kept graph changed, so launched kernel by kernel until "
+          "stable), reused (replayed right after itself).\n"
+          "# TYPE parlance_gpu_graphs_total counter\n"
+       << "parlance_gpu_graphs_total{event=\"captured\"} " << counts.captured << "\n"
+       << "parlance_gpu_graphs_total{event=\"reset\"} " << counts.reset << "\n"
+       << "parlance_gpu_graphs_total{event=\"reused\"} " << counts.reused << "\n";
+    return os.str();
+}
+
 std::string generation_metrics_text(const GenerationServiceStats& s) {
     std::ostringstream os;
     auto gauge = [&](const char* name, const char* help, auto value) {

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/ggml_messages.h"
 #include "engine/generation_service.h"
 #include "models/speech_model.h"
 
@@ -43,6 +44,9 @@ struct DeviceMemory {
 };
 // parlance_device_memory_bytes{device, state="free"|"total"} of each (nothing for none).
 std::string device_memory_text(const std::vector<DeviceMemory>& devices);
+// parlance_gpu_graphs_total{event="captured"|"reset"|"reused"}: what ggml-cuda did with the steps'
+// CUDA graphs (core/ggml_messages.h); nothing without an accelerator.
+std::string gpu_graph_text(const std::vector<DeviceMemory>& devices, const GpuGraphCounts& counts);
 
 // Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown.
 size_t resident_bytes();

@@ -108,11 +108,17 @@ std::unique_ptr<Qwen3Model> Qwen3Model::load(ModelFiles files, Backend& backend,
         std::make_unique<WeightSet>(store, table, backend, parse_weight_type(options.quantize), "Qwen3", ignored);
     if (!m->output_) m->output_ = m->embed_;
     m->files_ = std::move(files);
-    m->graph_buf_.resize(graph_context_size());
     return m;
 }
 
+namespace {
+// Shapes kept at once: a server's decode steps move between a few sequence buckets (graph_ops.h)
+// and read capacities as sequences come and go.
+constexpr size_t kKeptShapes = 4;
+}  // namespace
+
 struct Qwen3Model::StepGraph {
+    std::vector<uint8_t> meta;  // the context's tensor and graph metadata
     std::unique_ptr<GraphContext> gc;
     StepTensors in;
     ggml_tensor* out = nullptr;
@@ -126,13 +132,28 @@ struct Qwen3Model::StepGraph {
 Qwen3Model::Qwen3Model(Backend& backend) : backend_(backend) {}
 Qwen3Model::~Qwen3Model() = default;
 
-void Qwen3Model::build_step(const StepBatch& b, const KvStorage& kv, const std::optional<StepShape>& shape) {
+namespace {
+// The metadata buffer of a graph no longer wanted, for the next one (its context freed first).
+template <typename Graph>
+std::vector<uint8_t> release(std::unique_ptr<Graph>& g) {
+    if (!g) return {};
+    g->gc.reset();
+    std::vector<uint8_t> meta = std::move(g->meta);
+    g.reset();
+    return meta;
+}
+}  // namespace
+
+std::unique_ptr<Qwen3Model::StepGraph> Qwen3Model::build_step(const StepBatch& b, const KvStorage& kv,
+                                                              const std::optional<StepShape>& shape,
+                                                              std::vector<uint8_t> meta) {
     const int64_t n = b.n_tokens(), d = c_.hidden_size, hd = c_.head_dim;
     const int H = c_.num_heads, Hkv = c_.num_kv_heads;
-    step_.reset();  // its context lives in graph_buf_
+    ++graphs_built_;
     auto step = std::make_unique<StepGraph>();
+    step->meta = std::move(meta);
     step->gc = std::make_unique<GraphContext>(
-        graph_buf_, static_cast<size_t>(c_.num_layers) * (80 + paged_attention_nodes(b, kv)) + 512);
+        step->meta, static_cast<size_t>(c_.num_layers) * (80 + paged_attention_nodes(b, kv)) + 512);
     step->shape = shape;
     ggml_context* ctx = step->gc->ctx;
     const BatchInvariantProducts invariant;  // allocated with batch_invariant in forward()
@@ -176,7 +197,27 @@ void Qwen3Model::build_step(const StepBatch& b, const KvStorage& kv, const std::
         ggml_set_output(step->argmax);
         ggml_build_forward_expand(step->gc->graph, step->argmax);
     }
-    step_ = std::move(step);
+    return step;
+}
+
+Qwen3Model::StepGraph& Qwen3Model::step_graph(const StepBatch& b, const KvStorage& kv,
+                                              const std::optional<StepShape>& shape) {
+    if (!shape) {
+        once_ = build_step(b, kv, shape, release(once_));
+        return *once_;
+    }
+    auto it = std::find_if(kept_.begin(), kept_.end(), [&](const auto& g) { return g->shape == shape; });
+    if (it != kept_.end()) {
+        std::rotate(it, it + 1, kept_.end());  // most recently used last
+        return *kept_.back();
+    }
+    std::vector<uint8_t> meta;
+    if (kept_.size() >= kKeptShapes) {
+        meta = release(kept_.front());
+        kept_.erase(kept_.begin());
+    }
+    kept_.push_back(build_step(b, kv, shape, std::move(meta)));
+    return *kept_.back();
 }
 
 void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& logits) {
@@ -196,8 +237,7 @@ void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& 
     const std::optional<StepBatch> filled = bucketed(b, kv);
     const StepBatch& run = filled ? *filled : b;
     const std::optional<StepShape> shape = reusable_shape(run, kv);
-    if (!step_ || !shape || step_->shape != shape) build_step(run, kv, shape);
-    StepGraph& step = *step_;
+    StepGraph& step = step_graph(run, kv, shape);
     if (step.allocation == 0 || step.allocation != backend_.allocation()) {
         if (step.allocation != 0) step.gc->unplace();  // placed in a compute buffer since reused
         step.allocation = 0;                           // until it succeeds

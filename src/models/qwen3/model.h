@@ -57,6 +57,10 @@ public:
     // maxima than the lowest id).
     void forward(const StepBatch& batch, KvStorage& kv, std::vector<float>& logits,
                  const std::vector<uint8_t>& greedy_rows, std::vector<int32_t>& argmax) override;
+    // Step graphs built so far (the others were kept ones, reused): what a test of the kept graphs
+    // and a profile of a server's steps read.
+    uint64_t graphs_built() const { return graphs_built_; }
+
     std::string weight_summary() const override { return weights_->type_summary(); }
     size_t weight_bytes() const override { return weights_->device_bytes(); }
 
@@ -75,10 +79,16 @@ private:
         ggml_tensor* down = nullptr;
     };
 
-    // The last step's graph, built in graph_buf_ and allocated, kept for the next step of its
-    // shape (StepShape): a decode step then only uploads its inputs.
+    // A step's graph, built in a metadata buffer of its own and allocated. Graphs of a reusable
+    // shape (StepShape: decode steps) are kept, a few shapes at once, so a decode step of a kept
+    // shape only uploads its inputs. They stay across one-off steps (prompts, embedding spans):
+    // each keeps its nodes and, reallocated, its place in the compute buffer, and with them the CUDA
+    // graph ggml-cuda recorded of it (ggml-cuda knows a graph by its first node's address, so a
+    // one-off step built where a kept graph lived would make it record the kept one afresh).
     struct StepGraph;
-    void build_step(const StepBatch& b, const KvStorage& kv, const std::optional<StepShape>& shape);
+    std::unique_ptr<StepGraph> build_step(const StepBatch& b, const KvStorage& kv,
+                                          const std::optional<StepShape>& shape, std::vector<uint8_t> meta);
+    StepGraph& step_graph(const StepBatch& b, const KvStorage& kv, const std::optional<StepShape>& shape);
 
     Qwen3Model(Backend& backend);
 
@@ -92,8 +102,9 @@ private:
     ggml_tensor* final_norm_ = nullptr;
     std::vector<Layer> layers_;
     std::unique_ptr<WeightSet> weights_;
-    std::vector<uint8_t> graph_buf_;
-    std::unique_ptr<StepGraph> step_;
+    std::vector<std::unique_ptr<StepGraph>> kept_;  // least recently used first
+    std::unique_ptr<StepGraph> once_;               // the last one-off step's (its buffer reused)
+    uint64_t graphs_built_ = 0;
 };
 
 }  // namespace parlance::qwen3

@@ -515,9 +515,10 @@ TEST(Qwen3Asr, EncoderPassesBesideTheStepsGiveEachRequestItsTranscriptAlone) {
         engine->shutdown(false);
         EXPECT_EQ(engine_threads.size(), 1u);
         EXPECT_EQ(noted->threads.size(), 1u);
-        if (!engine_threads.empty() && !noted->threads.empty())
+        if (!engine_threads.empty() && !noted->threads.empty()) {
             EXPECT_EQ(*engine_threads.begin() == *noted->threads.begin(), !overlap)
                 << (overlap ? "the passes ran on the engine's thread" : "the passes ran on another thread");
+        }
         return tokens;
     };
     EngineStats stats;
