@@ -280,16 +280,17 @@ TEST(Qwen3Asr, AnF16KvCacheHalvesTheCellsAndTranscribesTheSame) {
     EXPECT_EQ(block_bytes[1] * 2, block_bytes[0]);
 }
 
-// Counts embed_audio calls of a real model (the audio-LM interface is the seam).
-class CountingModel final : public AudioLanguageModel {
+// A real model behind the audio-LM interface (the seam the tests below note calls at): the
+// interface's required members forwarded; the optional ones (embed_audio_batch,
+// encodes_beside_decoder) keep their defaults unless a test's model overrides them.
+class ForwardingModel : public AudioLanguageModel {
 public:
-    explicit CountingModel(std::unique_ptr<AudioLanguageModel> m) : m_(std::move(m)) {}
+    explicit ForwardingModel(std::unique_ptr<AudioLanguageModel> m) : m_(std::move(m)) {}
     std::string description() const override { return m_->description(); }
     double load_seconds() const override { return m_->load_seconds(); }
     LanguageModel& decoder() override { return m_->decoder(); }
     double max_piece_seconds() const override { return m_->max_piece_seconds(); }
     std::vector<float> embed_audio(std::span<const float> pcm16k, int* n_tokens, EmbedTimes* times) override {
-        ++embedded;
         return m_->embed_audio(pcm16k, n_tokens, times);
     }
     std::string language_code(const std::string& c) const override { return m_->language_code(c); }
@@ -300,10 +301,20 @@ public:
     Output parse(std::span<const int32_t> generated, const std::string& forced) const override {
         return m_->parse(generated, forced);
     }
-    std::atomic<int> embedded{0};
 
-private:
+protected:
     std::unique_ptr<AudioLanguageModel> m_;
+};
+
+// Counts embed_audio calls (the default embed_audio_batch makes one per clip).
+class CountingModel final : public ForwardingModel {
+public:
+    using ForwardingModel::ForwardingModel;
+    std::vector<float> embed_audio(std::span<const float> pcm16k, int* n_tokens, EmbedTimes* times) override {
+        ++embedded;
+        return m_->embed_audio(pcm16k, n_tokens, times);
+    }
+    std::atomic<int> embedded{0};
 };
 
 // A long file's pieces are embedded as earlier ones finish, never more than kPiecesInFlight ahead
@@ -422,16 +433,9 @@ TEST(Qwen3Asr, SeveralEncoderPassesAStepGiveEachRequestItsTranscriptAlone) {
 // each batch as it comes back. Every request gets the transcript it gets alone, a long one's pieces
 // included; --serial-encoder's engine and prompts gathered over steps give the same; a shutdown with pieces at the
 // encoder answers every request. A real model that notes the threads its encoder passes run on.
-class ThreadNotingModel final : public AudioLanguageModel {
+class ThreadNotingModel final : public ForwardingModel {
 public:
-    explicit ThreadNotingModel(std::unique_ptr<AudioLanguageModel> m) : m_(std::move(m)) {}
-    std::string description() const override { return m_->description(); }
-    double load_seconds() const override { return m_->load_seconds(); }
-    LanguageModel& decoder() override { return m_->decoder(); }
-    double max_piece_seconds() const override { return m_->max_piece_seconds(); }
-    std::vector<float> embed_audio(std::span<const float> pcm16k, int* n_tokens, EmbedTimes* times) override {
-        return m_->embed_audio(pcm16k, n_tokens, times);
-    }
+    using ForwardingModel::ForwardingModel;
     std::vector<AudioEmbedding> embed_audio_batch(std::span<const std::span<const float>> clips, int max_per_pass,
                                                   EmbedTimes* times) override {
         {
@@ -445,20 +449,9 @@ public:
         return m_->embed_audio_batch(clips, max_per_pass, times);
     }
     bool encodes_beside_decoder() const override { return m_->encodes_beside_decoder(); }
-    std::string language_code(const std::string& c) const override { return m_->language_code(c); }
-    std::vector<int32_t> prompt(int n_audio, const std::string& context, const std::string& code,
-                                int* audio_position) const override {
-        return m_->prompt(n_audio, context, code, audio_position);
-    }
-    Output parse(std::span<const int32_t> generated, const std::string& forced) const override {
-        return m_->parse(generated, forced);
-    }
     std::mutex mutex;
     std::set<std::thread::id> threads;
     std::atomic<int> fail_passes{0};  // the next passes that throw
-
-private:
-    std::unique_ptr<AudioLanguageModel> m_;
 };
 
 TEST(Qwen3Asr, EncoderPassesBesideTheStepsGiveEachRequestItsTranscriptAlone) {
