@@ -25,7 +25,7 @@ GenerationService::GenerationService(LanguageModel& model, Backend& backend, con
     const GenerationStats g = engine_.stats();
     stats_.kv = g.kv;
     stats_.kv_bytes = g.kv_bytes;
-    thread_ = std::thread([this] { loop(); });
+    requests_.start([this] { loop(); });
 }
 
 GenerationService::~GenerationService() {
@@ -37,32 +37,18 @@ void GenerationService::submit(ServiceRequest r) {
     auto job = std::make_unique<Job>();
     job->r = std::move(r);
     job->results.resize(job->r.n);
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (stopping_) throw Error(ErrorKind::Cancelled, "the server is shutting down");
-        if (static_cast<int>(queue_.size()) >= options_.max_queue)
-            throw Error(ErrorKind::Overloaded,
-                        "the generation queue is full (" + std::to_string(options_.max_queue) + " waiting)");
-        queue_.push_back(std::move(job));
-        stats_.queued = static_cast<int>(queue_.size());
-    }
-    wake_.notify_one();
+    const Priority priority = job->r.request.priority;
+    requests_.submit(std::move(job), priority, options_.max_queue, "generation queue",
+                     [&](Job&, uint64_t, int waiting) { stats_.queued = waiting; });
 }
 
 GenerationServiceStats GenerationService::stats() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(requests_.mutex());
     return stats_;
 }
 
 void GenerationService::shutdown(bool drain) {
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!thread_.joinable()) return;
-        stopping_ = true;
-        draining_ = drain;
-    }
-    wake_.notify_all();
-    thread_.join();
+    requests_.stop(drain);
 }
 
 void GenerationService::start_choice(Job& job, int choice) {
@@ -103,7 +89,7 @@ void GenerationService::admit(std::unique_ptr<Job> job) {
         start_choice(*job, 0);
     } catch (...) {
         {
-            std::lock_guard<std::mutex> lock(mutex_);
+            std::lock_guard<std::mutex> lock(requests_.mutex());
             stats_.failed++;
         }
         if (job->r.on_done) job->r.on_done({}, std::current_exception());
@@ -119,12 +105,14 @@ void GenerationService::loop() {
         bool siblings_due = false;
         for (const auto& job : jobs_) siblings_due = siblings_due || (job->leader_ready && job->started < job->r.n);
         {
-            std::unique_lock<std::mutex> lock(mutex_);
-            wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || engine_.has_work() || siblings_due; });
-            if (stopping_ && !draining_) abort_all = true;
-            fresh.swap(queue_);
+            std::unique_lock<std::mutex> lock(requests_.mutex());
+            requests_.wake().wait(lock, [&] {
+                return requests_.stopping() || !requests_.waiting().empty() || engine_.has_work() || siblings_due;
+            });
+            if (requests_.stopping() && !requests_.draining()) abort_all = true;
+            fresh = requests_.take_all();
             stats_.queued = 0;
-            if (stopping_ && fresh.empty() && !engine_.has_work() && jobs_.empty()) break;
+            if (requests_.stopping() && fresh.empty() && !engine_.has_work() && jobs_.empty()) break;
         }
         for (auto& job : fresh) {
             if (abort_all) {
@@ -196,7 +184,7 @@ void GenerationService::loop() {
             std::vector<GenerationResult> results;
             for (auto& r : job.results) results.push_back(std::move(*r));
             if (job.error) {
-                std::lock_guard<std::mutex> lock(mutex_);
+                std::lock_guard<std::mutex> lock(requests_.mutex());
                 stats_.failed++;
             } else {
                 (job.r.request.cancelled->load() ? cancelled : completed)++;
@@ -205,7 +193,7 @@ void GenerationService::loop() {
             jobs_.erase(jobs_.begin() + static_cast<std::ptrdiff_t>(i));
         }
         const GenerationStats g = engine_.stats();
-        std::lock_guard<std::mutex> lock(mutex_);
+        std::lock_guard<std::mutex> lock(requests_.mutex());
         stats_.running = static_cast<int>(owner_.size());
         stats_.completed += completed;
         stats_.cancelled += cancelled;

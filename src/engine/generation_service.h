@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/engine_thread.h"
 #include "core/log.h"
 #include "engine/generation_engine.h"
 
@@ -81,12 +82,8 @@ private:
     GenerationEngine engine_;                      // the thread's
     std::map<SeqId, std::pair<Job*, int>> owner_;  // the thread's: sequence -> (job, choice)
     std::vector<std::unique_ptr<Job>> jobs_;       // the thread's: admitted
-    mutable std::mutex mutex_;
-    std::condition_variable wake_;
-    std::deque<std::unique_ptr<Job>> queue_;
-    bool stopping_ = false, draining_ = false;
-    GenerationServiceStats stats_;
-    std::thread thread_;
+    EngineThread<Job> requests_;  // the thread, the waiting requests, the stop
+    GenerationServiceStats stats_;  // (requests_.mutex())
 };
 
 }  // namespace parlance

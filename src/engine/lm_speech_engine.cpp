@@ -11,6 +11,7 @@
 #include <thread>
 #include <tuple>
 
+#include "core/engine_thread.h"
 #include "core/error.h"
 #include "core/graph_ops.h"
 #include "engine/audio_lm_pieces.h"
@@ -42,7 +43,7 @@ public:
         stats_.free_slots = max_active_;
         if (overlap_) encoder_thread_ = std::thread([this] { encode_loop(); });
         try {
-            thread_ = std::thread([this] { loop(); });
+            requests_.start([this] { loop(); });
         } catch (...) {
             stop_encoder();
             throw;
@@ -57,29 +58,19 @@ public:
         job->request = std::move(request);
         job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, options_.max_new_tokens);
         std::future<Transcript> future;
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            if (stopping_) throw Error(ErrorKind::Cancelled, "the server is shutting down");
-            if (static_cast<int>(queue_.size()) >= options_.max_queue)
-                throw Error(ErrorKind::Overloaded,
-                            "the request queue is full (" + std::to_string(options_.max_queue) + " waiting)");
-            // Sorted by (priority, arrival): behind its class, ahead of every less urgent one.
-            job->arrival = ++arrivals_;
-            const auto at = std::find_if(queue_.begin(), queue_.end(), [&](const std::unique_ptr<Job>& q) {
-                return q->request.priority > job->request.priority;
-            });
-            Job& queued = **queue_.insert(at, std::move(job));
-            // Adopted once queued (nothing after it throws): a submit that throws never calls it.
-            queued.promise = TranscriptPromise(std::move(on_finished));
-            future = queued.promise.get_future();
-            stats_.queued = static_cast<int>(queue_.size());
-        }
-        wake_.notify_one();
+        const Priority priority = job->request.priority;
+        requests_.submit(std::move(job), priority, options_.max_queue, "request queue",
+                     [&](Job& queued, uint64_t arrival, int waiting) {
+                         queued.arrival = arrival;
+                         queued.promise = TranscriptPromise(std::move(on_finished));
+                         future = queued.promise.get_future();
+                         stats_.queued = waiting;
+                     });
         return future;
     }
 
     EngineStats stats() const override {
-        std::lock_guard<std::mutex> lock(mutex_);
+        std::lock_guard<std::mutex> lock(requests_.mutex());
         return stats_;
     }
     int max_beams() const override { return 1; }
@@ -90,14 +81,7 @@ public:
     }
 
     void shutdown(bool drain) override {
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            if (!thread_.joinable()) return;
-            stopping_ = true;
-            draining_ = drain;
-        }
-        wake_.notify_all();
-        thread_.join();
+        requests_.stop(drain);
         stop_encoder();  // after the engine's loop: its last jobs waited for their pieces at the encoder
     }
 
@@ -142,7 +126,7 @@ private:
             if (!cancelled) log_.debug("transcription failed: ", err.what());
         } catch (...) {
         }
-        std::lock_guard<std::mutex> lock(mutex_);
+        std::lock_guard<std::mutex> lock(requests_.mutex());
         (cancelled ? stats_.cancelled : stats_.failed)++;
     }
 
@@ -239,7 +223,7 @@ private:
             e.error = std::current_exception();
         }
         for (Cut& c : e.cuts) std::vector<float>().swap(c.samples);
-        std::lock_guard<std::mutex> lock(mutex_);
+        std::lock_guard<std::mutex> lock(requests_.mutex());
         stats_.encoder_seconds += times.features + times.encode;
         stats_.features_seconds += times.features;
         stats_.encoded_pieces += embedded;
@@ -265,14 +249,14 @@ private:
             Encoded e = encode(std::move(cuts));  // (catches what the passes throw)
             for (;;) {  // handed back whatever happens: the engine's jobs wait for these pieces
                 try {
-                    std::lock_guard<std::mutex> lock(mutex_);
+                    std::lock_guard<std::mutex> lock(requests_.mutex());
                     embedded_.push_back(std::move(e));
                     break;
                 } catch (...) {  // no memory for the list's growth: try again shortly
                     std::this_thread::sleep_for(std::chrono::milliseconds(10));
                 }
             }
-            wake_.notify_one();
+            requests_.notify();
         }
     }
 
@@ -380,26 +364,26 @@ private:
             std::vector<Job*> admitted;
             std::vector<Encoded> embedded;
             {
-                std::unique_lock<std::mutex> lock(mutex_);
+                std::unique_lock<std::mutex> lock(requests_.mutex());
+                const auto& queue = requests_.waiting();
                 // Nothing to step while pieces are at the encoder's thread: every active job
                 // waits for them (the last iteration cut what the budget and kPiecesInFlight
                 // allowed), so sleep until it hands pieces back, a request arrives or the server stops.
                 const bool waiting = overlap_ && encoding_ > 0 && !engine_.has_work();
-                wake_.wait(lock, [&] {
+                requests_.wake().wait(lock, [&] {
                     if (!embedded_.empty()) return true;
                     // A stop is acted on once (the queue failed, the active jobs cancelled); after
                     // it, and while draining, only what the loop can do wakes it.
-                    if (stopping_ && !draining_ && !stop_seen_) return true;
-                    if (stopping_ && (queue_.empty() || draining_) && active_.empty()) return true;
-                    if (!queue_.empty() && static_cast<int>(active_.size()) < max_active_) return true;
+                    if (requests_.stopping() && !requests_.draining() && !stop_seen_) return true;
+                    if (requests_.stopping() && (queue.empty() || requests_.draining()) && active_.empty()) return true;
+                    if (!queue.empty() && static_cast<int>(active_.size()) < max_active_) return true;
                     return !active_.empty() && !waiting;
                 });
                 embedded.swap(embedded_);
-                if (stopping_ && (!draining_ || (queue_.empty() && active_.empty()))) {
-                    for (auto& j : queue_)
+                if (requests_.stopping() && (!requests_.draining() || (queue.empty() && active_.empty()))) {
+                    for (auto& j : requests_.take_all())
                         j->promise.set_exception(
                             std::make_exception_ptr(Error(ErrorKind::Cancelled, "the server is shutting down")));
-                    queue_.clear();
                     if (!active_.empty()) {  // not draining: the active ones end too
                         for (auto& j : active_) j->request.cancelled->store(true);
                         stop_seen_ = true;
@@ -407,12 +391,12 @@ private:
                         return;
                     }
                 }
-                while (!queue_.empty() && static_cast<int>(active_.size()) < max_active_ && (!stopping_ || draining_)) {
-                    active_.push_back(std::move(queue_.front()));
-                    queue_.pop_front();
+                while (!queue.empty() && static_cast<int>(active_.size()) < max_active_ &&
+                       (!requests_.stopping() || requests_.draining())) {
+                    active_.push_back(requests_.pop_front());
                     admitted.push_back(active_.back().get());
                 }
-                stats_.queued = static_cast<int>(queue_.size());
+                stats_.queued = static_cast<int>(queue.size());
             }
             const auto t0 = Clock::now();
             for (Encoded& e : embedded) submit_embedded(e);
@@ -461,7 +445,7 @@ private:
                     fail(*j, j->error);
                 } else {
                     j->transcript.language = j->forced.empty() ? j->language : j->forced;
-                    std::lock_guard<std::mutex> lock(mutex_);
+                    std::lock_guard<std::mutex> lock(requests_.mutex());
                     stats_.completed++;
                     stats_.audio_seconds += j->transcript.duration;
                     j->promise.set_value(std::move(j->transcript));
@@ -469,7 +453,7 @@ private:
                 done.push_back(std::move(j));
             }
             const GenerationStats g = engine_.stats();
-            std::lock_guard<std::mutex> lock(mutex_);
+            std::lock_guard<std::mutex> lock(requests_.mutex());
             active_.erase(std::remove(active_.begin(), active_.end(), nullptr), active_.end());
             stats_.active = static_cast<int>(active_.size());
             stats_.free_slots = max_active_ - stats_.active;
@@ -489,22 +473,16 @@ private:
     const bool overlap_;                              // encoder passes on encoder_thread_
     GenerationEngine engine_;                         // this thread's
     std::map<SeqId, std::pair<Job*, size_t>> owner_;  // this thread's: sequence -> piece
-    mutable std::mutex mutex_;
-    std::condition_variable wake_;
-    std::deque<std::unique_ptr<Job>> queue_;  // sorted by (priority, arrival)
-    std::vector<std::unique_ptr<Job>> active_;
-    uint64_t arrivals_ = 0;
-    bool stopping_ = false;
-    bool draining_ = false;
-    bool stop_seen_ = false;  // (mutex_) the loop has cancelled the active jobs for a stop
-    EngineStats stats_;
-    std::vector<Encoded> embedded_;  // (mutex_) the encoder's thread's passes, for this thread to submit
+    EngineThread<Job> requests_;                    // the thread, the waiting requests, the stop
+    std::vector<std::unique_ptr<Job>> active_;  // (requests_.mutex())
+    bool stop_seen_ = false;  // (requests_.mutex()) the loop has cancelled the active jobs for a stop
+    EngineStats stats_;       // (requests_.mutex())
+    std::vector<Encoded> embedded_;  // (requests_.mutex()) the encoder's thread's passes, for this thread to submit
     int encoding_ = 0;               // this thread's: pieces handed to the encoder's thread, not back
     std::mutex encode_mutex_;
     std::condition_variable encode_wake_;
     std::deque<Cut> to_encode_;  // (encode_mutex_) in the order cut: the most urgent job's first
     bool encoder_stopping_ = false;
-    std::thread thread_;
     std::thread encoder_thread_;
 };
 

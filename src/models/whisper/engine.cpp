@@ -97,7 +97,7 @@ WhisperEngine::WhisperEngine(const WhisperModel& model, Backend& backend, const 
     stats_.kv_hypothesis_blocks = beam_blocks_;
     stats_.kv_capacity_bytes = d.kv_bytes;
     stats_.kv = d.kv;
-    thread_ = std::thread([this] { loop(); });
+    requests_.start([this] { loop(); });
 }
 
 WhisperRunner& WhisperEngine::aligner() {
@@ -129,25 +129,14 @@ std::future<Transcript> WhisperEngine::submit(TranscriptionRequest request) {
     job->request = std::move(request);
     job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, options_.max_new_tokens);
     std::future<Transcript> future;
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (stopping_) throw Error(ErrorKind::Cancelled, "the server is shutting down");
-        if (static_cast<int>(queue_.size()) >= options_.max_queue)
-            throw Error(ErrorKind::Overloaded, "the request queue is full (" +
-                                                   std::to_string(options_.max_queue) + " waiting)");
-        // The queue stays sorted by (priority, arrival): a request goes behind every one of its
-        // class and ahead of all less urgent ones.
-        job->arrival = ++arrivals_;
-        const auto at = std::find_if(queue_.begin(), queue_.end(), [&](const std::unique_ptr<Job>& q) {
-            return q->request.priority > job->request.priority;
-        });
-        Job& queued = **queue_.insert(at, std::move(job));
-        // Adopted once queued (nothing after it throws): a submit that throws never calls it.
-        queued.promise = TranscriptPromise(std::move(on_finished));
-        future = queued.promise.get_future();
-        stats_.queued = static_cast<int>(queue_.size());
-    }
-    wake_.notify_one();
+    const Priority priority = job->request.priority;
+    requests_.submit(std::move(job), priority, options_.max_queue, "request queue",
+                 [&](Job& queued, uint64_t arrival, int waiting) {
+                     queued.arrival = arrival;
+                     queued.promise = TranscriptPromise(std::move(on_finished));
+                     future = queued.promise.get_future();
+                     stats_.queued = waiting;
+                 });
     return future;
 }
 
@@ -173,19 +162,12 @@ int WhisperEngine::max_beams() const {
 }
 
 EngineStats WhisperEngine::stats() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(requests_.mutex());
     return stats_;
 }
 
 void WhisperEngine::shutdown(bool drain) {
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!thread_.joinable()) return;
-        stopping_ = true;
-        draining_ = drain;
-    }
-    wake_.notify_all();
-    thread_.join();
+    requests_.stop(drain);
 }
 
 void WhisperEngine::fail(Job& job, std::exception_ptr error) {
@@ -200,7 +182,7 @@ void WhisperEngine::fail(Job& job, std::exception_ptr error) {
     } catch (...) {
     }
     finish(job, error);
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(requests_.mutex());
     (cancelled ? stats_.cancelled : stats_.failed)++;
 }
 
@@ -213,7 +195,7 @@ void WhisperEngine::finish(Job& job, std::exception_ptr error) {
         decoding_.erase(job.task);
         job.task = 0;
     }
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(requests_.mutex());
     free_sequences_ += job.sequences;
     job.sequences = 0;
     reserved_blocks_ -= job.kv_blocks;
@@ -227,15 +209,15 @@ void WhisperEngine::finish(Job& job, std::exception_ptr error) {
 // the head waits rather than being overtaken forever by others of its class). An admitted
 // request holds its encoded window; the decode service's scheduler then runs its decodes.
 void WhisperEngine::admit_locked() {
-    while (!queue_.empty()) {
-        Job& head = *queue_.front();
+    const auto& queue = requests_.waiting();
+    while (!queue.empty()) {
+        Job& head = *queue.front();
         const int beams = *head.request.options.beam_size;  // set by submit
         const int need = search_sequences(beams);
         const int blocks = worst_blocks(beams);
         if (free_sequences_ < need) break;
         if (reserved_blocks_ + blocks > total_kv_blocks_) break;
-        std::unique_ptr<Job> job = std::move(queue_.front());
-        queue_.pop_front();
+        std::unique_ptr<Job> job = requests_.pop_front();
         job->sequences = need;
         free_sequences_ -= need;
         job->kv_blocks = blocks;
@@ -243,7 +225,7 @@ void WhisperEngine::admit_locked() {
         active_.push_back(std::move(job));
     }
     stats_.kv_reserved_blocks = reserved_blocks_;
-    stats_.queued = static_cast<int>(queue_.size());
+    stats_.queued = static_cast<int>(queue.size());
     stats_.active = static_cast<int>(active_.size());
     stats_.free_slots = free_sequences_;
 }
@@ -251,13 +233,13 @@ void WhisperEngine::admit_locked() {
 void WhisperEngine::loop() {
     for (;;) {
         {
-            std::unique_lock<std::mutex> lock(mutex_);
-            wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
-            if (stopping_ && !draining_) {
-                for (auto& j : queue_)
+            std::unique_lock<std::mutex> lock(requests_.mutex());
+            const auto& queue = requests_.waiting();
+            requests_.wake().wait(lock, [&] { return requests_.stopping() || !queue.empty() || !active_.empty(); });
+            if (requests_.stopping() && !requests_.draining()) {
+                for (auto& j : requests_.take_all())
                     j->promise.set_exception(std::make_exception_ptr(
                         Error(ErrorKind::Cancelled, "the server is shutting down")));
-                queue_.clear();
                 lock.unlock();
                 for (auto& j : active_) {  // none is done: each step's finished jobs left the set
                     finish(*j, std::make_exception_ptr(Error(ErrorKind::Cancelled, "the server is shutting down")));
@@ -266,7 +248,7 @@ void WhisperEngine::loop() {
                 active_.clear();
                 return;
             }
-            if (stopping_ && queue_.empty() && active_.empty()) return;
+            if (requests_.stopping() && queue.empty() && active_.empty()) return;
             admit_locked();
         }
         // Create sessions for newly admitted jobs (validation errors fail only that request).
@@ -292,7 +274,7 @@ void WhisperEngine::loop() {
         const DecodeServiceStats d = decoder_->stats();  // the service is this thread's
         std::vector<std::unique_ptr<Job>> finished;
         {
-            std::lock_guard<std::mutex> lock(mutex_);
+            std::lock_guard<std::mutex> lock(requests_.mutex());
             stats_.kv = d.kv;
             stats_.decoder_steps = d.steps;
             stats_.decode_tokens = d.tokens;
@@ -310,8 +292,8 @@ void WhisperEngine::loop() {
         finished.clear();  // the finished requests' buffers, before the trim below
         // Idle again: hand the freed request buffers (audio, caches of finished requests) back
         // to the system, so resident memory returns to its baseline between bursts.
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (active_.empty() && queue_.empty()) malloc_trim(0);
+        std::lock_guard<std::mutex> lock(requests_.mutex());
+        if (active_.empty() && requests_.waiting().empty()) malloc_trim(0);
     }
 }
 
@@ -325,7 +307,7 @@ void WhisperEngine::step_once() {
         if (j->request.cancelled->load() || timed_out) {
             finish(*j, std::make_exception_ptr(timed_out ? Error(ErrorKind::Timeout, "the request ran past its time limit")
                                                          : Error(ErrorKind::Cancelled, "the client went away")));
-            std::lock_guard<std::mutex> lock(mutex_);
+            std::lock_guard<std::mutex> lock(requests_.mutex());
             stats_.cancelled++;
         }
     }
@@ -357,7 +339,7 @@ void WhisperEngine::step_once() {
         const auto t0 = Clock::now();
         runner_->encode(mels, crosses);
         for (Job* j : encoding) j->session->encoded();
-        std::lock_guard<std::mutex> lock(mutex_);
+        std::lock_guard<std::mutex> lock(requests_.mutex());
         stats_.encoder_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
         stats_.encoded_pieces += encoding.size();
     }
@@ -402,7 +384,7 @@ void WhisperEngine::step_once() {
         if (live(j, Session::Phase::Done)) {
             double seconds = j->session->transcript().duration;
             finish(*j, nullptr);
-            std::lock_guard<std::mutex> lock(mutex_);
+            std::lock_guard<std::mutex> lock(requests_.mutex());
             stats_.completed++;
             stats_.audio_seconds += seconds;
         }

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/engine_thread.h"
 #include "core/kv_cache_manager.h"
 #include "core/log.h"
 #include "models/speech_model.h"
@@ -77,17 +78,11 @@ private:
     std::map<uint64_t, Job*> decoding_;              // this thread's: decode task -> its request
     int total_kv_blocks_ = 0;
     int greedy_blocks_ = 0, beam_blocks_ = 0;  // a request's worst case in the decoder's cache
-    mutable std::mutex mutex_;
-    std::condition_variable wake_;
-    std::deque<std::unique_ptr<Job>> queue_;
+    EngineThread<Job> requests_;                    // the thread, the waiting requests, the stop
     std::vector<std::unique_ptr<Job>> active_;  // touched by the engine thread only (and stats)
     int free_sequences_ = 0;                    // of options_.cache_slots: a greedy request holds one, beams two each
     int reserved_blocks_ = 0;
-    uint64_t arrivals_ = 0;  // fixed at construction (read by submit on any thread)
-    bool stopping_ = false;
-    bool draining_ = false;
-    EngineStats stats_;
-    std::thread thread_;
+    EngineStats stats_;  // (requests_.mutex())
 };
 
 }  // namespace parlance::whisper
