@@ -154,8 +154,8 @@ private:
     // their embeddings, or the pass's failure.
     struct Encoded {
         std::vector<Cut> cuts;
-        std::vector<AudioLanguageModel::AudioEmbedding> emb;
-        std::vector<char> skipped;  // per cut: its request was cancelled, nothing embedded
+        // Per cut: its embedding, or none where its request was cancelled before the pass.
+        std::vector<std::optional<AudioLanguageModel::AudioEmbedding>> emb;
         std::exception_ptr error;
     };
 
@@ -212,12 +212,8 @@ private:
             if (emb.size() != clips.size())
                 throw Error(ErrorKind::Internal, "the encoder returned " + std::to_string(emb.size()) +
                                                      " embeddings for " + std::to_string(clips.size()) + " clips");
-            e.emb.resize(e.cuts.size());
-            e.skipped.assign(e.cuts.size(), 1);
-            for (size_t k = 0; k < live.size(); ++k) {
-                e.emb[live[k]] = std::move(emb[k]);
-                e.skipped[live[k]] = 0;
-            }
+            e.emb.assign(e.cuts.size(), std::nullopt);
+            for (size_t k = 0; k < live.size(); ++k) e.emb[live[k]] = std::move(emb[k]);
             embedded = live.size();
         } catch (...) {
             e.error = std::current_exception();
@@ -284,16 +280,16 @@ private:
             return;
         }
         std::vector<Cut>& cuts = e.cuts;
-        std::vector<AudioLanguageModel::AudioEmbedding>& emb = e.emb;
         for (size_t k = 0; k < cuts.size(); ++k) {
             Job& j = *cuts[k].job;
             if (!j.pieces) continue;  // abandoned by an earlier piece's failure
-            if (e.skipped[k]) {       // cancelled: never submitted (feed ends the job once none is in flight)
+            std::optional<AudioLanguageModel::AudioEmbedding>& emb = e.emb[k];
+            if (!emb) {  // cancelled: never submitted (feed ends the job once none is in flight)
                 --j.in_flight;
                 continue;
             }
             try {
-                GenerationRequest r = j.pieces->request(cuts[k].index, std::move(emb[k].rows), emb[k].tokens);
+                GenerationRequest r = j.pieces->request(cuts[k].index, std::move(emb->rows), emb->tokens);
                 if (cuts[k].index == 0) r.expected.assign(j.request.expected.begin(), j.request.expected.end());
                 r.priority = j.request.priority;
                 r.cancelled = j.request.cancelled;
