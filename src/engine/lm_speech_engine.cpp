@@ -60,12 +60,12 @@ public:
         std::future<Transcript> future;
         const Priority priority = job->request.priority;
         requests_.submit(std::move(job), priority, options_.max_queue, "request queue",
-                     [&](Job& queued, uint64_t arrival, int waiting) {
-                         queued.arrival = arrival;
-                         queued.promise = TranscriptPromise(std::move(on_finished));
-                         future = queued.promise.get_future();
-                         stats_.queued = waiting;
-                     });
+                         [&](Job& queued, uint64_t arrival, int waiting) {
+                             queued.arrival = arrival;
+                             queued.promise = TranscriptPromise(std::move(on_finished));
+                             future = queued.promise.get_future();
+                             stats_.queued = waiting;
+                         });
         return future;
     }
 
@@ -469,10 +469,10 @@ private:
     const bool overlap_;                              // encoder passes on encoder_thread_
     GenerationEngine engine_;                         // this thread's
     std::map<SeqId, std::pair<Job*, size_t>> owner_;  // this thread's: sequence -> piece
-    EngineThread<Job> requests_;                    // the thread, the waiting requests, the stop
-    std::vector<std::unique_ptr<Job>> active_;  // (requests_.mutex())
-    bool stop_seen_ = false;  // (requests_.mutex()) the loop has cancelled the active jobs for a stop
-    EngineStats stats_;       // (requests_.mutex())
+    EngineThread<Job> requests_;                      // the thread, the waiting requests, the stop
+    std::vector<std::unique_ptr<Job>> active_;        // (requests_.mutex())
+    bool stop_seen_ = false;         // (requests_.mutex()) the loop has cancelled the active jobs for a stop
+    EngineStats stats_;              // (requests_.mutex())
     std::vector<Encoded> embedded_;  // (requests_.mutex()) the encoder's thread's passes, for this thread to submit
     int encoding_ = 0;               // this thread's: pieces handed to the encoder's thread, not back
     std::mutex encode_mutex_;

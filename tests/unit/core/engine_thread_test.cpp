@@ -16,7 +16,9 @@ struct Job {
     uint64_t arrival = 0;
 };
 
-std::unique_ptr<Job> job(const char* name) { return std::make_unique<Job>(Job{name, 0}); }
+std::unique_ptr<Job> job(const char* name) {
+    return std::make_unique<Job>(Job{name, 0});
+}
 
 }  // namespace
 
