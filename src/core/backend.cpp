@@ -57,8 +57,11 @@ size_t graph_context_size(size_t max_nodes) {
 
 GraphContext::GraphContext(std::vector<uint8_t>& buffer, size_t estimated_nodes) {
     const size_t capacity = graph_capacity(estimated_nodes);  // throws before a context exists
-    // Room for the graph and twice its capacity in tensors (its leaves: inputs; views are nodes).
-    const size_t need = graph_context_size(std::min(2 * capacity, kMaxGraphNodes));
+    // Room for the graph and twice its capacity in tensors (its nodes, views included, and its
+    // leaves: inputs). A graph_context_size() buffer, which callers of the largest graphs hold,
+    // is taken as it is.
+    const size_t need = std::min(ggml_tensor_overhead() * 2 * capacity + ggml_graph_overhead_custom(capacity, false),
+                                 graph_context_size());
     if (buffer.size() < need) buffer.resize(need);
     ggml_init_params p{buffer.size(), buffer.data(), true};
     ctx = ggml_init(p);
@@ -69,11 +72,19 @@ GraphContext::~GraphContext() {
     ggml_free(ctx);
 }
 
+void GraphContext::keep_sources() {
+    sources_.resize(static_cast<size_t>(ggml_graph_n_nodes(graph)));
+    for (int i = 0; i < ggml_graph_n_nodes(graph); ++i)
+        std::copy_n(ggml_graph_node(graph, i)->src, GGML_MAX_SRC, sources_[static_cast<size_t>(i)].begin());
+}
+
 void GraphContext::unplace() {
     for (ggml_tensor* t = ggml_get_first_tensor(ctx); t != nullptr; t = ggml_get_next_tensor(ctx, t)) {
         t->data = nullptr;
         t->buffer = nullptr;
     }
+    for (size_t i = 0; i < sources_.size(); ++i)
+        std::copy(sources_[i].begin(), sources_[i].end(), ggml_graph_node(graph, static_cast<int>(i))->src);
 }
 
 bool in_cpu_memory(const ggml_tensor* t) {

@@ -3,6 +3,7 @@
 // runner; used by one thread at a time (the engine thread that owns it).
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -123,13 +124,22 @@ struct GraphContext {
     ~GraphContext();
     GraphContext(const GraphContext&) = delete;
     GraphContext& operator=(const GraphContext&) = delete;
+    // Notes every node's sources as built, for unplace() to restore: call once the graph is
+    // complete, before it is first allocated.
+    void keep_sources();
     // Forgets where the last allocation put the graph's own tensors (weights and caches live in
     // other contexts and keep theirs), so that alloc_graph places them again: ggml's allocator
     // leaves a tensor that has data where it is, and another graph allocated since may have grown
-    // the compute buffer into new memory and freed the old. Call before allocating a kept graph again.
+    // the compute buffer into new memory and freed the old. With keep_sources(), the nodes'
+    // sources are put back as built: ggml's scheduler rewrites a node's source that lives on
+    // another backend (a step's inputs are the CPU's on a GPU) to a copy in its own context, which
+    // the next graph's split reuses. Call before allocating a kept graph again.
     void unplace();
     ggml_context* ctx = nullptr;
     ggml_cgraph* graph = nullptr;
+
+private:
+    std::vector<std::array<ggml_tensor*, GGML_MAX_SRC>> sources_;  // per node, as built
 };
 
 }  // namespace parlance

@@ -13,15 +13,15 @@ namespace {
 
 std::atomic<uint64_t> g_captured{0}, g_reset{0}, g_reused{0};
 
-// The level of the message a GGML_LOG_LEVEL_CONT piece continues.
-std::atomic<int> g_last_level{GGML_LOG_LEVEL_INFO};
+// The level of the message a GGML_LOG_LEVEL_CONT piece continues (this thread's last).
+thread_local ggml_log_level g_last_level = GGML_LOG_LEVEL_INFO;
 
 void on_message(ggml_log_level level, const char* text, void*) {
     if (text == nullptr) return;
     if (level == GGML_LOG_LEVEL_CONT) {
-        level = static_cast<ggml_log_level>(g_last_level.load(std::memory_order_relaxed));
+        level = g_last_level;
     } else {
-        g_last_level.store(level, std::memory_order_relaxed);
+        g_last_level = level;
     }
     if (level == GGML_LOG_LEVEL_DEBUG) {
         count_ggml_message(text);

@@ -12,7 +12,9 @@ namespace parlance {
 struct GpuGraphCounts {
     uint64_t captured = 0;  // warm-ups completed: a graph captured (again) for replay
     uint64_t reset = 0;     // a kept key's graph changed shape or place: launched afresh until stable
-    uint64_t reused = 0;    // replays of the graph computed just before, unchanged (the cheapest)
+    // Replays of a graph computed again under the same allocation (the cheapest check). Replays
+    // after a reallocation that left the graph unchanged are not logged, so not counted.
+    uint64_t reused = 0;
 };
 
 // Idempotent and thread-safe; process-wide (ggml's logger is).

@@ -192,7 +192,7 @@ private:
     // Every cut piece embedded (in one batch, as many to a graph as the model takes; one each under
     // --deterministic, whose results must not depend on what else is encoded). Touches no job:
     // it runs on the encoder's thread where the encoder has a stream of its own.
-    // A cancelled request's pieces are not embedded (Encoded::emb holds an empty row set for them).
+    // A cancelled request's pieces are not embedded (Encoded::emb holds none for them).
     Encoded encode(std::vector<Cut> cuts) {
         Encoded e;
         e.cuts = std::move(cuts);

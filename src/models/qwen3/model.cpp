@@ -122,7 +122,7 @@ struct Qwen3Model::StepGraph {
     std::unique_ptr<GraphContext> gc;
     StepTensors in;
     ggml_tensor* out = nullptr;
-    ggml_tensor* argmax = nullptr;  // [n_out] I32: the rows' greedy ids, where taken on the device
+    ggml_tensor* argmax = nullptr;     // [n_out] I32: the rows' greedy ids, where taken on the device
     ggml_tensor* span_rows = nullptr;  // embedding spans (prompt steps of audio models)
     ggml_tensor* span_data = nullptr;
     std::optional<StepShape> shape;  // nullopt: built for its step alone
@@ -197,12 +197,16 @@ std::unique_ptr<Qwen3Model::StepGraph> Qwen3Model::build_step(const StepBatch& b
         ggml_set_output(step->argmax);
         ggml_build_forward_expand(step->gc->graph, step->argmax);
     }
+    step->gc->keep_sources();
     return step;
 }
 
 Qwen3Model::StepGraph& Qwen3Model::step_graph(const StepBatch& b, const KvStorage& kv,
                                               const std::optional<StepShape>& shape) {
-    if (!shape) {
+    // Kept: decode steps (every token an output: one a sequence, or a draft's verified tokens),
+    // which recur every step. A prompt's shape rarely recurs, and kept it would push a decode
+    // shape out.
+    if (!shape || shape->tokens != shape->outputs) {
         once_ = build_step(b, kv, shape, release(once_));
         return *once_;
     }
@@ -239,8 +243,8 @@ void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& 
     const std::optional<StepShape> shape = reusable_shape(run, kv);
     StepGraph& step = step_graph(run, kv, shape);
     if (step.allocation == 0 || step.allocation != backend_.allocation()) {
-        if (step.allocation != 0) step.gc->unplace();  // placed in a compute buffer since reused
-        step.allocation = 0;                           // until it succeeds
+        step.gc->unplace();   // placed by another allocation (or a failed one), or not yet
+        step.allocation = 0;  // until it succeeds
         backend_.alloc_graph(step.gc->graph, /*batch_invariant=*/true);
         step.allocation = backend_.allocation();
     }

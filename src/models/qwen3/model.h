@@ -79,12 +79,13 @@ private:
         ggml_tensor* down = nullptr;
     };
 
-    // A step's graph, built in a metadata buffer of its own and allocated. Graphs of a reusable
-    // shape (StepShape: decode steps) are kept, a few shapes at once, so a decode step of a kept
-    // shape only uploads its inputs. They stay across one-off steps (prompts, embedding spans):
-    // each keeps its nodes and, reallocated, its place in the compute buffer, and with them the CUDA
-    // graph ggml-cuda recorded of it (ggml-cuda knows a graph by its first node's address, so a
-    // one-off step built where a kept graph lived would make it record the kept one afresh).
+    // A step's graph, built in a metadata buffer of its own and allocated. Decode steps' graphs
+    // (a reusable StepShape whose every token is an output) are kept, a few shapes at once, so a
+    // decode step of a kept shape only uploads its inputs. They stay across the other steps
+    // (prompts, embedding spans), which are built for their step alone: each keeps its nodes and,
+    // reallocated, its place in the compute buffer, and with them the CUDA graph ggml-cuda
+    // recorded of it (ggml-cuda knows a graph by its first node's address, so a prompt step built
+    // where a kept graph lived would make it record the kept one afresh).
     struct StepGraph;
     std::unique_ptr<StepGraph> build_step(const StepBatch& b, const KvStorage& kv,
                                           const std::optional<StepShape>& shape, std::vector<uint8_t> meta);
