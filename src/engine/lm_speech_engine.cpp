@@ -54,19 +54,8 @@ public:
     std::future<Transcript> submit(TranscriptionRequest request) override {
         auto job = std::make_unique<Job>();
         job->forced = check_options(model_, request.options);
-        auto on_finished = std::move(request.on_finished);  // adopted once queued, below
-        job->request = std::move(request);
-        job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, options_.max_new_tokens);
-        std::future<Transcript> future;
-        const Priority priority = job->request.priority;
-        requests_.submit(std::move(job), priority, options_.max_queue, "request queue",
-                         [&](Job& queued, uint64_t arrival, int waiting) {
-                             queued.arrival = arrival;
-                             queued.promise = TranscriptPromise(std::move(on_finished));
-                             future = queued.promise.get_future();
-                             stats_.queued = waiting;
-                         });
-        return future;
+        return queue_transcription(requests_, std::move(job), std::move(request), options_.max_new_tokens,
+                                   options_.max_queue, stats_.queued);
     }
 
     EngineStats stats() const override {

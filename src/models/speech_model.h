@@ -4,6 +4,7 @@
 // at once (the server: continuous batching on the engine's own thread).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "audio/pcm_source.h"
+#include "core/engine_thread.h"
 #include "core/error.h"
 #include "core/kv_cache_manager.h"
 #include "core/log.h"
@@ -148,6 +150,29 @@ private:
     std::promise<Transcript> promise_;
 };
 
+// Queues `job` (its other fields already set) for `request` on an engine's thread: the request's
+// max_new_tokens capped at the engine's, and its answer — on_finished, or the future returned —
+// adopted only once the job is queued, so a submit that throws (Overloaded, shutting down) never
+// answers through both. `queued` (the engine's statistics, under the queue's lock) takes the count
+// waiting. Job has `request`, `arrival` and `promise` (a TranscriptPromise).
+template <class Job>
+std::future<Transcript> queue_transcription(EngineThread<Job>& requests, std::unique_ptr<Job> job,
+                                            TranscriptionRequest request, int max_new_tokens, int max_queue,
+                                            int& queued) {
+    auto on_finished = std::move(request.on_finished);
+    job->request = std::move(request);
+    job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, max_new_tokens);
+    std::future<Transcript> future;
+    const Priority priority = job->request.priority;
+    requests.submit(std::move(job), priority, max_queue, "request queue", [&](Job& q, uint64_t arrival, int waiting) {
+        q.arrival = arrival;
+        q.promise = TranscriptPromise(std::move(on_finished));
+        future = q.promise.get_future();
+        queued = waiting;
+    });
+    return future;
+}
+
 struct EngineStats {
     int queued = 0;
     int active = 0;
@@ -164,8 +189,8 @@ struct EngineStats {
     // (With the encoder on its own thread, EngineOptions::overlap_encoder, its seconds are that
     // thread's, not part of busy.)
     double encoder_seconds = 0.0;
-    double features_seconds = 0.0;  // of encoder_seconds: the log-mel
-    uint64_t encoded_pieces = 0;    // clips or windows through the encoder
+    double features_seconds = 0.0;      // of encoder_seconds: the log-mel
+    uint64_t encoded_pieces = 0;        // clips or windows through the encoder
     uint64_t encoded_beside_steps = 0;  // of them, on the encoder's own thread (overlap_encoder)
     double decoder_forward_seconds = 0.0;
     double decoder_compute_seconds = 0.0;  // of them, launching the graphs and waiting for the device

@@ -21,10 +21,10 @@ struct WhisperEngine::Job {
     std::shared_ptr<PcmSource> audio;  // the request's source, or one over its samples
     TranscriptPromise promise;
     std::unique_ptr<Session> session;
-    int sequences = 0;  // of the cache_slots budget, while active
-    int kv_blocks = 0;  // reserved while active: its beams' worst case
-    uint64_t task = 0;  // its decode in flight on the service (0: none)
-    bool done = false;  // finished; leaves the active set after the step
+    int sequences = 0;         // of the cache_slots budget, while active
+    int kv_blocks = 0;         // reserved while active: its beams' worst case
+    uint64_t task = 0;         // its decode in flight on the service (0: none)
+    bool done = false;         // finished; leaves the active set after the step
     std::exception_ptr error;  // when done: its failure, else its session's transcript
     // Kept until the step's stats are in: a client that has its result sees them counted.
     void deliver() {
@@ -56,7 +56,8 @@ int kv_blocks_for(const EngineOptions& o, const WhisperConfig& c) {
     const size_t blocks = o.kv_cache_bytes / block_bytes;
     if (blocks < static_cast<size_t>(per_hypothesis))
         throw Error(ErrorKind::InvalidArgument,
-                    "the KV cache of " + std::to_string(o.kv_cache_bytes >> 20) + " MiB holds no full decoder context (" +
+                    "the KV cache of " + std::to_string(o.kv_cache_bytes >> 20) +
+                        " MiB holds no full decoder context (" +
                         std::to_string((block_bytes * per_hypothesis + (1 << 20) - 1) >> 20) +
                         " MiB for one sequence of this model)");
     return static_cast<int>(std::min<size_t>(blocks, 1 << 24));
@@ -111,7 +112,9 @@ int WhisperEngine::worst_blocks(int beams) const {
     return beams > 1 ? beams * beam_blocks_ : greedy_blocks_;
 }
 
-WhisperEngine::~WhisperEngine() { shutdown(false); }
+WhisperEngine::~WhisperEngine() {
+    shutdown(false);
+}
 
 std::future<Transcript> WhisperEngine::submit(TranscriptionRequest request) {
     // The model's defaults first: the sequences a request takes depend on its beam size.
@@ -124,20 +127,8 @@ std::future<Transcript> WhisperEngine::submit(TranscriptionRequest request) {
                     "beam_size " + std::to_string(beams) + " needs " +
                         std::to_string(blocks * stats_.kv_block_bytes >> 20) + " MiB of KV cache; the server has " +
                         std::to_string(stats_.kv_capacity_bytes >> 20) + " MiB (--kv-cache-mb)");
-    auto job = std::make_unique<Job>();
-    auto on_finished = std::move(request.on_finished);  // adopted once queued, below
-    job->request = std::move(request);
-    job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, options_.max_new_tokens);
-    std::future<Transcript> future;
-    const Priority priority = job->request.priority;
-    requests_.submit(std::move(job), priority, options_.max_queue, "request queue",
-                 [&](Job& queued, uint64_t arrival, int waiting) {
-                     queued.arrival = arrival;
-                     queued.promise = TranscriptPromise(std::move(on_finished));
-                     future = queued.promise.get_future();
-                     stats_.queued = waiting;
-                 });
-    return future;
+    return queue_transcription(requests_, std::make_unique<Job>(), std::move(request), options_.max_new_tokens,
+                               options_.max_queue, stats_.queued);
 }
 
 void WhisperEngine::check_language(const std::string& language) const {
@@ -238,8 +229,8 @@ void WhisperEngine::loop() {
             requests_.wake().wait(lock, [&] { return requests_.stopping() || !queue.empty() || !active_.empty(); });
             if (requests_.stopping() && !requests_.draining()) {
                 for (auto& j : requests_.take_all())
-                    j->promise.set_exception(std::make_exception_ptr(
-                        Error(ErrorKind::Cancelled, "the server is shutting down")));
+                    j->promise.set_exception(
+                        std::make_exception_ptr(Error(ErrorKind::Cancelled, "the server is shutting down")));
                 lock.unlock();
                 for (auto& j : active_) {  // none is done: each step's finished jobs left the set
                     finish(*j, std::make_exception_ptr(Error(ErrorKind::Cancelled, "the server is shutting down")));
@@ -305,8 +296,9 @@ void WhisperEngine::step_once() {
         bool timed_out = options_.request_timeout_seconds > 0 &&
                          std::chrono::duration<double>(now - j->submitted).count() > options_.request_timeout_seconds;
         if (j->request.cancelled->load() || timed_out) {
-            finish(*j, std::make_exception_ptr(timed_out ? Error(ErrorKind::Timeout, "the request ran past its time limit")
-                                                         : Error(ErrorKind::Cancelled, "the client went away")));
+            finish(*j,
+                   std::make_exception_ptr(timed_out ? Error(ErrorKind::Timeout, "the request ran past its time limit")
+                                                     : Error(ErrorKind::Cancelled, "the client went away")));
             std::lock_guard<std::mutex> lock(requests_.mutex());
             stats_.cancelled++;
         }
