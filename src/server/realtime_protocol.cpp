@@ -210,4 +210,42 @@ RealtimeSettings parse_session_update(const json& ev, bool beta_shape, const Rea
     return next;
 }
 
+json session_object(const RealtimeSettings& settings, const std::string& id, bool beta) {
+    json td = settings.server_vad ? json{{"type", "server_vad"},
+                                         {"threshold", settings.threshold},
+                                         {"prefix_padding_ms", settings.prefix_padding_ms},
+                                         {"silence_duration_ms", settings.silence_duration_ms}}
+                                  : json();
+    json transcription{{"model", settings.model},
+                       {"language", settings.language.empty() ? json() : json(settings.language)},
+                       {"prompt", settings.prompt}};
+    if (beta) {
+        const char* fmt = settings.format == RealtimeAudioFormat::Pcmu   ? "g711_ulaw"
+                          : settings.format == RealtimeAudioFormat::Pcma ? "g711_alaw"
+                                                                         : "pcm16";
+        return {{"id", id},
+                {"object", "realtime.transcription_session"},
+                {"input_audio_format", fmt},
+                {"input_audio_transcription", transcription},
+                {"turn_detection", td},
+                {"input_audio_noise_reduction", nullptr},
+                {"include", settings.include}};
+    }
+    json format =
+        settings.format == RealtimeAudioFormat::Pcmu ? json{{"type", "audio/pcmu"}}
+        : settings.format == RealtimeAudioFormat::Pcma
+            ? json{{"type", "audio/pcma"}}
+            : json{{"type", "audio/pcm"}, {"rate", settings.format == RealtimeAudioFormat::Pcm16k ? 16000 : 24000}};
+    return {{"type", "transcription"},
+            {"id", id},
+            {"object", "realtime.transcription_session"},
+            {"audio",
+             {{"input",
+               {{"format", format},
+                {"transcription", transcription},
+                {"noise_reduction", nullptr},
+                {"turn_detection", td}}}}},
+            {"include", settings.include}};
+}
+
 }  // namespace parlance::server

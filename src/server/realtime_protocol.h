@@ -57,6 +57,10 @@ nlohmann::json parse_client_event(std::string_view text);
 RealtimeSettings parse_session_update(const nlohmann::json& ev, bool beta_shape, const RealtimeSettings& current,
                                       const SessionUpdateContext& context);
 
+// The session object of session.created / session.updated (the GA shape), or of
+// transcription_session.created / .updated (beta): the settings as OpenAI's server reports them.
+nlohmann::json session_object(const RealtimeSettings& settings, const std::string& id, bool beta);
+
 // A ?model= value that means a session's default model although it names none loaded: OpenAI's
 // transcription aliases (is_speech_model_alias) and its realtime model names (gpt-realtime,
 // gpt-4o-realtime-preview, ... — what the official SDKs put there).

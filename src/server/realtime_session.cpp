@@ -15,7 +15,6 @@
 #include "models/voice_activity.h"
 #include "server/base64.h"
 #include "server/latency_histogram.h"
-#include "server/realtime_audio_in.h"
 #include "server/realtime_protocol.h"
 #include "server/realtime_registry.h"
 
@@ -28,11 +27,7 @@ namespace {
 
 using nlohmann::json;
 
-double steady_seconds() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-constexpr int kRate = 16000;
+constexpr int kRate = SessionAudio::kRate;
 constexpr int64_t kMinCommitSamples = kRate / 10;  // 100 ms
 // The extension event (and its `include` value) carrying the uncommitted rest of a hypothesis.
 constexpr const char* kTentativeEvent = "parlance.input_audio_transcription.tentative";
@@ -43,24 +38,6 @@ std::string random_hex(size_t n) {
     std::string s;
     for (size_t i = 0; i < n; ++i) s += hex[rng() & 15];
     return s;
-}
-
-// The bytes of t.text up to the end of its last word that ends by `limit` seconds, with every word
-// before it at least `min_probability`, words taken in order (a word not found where expected ends
-// the prefix there).
-size_t stable_prefix(const Transcript& t, double limit, double min_probability) {
-    size_t stable = 0, pos = 0;
-    for (const Segment& s : t.segments)
-        for (const Word& w : s.words) {
-            const size_t b = w.word.find_first_not_of(" \t\r\n");
-            const size_t e = w.word.find_last_not_of(" \t\r\n");
-            if (b == std::string::npos) continue;
-            const size_t at = t.text.find(std::string_view(w.word).substr(b, e - b + 1), pos);
-            if (at == std::string::npos || w.end > limit || w.probability < min_probability) return stable;
-            pos = at + (e - b + 1);
-            stable = pos;
-        }
-    return stable;
 }
 
 }  // namespace
@@ -83,6 +60,11 @@ RealtimeSession::RealtimeSession(SpeechEngine& engine, VoiceActivityModel* vad, 
     audio_in_.set_format(settings_.format);
 }
 
+double RealtimeSession::now() const {
+    if (hooks_.now) return hooks_.now();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 RealtimeSession::~RealtimeSession() {
     registry_.closed();
 }
@@ -96,7 +78,7 @@ void RealtimeSession::shut_down() {
     shutting_down_ = true;
     if (settings_.server_vad && !open_id_.empty()) {  // the speech going on ends here
         turns_->end_speech();
-        close_item(total_, total_, false);
+        close_item(audio_.total(), audio_.total(), false);
     }
     run_next_decode();
     end_if_shut_down();
@@ -114,7 +96,8 @@ void RealtimeSession::end_if_shut_down() {
 
 void RealtimeSession::start() {
     registry_.started(weak_from_this());
-    emit({{"type", beta_ ? "transcription_session.created" : "session.created"}, {"session", session_object()}});
+    emit({{"type", beta_ ? "transcription_session.created" : "session.created"},
+          {"session", session_object(settings_, id_, beta_)}});
 }
 
 void RealtimeSession::stop() {
@@ -142,43 +125,6 @@ void RealtimeSession::error(const std::string& code, const std::string& message,
         ++registry_.stats().errors;
     }
     emit({{"type", "error"}, {"error", e}});
-}
-
-json RealtimeSession::session_object() const {
-    json td = settings_.server_vad ? json{{"type", "server_vad"},
-                                          {"threshold", settings_.threshold},
-                                          {"prefix_padding_ms", settings_.prefix_padding_ms},
-                                          {"silence_duration_ms", settings_.silence_duration_ms}}
-                                   : json();
-    json transcription{{"model", settings_.model},
-                       {"language", settings_.language.empty() ? json() : json(settings_.language)},
-                       {"prompt", settings_.prompt}};
-    if (beta_) {
-        const char* fmt = settings_.format == Format::Pcmu   ? "g711_ulaw"
-                          : settings_.format == Format::Pcma ? "g711_alaw"
-                                                             : "pcm16";
-        return {{"id", id_},
-                {"object", "realtime.transcription_session"},
-                {"input_audio_format", fmt},
-                {"input_audio_transcription", transcription},
-                {"turn_detection", td},
-                {"input_audio_noise_reduction", nullptr},
-                {"include", settings_.include}};
-    }
-    json format = settings_.format == Format::Pcmu ? json{{"type", "audio/pcmu"}}
-                  : settings_.format == Format::Pcma
-                      ? json{{"type", "audio/pcma"}}
-                      : json{{"type", "audio/pcm"}, {"rate", settings_.format == Format::Pcm16k ? 16000 : 24000}};
-    return {{"type", "transcription"},
-            {"id", id_},
-            {"object", "realtime.transcription_session"},
-            {"audio",
-             {{"input",
-               {{"format", format},
-                {"transcription", transcription},
-                {"noise_reduction", nullptr},
-                {"turn_detection", td}}}}},
-            {"include", settings_.include}};
 }
 
 void RealtimeSession::on_message(std::string_view text) {
@@ -226,7 +172,8 @@ void RealtimeSession::update_session(const json& ev, bool beta_shape) {
     settings_ = std::move(next);
     tentative_ =
         std::find(settings_.include.begin(), settings_.include.end(), kTentativeEvent) != settings_.include.end();
-    emit({{"type", beta_shape ? "transcription_session.updated" : "session.updated"}, {"session", session_object()}});
+    emit({{"type", beta_shape ? "transcription_session.updated" : "session.updated"},
+          {"session", session_object(settings_, id_, beta_)}});
 }
 
 void RealtimeSession::append(const json& ev) {
@@ -243,12 +190,13 @@ void RealtimeSession::append(const json& ev) {
         return error("invalid_audio", std::string(e.what()) + " (audio is 16-bit little-endian PCM)", "audio", ev);
     }
     if (!settings_.server_vad &&
-        static_cast<double>(total_ + static_cast<int64_t>(out.size()) - buffer_start_) / kRate > o_.max_buffer_seconds)
+        static_cast<double>(audio_.total() + static_cast<int64_t>(out.size()) - buffer_start_) / kRate >
+            o_.max_buffer_seconds)
         return error("input_audio_buffer_full",
                      "more than " + std::to_string(static_cast<int>(o_.max_buffer_seconds)) +
                          " s of uncommitted audio: commit (or use server_vad)",
                      "audio", ev);
-    if (static_cast<double>(total_) / kRate > o_.max_session_seconds) {
+    if (static_cast<double>(audio_.total()) / kRate > o_.max_session_seconds) {
         error("session_expired",
               "the session is longer than the server's limit of " +
                   std::to_string(static_cast<int>(o_.max_session_seconds)) + " s",
@@ -256,14 +204,13 @@ void RealtimeSession::append(const json& ev) {
         hooks_.close("session length limit");
         return;
     }
-    audio_.insert(audio_.end(), out.begin(), out.end());
-    total_ += static_cast<int64_t>(out.size());
+    audio_.append(out);
     if (settings_.server_vad) feed_vad(out);
     trim();
 }
 
 void RealtimeSession::feed_vad(std::span<const float> pcm) {
-    turns_->push(pcm, total_, origin_, settings_, [this](const TurnDetector::Window& w) {
+    turns_->push(pcm, audio_.total(), audio_.origin(), settings_, [this](const TurnDetector::Window& w) {
         using Turn = TurnDetector::Turn;
         if (w.turn == Turn::SpeechStarted) return open_item(w.start, true);
         if (w.pause_start >= 0) {
@@ -281,9 +228,9 @@ void RealtimeSession::feed_vad(std::span<const float> pcm) {
         }
         if (w.turn == Turn::SpeechStopped) return close_item(w.end, w.start, true);
         // A segment at its cap is cut at a quiet point and the speech goes on in a new item.
-        Item& it = items_[open_id_];
+        LiveItem& it = items_[open_id_];
         if (static_cast<double>(w.end - it.start) / kRate >= max_segment_seconds_) {
-            const std::vector<float> seg = slice(it.start, w.end);
+            const std::vector<float> seg = audio_.slice(it.start, w.end);
             const auto cuts = quiet_cut_points(seg, max_segment_seconds_ - 1.0, 5.0);
             const int64_t cut = it.start + static_cast<int64_t>(cuts.size() > 2 ? cuts[1] : seg.size());
             close_item(cut, cut, true);
@@ -294,11 +241,11 @@ void RealtimeSession::feed_vad(std::span<const float> pcm) {
 }
 
 void RealtimeSession::open_item(int64_t start, bool speech_started) {
-    Item it;
+    LiveItem it;
     it.id = "item_" + random_hex(20);
     it.policy = CommitPolicy(o_.commit);
     it.start = start;
-    it.opened_at = steady_seconds();
+    it.opened_at = now();
     open_id_ = it.id;
     last_redecode_ = start;
     if (speech_started)
@@ -310,11 +257,8 @@ void RealtimeSession::open_item(int64_t start, bool speech_started) {
 void RealtimeSession::close_item(int64_t end, int64_t speech_end, bool speech_stopped) {
     auto found = items_.find(open_id_);
     if (found == items_.end()) return;
-    Item& it = found->second;
-    it.end = std::max(end, it.start);
-    it.speech_end = std::clamp(speech_end, it.start, it.end);
-    it.committed = true;
-    it.closed_at = steady_seconds();
+    LiveItem& it = found->second;
+    const LiveItem::Closing closing = it.close(end, speech_end, now());
     if (speech_stopped)
         emit({{"type", "input_audio_buffer.speech_stopped"}, {"audio_end_ms", ms(it.end)}, {"item_id", it.id}});
     emit({{"type", "input_audio_buffer.committed"},
@@ -332,25 +276,23 @@ void RealtimeSession::close_item(int64_t end, int64_t speech_end, bool speech_st
     decodes_.erase(std::remove_if(decodes_.begin(), decodes_.end(),
                                   [&](const Decode& d) { return d.item_id == it.id && !d.final; }),
                    decodes_.end());
-    // An interim decode that covered all the speech is the final one: done now, or when it lands.
-    if (it.hypothesis_end >= it.speech_end && !it.decoding) return complete(it, it.hypothesis);
-    if (it.decoding) {
+    if (closing == LiveItem::Closing::Complete) return complete(it, it.hypothesis);
+    if (closing == LiveItem::Closing::AwaitInterim) {
         cancel_interim_before(it.speech_end);  // a final decode follows it anyway
-        it.await_interim = true;               // decided when it lands (on_decoded)
         // Its audio now: by then trim() may have dropped it with the audio before the next item.
-        it.final_pcm = slice(it.start, it.end);
+        it.final_pcm = audio_.slice(it.start, it.end);
         return;
     }
-    decodes_.push_back({it.id, true, true, slice(it.start, it.end), it.end});
+    decodes_.push_back({it.id, true, true, audio_.slice(it.start, it.end), it.end});
     run_next_decode();
 }
 
-void RealtimeSession::send_delta(Item& it, const std::string& delta) {
+void RealtimeSession::send_delta(LiveItem& it, const std::string& delta) {
     if (delta.empty()) return;
     {
         std::lock_guard<std::mutex> lock(registry_.stats().mutex);
         ++registry_.stats().deltas;
-        if (!it.delta_sent) registry_.stats().first_delta.observe(steady_seconds() - it.opened_at);
+        if (!it.delta_sent) registry_.stats().first_delta.observe(now() - it.opened_at);
     }
     it.delta_sent = true;
     emit({{"type", "conversation.item.input_audio_transcription.delta"},
@@ -359,20 +301,18 @@ void RealtimeSession::send_delta(Item& it, const std::string& delta) {
           {"delta", delta}});
 }
 
-void RealtimeSession::send_tentative(Item& it) {
+void RealtimeSession::send_tentative(LiveItem& it) {
     if (!tentative_) return;
-    std::string text = it.policy.tentative();
-    if (text == it.tentative_sent) return;
-    it.tentative_sent = text;
-    emit({{"type", kTentativeEvent}, {"item_id", it.id}, {"content_index", 0}, {"text", std::move(text)}});
+    if (auto text = it.tentative_update())
+        emit({{"type", kTentativeEvent}, {"item_id", it.id}, {"content_index", 0}, {"text", std::move(*text)}});
 }
 
-void RealtimeSession::complete(Item& it, const std::string& text) {
+void RealtimeSession::complete(LiveItem& it, const std::string& text) {
     send_delta(it, it.policy.finalize(text));
     {
         std::lock_guard<std::mutex> lock(registry_.stats().mutex);
         ++registry_.stats().items;
-        if (it.closed_at > 0) registry_.stats().completed_after_speech.observe(steady_seconds() - it.closed_at);
+        if (it.closed_at > 0) registry_.stats().completed_after_speech.observe(now() - it.closed_at);
     }
     const double seconds = static_cast<double>(it.end - it.start) / kRate;
     emit({{"type", "conversation.item.input_audio_transcription.completed"},
@@ -394,22 +334,22 @@ void RealtimeSession::complete(Item& it, const std::string& text) {
 
 void RealtimeSession::redecode_to(int64_t end) {
     if (open_id_.empty() || decoding_ || !decodes_.empty()) return;
-    Item& it = items_[open_id_];
+    LiveItem& it = items_[open_id_];
     if (end - it.start < kMinCommitSamples || end <= it.hypothesis_end) return;
     last_redecode_ = end;
     const bool at_pause = turns_ && turns_->speaking() && turns_->pause_from() == end;
-    decodes_.push_back({it.id, false, at_pause, slice(it.start, end), end, steady_seconds()});
+    decodes_.push_back({it.id, false, at_pause, audio_.slice(it.start, end), end, now()});
     run_next_decode();
 }
 
 void RealtimeSession::commit(const json& ev) {
     if (settings_.server_vad && !open_id_.empty()) {  // a manual commit ends the speech going on
         turns_->end_speech();
-        close_item(total_, total_, false);
+        close_item(audio_.total(), audio_.total(), false);
         return;
     }
-    const int64_t from = settings_.server_vad ? std::max(buffer_start_, origin_) : buffer_start_;
-    const int64_t n = total_ - from;
+    const int64_t from = settings_.server_vad ? std::max(buffer_start_, audio_.origin()) : buffer_start_;
+    const int64_t n = audio_.total() - from;
     if (n < kMinCommitSamples)
         return error("input_audio_buffer_commit_empty",
                      "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but "
@@ -417,13 +357,13 @@ void RealtimeSession::commit(const json& ev) {
                          std::to_string(ms(std::max<int64_t>(n, 0))) + "ms of audio.",
                      "", ev);
     open_item(from, false);
-    close_item(total_, total_, false);
-    buffer_start_ = total_;
+    close_item(audio_.total(), audio_.total(), false);
+    buffer_start_ = audio_.total();
     trim();
 }
 
 void RealtimeSession::clear() {
-    buffer_start_ = total_;
+    buffer_start_ = audio_.total();
     if (!open_id_.empty()) {  // the speech going on is dropped with the buffer
         items_.erase(open_id_);
         open_id_.clear();
@@ -439,7 +379,7 @@ void RealtimeSession::maybe_redecode() {
     const bool nothing_committed = items_[open_id_].policy.committed_units() == 0;
     const double cadence =
         nothing_committed && o_.first_redecode_seconds > 0 ? o_.first_redecode_seconds : o_.redecode_seconds;
-    if (total_ - last_redecode_ >= static_cast<int64_t>(cadence * kRate)) redecode_to(total_);
+    if (audio_.total() - last_redecode_ >= static_cast<int64_t>(cadence * kRate)) redecode_to(audio_.total());
 }
 
 void RealtimeSession::run_next_decode() {
@@ -466,7 +406,7 @@ void RealtimeSession::run_next_decode() {
     inflight_cancel_ = std::make_shared<std::atomic<bool>>(cancelled_->load());
     inflight_end_ = d->end;
     inflight_interim_ = !d->final;
-    inflight_started_ = steady_seconds();
+    inflight_started_ = now();
     req.cancelled = inflight_cancel_;
     req.priority = d->final || d->at_pause ? Priority::Live : Priority::Interactive;
     if (o_.self_speculation)
@@ -505,7 +445,7 @@ void RealtimeSession::on_decoded(const Decode& d, const Transcript& result, cons
     decoding_ = false;
     if (stopped_) return;
     if (err.empty()) {  // a cancelled decode says nothing about the engine's pace
-        const double took = steady_seconds() - inflight_started_;
+        const double took = now() - inflight_started_;
         decode_seconds_ = decode_seconds_ == 0.0 ? took : 0.5 * decode_seconds_ + 0.5 * took;
     }
     const std::string& text = result.text;
@@ -518,35 +458,25 @@ void RealtimeSession::on_decoded(const Decode& d, const Transcript& result, cons
     }
     auto found = items_.find(d.item_id);
     if (found != items_.end()) {
-        Item& it = found->second;
+        LiveItem& it = found->second;
         if (!d.final) {
-            it.decoding = false;
-            if (err.empty()) {
-                it.hypothesis = text;
-                it.hypothesis_end = d.end;
-                it.hypothesis_tokens = result.segments.empty() ? std::vector<int>() : result.segments.front().tokens;
+            size_t stable = std::string_view::npos;
+            if (err.empty() && !it.committed && words_gate_commits()) {
+                // Words without times (an audio LM's) are not held back by the guard.
+                const double limit = engine_.word_timestamps()
+                                         ? static_cast<double>(d.pcm.size()) / kRate - o_.commit_guard_seconds
+                                         : std::numeric_limits<double>::infinity();
+                stable = stable_prefix(result, limit, o_.commit_min_probability);
             }
-            if (it.committed) {
-                // The item ended while this decode ran: final if it covered the speech.
-                if (it.await_interim && err.empty() && d.end >= it.speech_end) {
-                    complete(it, text);
-                } else {
-                    decodes_.push_back({it.id, true, true, std::move(it.final_pcm), it.end});
-                }
+            const LiveItem::Interim landed = it.interim_landed(err.empty() ? &result : nullptr, d.end, stable);
+            if (landed.next == LiveItem::Interim::Next::Complete) {
+                complete(it, text);
+            } else if (landed.next == LiveItem::Interim::Next::DecodeFinal) {
+                decodes_.push_back({it.id, true, true, std::move(it.final_pcm), it.end});
             } else if (err.empty()) {
-                size_t stable = std::string_view::npos;
-                if (words_gate_commits()) {
-                    // Words without times (an audio LM's) are not held back by the guard.
-                    const double limit = engine_.word_timestamps()
-                                             ? static_cast<double>(d.pcm.size()) / kRate - o_.commit_guard_seconds
-                                             : std::numeric_limits<double>::infinity();
-                    stable = stable_prefix(result, limit, o_.commit_min_probability);
-                }
-                const std::string delta = it.policy.update(text, stable);
-                if (!delta.empty()) {
-                    registry_.stats().commit_lag.observe(steady_seconds() - d.queued_at);
-                    send_delta(it, delta);
-                    it.tentative_sent.clear();  // a client drops its tentative text on a delta
+                if (!landed.delta.empty()) {
+                    registry_.stats().commit_lag.observe(now() - d.queued_at);
+                    send_delta(it, landed.delta);
                 }
                 send_tentative(it);
             }
@@ -570,25 +500,13 @@ void RealtimeSession::on_decoded(const Decode& d, const Transcript& result, cons
     end_if_shut_down();
 }
 
-std::vector<float> RealtimeSession::slice(int64_t from, int64_t to) const {
-    from = std::clamp(from, origin_, origin_ + static_cast<int64_t>(audio_.size()));
-    to = std::clamp(to, from, origin_ + static_cast<int64_t>(audio_.size()));
-    return {audio_.begin() + (from - origin_), audio_.begin() + (to - origin_)};
-}
-
 // Drops audio nothing can need any more: before the open item, the uncommitted buffer, and the
 // prefix padding a next speech start may reach back into.
 void RealtimeSession::trim() {
-    int64_t keep = total_ - static_cast<int64_t>(settings_.prefix_padding_ms + 100) * 16;
+    int64_t keep = audio_.total() - static_cast<int64_t>(settings_.prefix_padding_ms + 100) * 16;
     if (!settings_.server_vad) keep = std::min(keep, buffer_start_);
     if (!open_id_.empty()) keep = std::min(keep, items_[open_id_].start);
-    keep = std::max(keep, origin_);
-    const int64_t drop = keep - origin_;
-    // Erasing from the front costs a copy of what is kept: do it when it frees a second or more.
-    if (drop >= kRate) {
-        audio_.erase(audio_.begin(), audio_.begin() + drop);
-        origin_ = keep;
-    }
+    audio_.drop_before(keep);
 }
 
 }  // namespace parlance::server

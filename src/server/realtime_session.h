@@ -32,12 +32,13 @@
 #include <nlohmann/json.hpp>
 
 #include "audio/decode.h"
-#include "decoding/commit_policy.h"
 #include "models/speech_model.h"
 #include "models/voice_activity.h"
+#include "server/live_item.h"
 #include "server/realtime_audio_in.h"
 #include "server/realtime_protocol.h"
 #include "server/realtime_registry.h"
+#include "server/session_audio.h"
 #include "server/turn_detector.h"
 
 namespace parlance::server {
@@ -85,6 +86,10 @@ public:
         std::function<void(std::string reason)> close;    // end the session (limits)
         // End the session because the server is going away (WebSocket 1001); close when unset.
         std::function<void(std::string reason)> going_away;
+        // Steady seconds, for the session's latency statistics and its decodes' pace (whether an
+        // interim decode is worth cancelling at a pause); steady_clock when unset. Tests set it to
+        // step time without sleeping.
+        std::function<double()> now;
     };
 
     // vad may be null: server_vad is then refused (turn_detection null works).
@@ -111,24 +116,6 @@ public:
     bool idle() const { return !decoding_ && decodes_.empty(); }
 
 private:
-    using Format = RealtimeAudioFormat;
-    struct Item {
-        std::string id;
-        int64_t start = 0, end = 0;  // session samples at 16 kHz
-        CommitPolicy policy;
-        bool committed = false;
-        int64_t speech_end = 0;              // where the speech ended (the silence began)
-        std::string hypothesis;              // the latest interim decode's text
-        std::vector<int> hypothesis_tokens;  // its tokens (the next decode's expected output)
-        int64_t hypothesis_end = -1;         // the audio it covered, [start, hypothesis_end)
-        bool decoding = false;               // an interim decode of it is in flight
-        bool await_interim = false;          // committed, and that decode covers its speech: it is final
-        std::vector<float> final_pcm;        // the item's audio, kept while await_interim
-        double opened_at = 0.0;              // steady seconds: speech_started
-        double closed_at = 0.0;              // steady seconds: speech_stopped / committed
-        bool delta_sent = false;
-        std::string tentative_sent;  // the last tentative text sent (opted in by `include`)
-    };
     struct Decode {
         std::string item_id;
         bool final = false;
@@ -142,16 +129,15 @@ private:
     };
 
     void update_session(const nlohmann::json& ev, bool beta_shape);
-    nlohmann::json session_object() const;
     void append(const nlohmann::json& ev);
     void commit(const nlohmann::json& ev);
     void clear();
     void feed_vad(std::span<const float> pcm16k);
     void open_item(int64_t start, bool speech_started);
     void close_item(int64_t end, int64_t speech_end, bool speech_stopped);
-    void complete(Item& it, const std::string& text);
-    void send_delta(Item& it, const std::string& delta);
-    void send_tentative(Item& it);
+    void complete(LiveItem& it, const std::string& text);
+    void send_delta(LiveItem& it, const std::string& delta);
+    void send_tentative(LiveItem& it);
     void redecode_to(int64_t end);
     // Interim decodes ask for words: the commit guard is on and the engine times words, or the
     // probability gate is on and the engine gives words probabilities (with times or without).
@@ -170,7 +156,7 @@ private:
     void error(const std::string& code, const std::string& message, const std::string& param, const nlohmann::json& ev,
                const std::string& type = "invalid_request_error");
     void emit(nlohmann::json ev);
-    std::vector<float> slice(int64_t from, int64_t to) const;
+    double now() const;
     int64_t ms(int64_t samples) const { return samples / 16; }
 
     SpeechEngine& engine_;
@@ -191,16 +177,14 @@ private:
     bool tentative_ = false;     // settings_.include names the tentative event
 
     RealtimeAudioIn audio_in_;  // the format's bytes -> 16 kHz samples (server/realtime_audio_in.h)
-    // Audio at 16 kHz: audio_[0] is session sample origin_; total_ samples received so far.
-    std::vector<float> audio_;
-    int64_t origin_ = 0, total_ = 0;
+    SessionAudio audio_;        // at 16 kHz, from the first sample anything may still need
     int64_t buffer_start_ = 0;  // without turn detection: the first uncommitted sample
 
     // Server VAD.
     std::unique_ptr<TurnDetector> turns_;  // server VAD's (null without a VAD model)
 
     // Items: the open one (speech going on) and those waiting for their final decode.
-    std::map<std::string, Item> items_;
+    std::map<std::string, LiveItem> items_;
     std::string open_id_, last_id_;
     int64_t last_redecode_ = 0;
     std::deque<Decode> decodes_;

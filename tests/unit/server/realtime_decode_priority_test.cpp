@@ -94,6 +94,7 @@ public:
         };
         hooks.work = [this](std::function<void()> fn) { workers_.emplace_back(std::move(fn)); };
         hooks.close = [](std::string) {};
+        hooks.now = [this] { return now; };
         session_ = std::make_shared<server::RealtimeSession>(engine, vad_.get(), options, false, hooks, registry);
         session_->start();
         session_->on_message(json{{"type", "session.update"},
@@ -237,6 +238,7 @@ public:
 
     server::RealtimeRegistry registry;  // first: it outlives the session and whatever holds it
     HeldEngine engine;
+    double now = 0.0;  // the session's clock (steady seconds): a test steps it instead of sleeping
 
 private:
     Backend vad_backend_;
@@ -302,7 +304,7 @@ TEST(RealtimeDecodePriority, APauseLeavesTheInterimDecodeWhenDecodesAreSlow) {
     HeldSession s;
     s.send_until(1.0);
     ASSERT_TRUE(s.wait_for_calls(1));
-    std::this_thread::sleep_for(std::chrono::milliseconds(600));  // longer than silence_duration_ms
+    s.now += 0.6;  // the decode takes longer than silence_duration_ms
     s.answer(0, "And so");
     s.send_until(1.5);
     ASSERT_TRUE(s.wait_for_calls(2));
