@@ -27,11 +27,13 @@
 #include "server/anthropic_messages.h"
 #include "server/api_error.h"
 #include "server/audio_budget.h"
+#include "server/generation_exchange.h"
 #include "server/realtime_connection.h"
+#include "server/response_sink.h"
 #include "server/router.h"
 #include "server/routes.h"
 #include "server/server_state.h"
-#include "server/transcriptions.h"
+#include "server/transcription_exchange.h"
 
 namespace parlance::server {
 
@@ -88,7 +90,7 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 // Reads and writes go through the stream; socket operations (cancel, shutdown, close, draining
 // what a client still sends after the response) through its TCP layer.
 template <class Stream>
-class Connection : public std::enable_shared_from_this<Connection<Stream>> {
+class Connection : public ResponseSink, public std::enable_shared_from_this<Connection<Stream>> {
     static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
 
 public:
@@ -263,26 +265,86 @@ private:
 
     void upgrade_realtime(RealtimeUpgrade up);
 
-    // --- Transcription: validated by its route, decoded on the worker pool, run by the engine.
-    void transcribe(TranscriptionRoute route) {
-        form_ = std::move(route.form);
-        SpeechEngine* engine = route.engine;
-        const bool translation = route.translation;
-        // Bounded: requests decoding, running and queued never exceed the workers, the engines'
-        // capacity and --max-queue; beyond that the client is told to come back (nothing is buffered).
+    // --- A request that runs beyond its route (a transcription, a generation): admitted here,
+    // bounded and cancelled by a disconnect, run by its exchange, answered through this
+    // connection as its ResponseSink.
+    // Bounded: requests decoding, running and queued never exceed the workers, the engines'
+    // capacity and --max-queue; beyond that the client is told to come back (nothing is buffered).
+    AdmittedRequest admit() {
         if (server_.full()) throw ApiError(429, "too many requests in flight; retry shortly", "", "overloaded");
+        // The request's own flag travels with it: cancelled_ is the next request's once this one
+        // is answered, which may come before its run has finished.
         cancelled_ = std::make_shared<std::atomic<bool>>(false);
         server_.track(cancelled_);
         watch_disconnect();
         ++server_.in_flight;
-        // Decoding the upload happens on the worker pool, never on I/O threads.
-        // The request's own flag travels with it: cancelled_ is the next request's once this one
-        // is answered, which may come before its worker has untracked it.
-        asio::post(server_.workers, [self = this->shared_from_this(), engine, translation, cancelled = cancelled_] {
-            self->run_transcription(engine, translation, cancelled);
+        return {cancelled_, [server = &server_, cancelled = cancelled_] {
+                    server->untrack(cancelled);
+                    --server->in_flight;
+                }};
+    }
+
+    void transcribe(TranscriptionRoute route) {
+        AdmittedRequest request = admit();
+        start_transcription_exchange(server_, std::move(route), std::move(request_.body()), std::move(request),
+                                     this->shared_from_this());
+    }
+
+    void admit_generation(GenerationRoute route) {
+        AdmittedRequest request = admit();
+        start_generation_exchange(server_, std::move(route), is_anthropic(route_.id), std::move(request),
+                                  this->shared_from_this());
+    }
+
+public:
+    // --- ResponseSink: any thread, carried out on the strand.
+    void respond(int status, std::string content_type, std::string body, double audio_seconds) override {
+        asio::post(stream_.get_executor(),
+                   [self = this->shared_from_this(), status, content_type = std::move(content_type),
+                    body = std::move(body), audio_seconds] { self->send(status, content_type, body, audio_seconds); });
+    }
+
+    void fail(int status, std::string body, std::string stream_event, double audio_seconds) override {
+        asio::post(stream_.get_executor(), [self = this->shared_from_this(), status, body = std::move(body),
+                                            stream_event = std::move(stream_event), audio_seconds] {
+            if (self->sse_started_) {
+                // Headers are out: the error goes as the stream's last event.
+                self->final_queued_ = true;
+                self->push_write({stream_event, [self] { self->close(); }});
+                return self->record(status, audio_seconds);
+            }
+            self->send(status, "application/json", body, audio_seconds, self->request_.keep_alive() && status < 500);
         });
     }
 
+    // Server-sent events, written in order from the connection's queue.
+    void start_stream() override {
+        asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
+            self->sse_started_ = true;
+            self->push_write(
+                {"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                 "Connection: close\r\n\r\n",
+                 {}});
+        });
+    }
+
+    // One SSE event: "data: JSON", after an "event: NAME" line for typed streams (Anthropic).
+    void stream_event(std::string json, bool last, std::string event = "") override {
+        asio::post(stream_.get_executor(), [self = this->shared_from_this(), json = std::move(json), last,
+                                            event = std::move(event)] {
+            if (self->final_queued_) return;
+            if (last) self->final_queued_ = true;
+            self->push_write({(event.empty() ? std::string() : "event: " + event + "\n") + "data: " + json + "\n\n",
+                              last ? std::function<void()>([self] { self->close(); }) : std::function<void()>()});
+        });
+    }
+
+    void stream_ended(double audio_seconds) override {
+        asio::post(stream_.get_executor(),
+                   [self = this->shared_from_this(), audio_seconds] { self->record(200, audio_seconds); });
+    }
+
+private:
     // "Expect: 100-continue" (case-insensitive) on an HTTP/1.1 request: curl sends it for uploads
     // and would otherwise wait a second; HTTP/1.0 clients may not receive 1xx responses.
     static bool asked_continue(const http::request_header<>& req) {
@@ -331,189 +393,6 @@ private:
         });
     }
 
-    // On a worker: transcriptions.h decodes the upload and queues it on the engine; the worker is
-    // then free. The engine's end comes back to the pool (rendering a transcript is host work that
-    // has no place on the engine's thread), and the answer through the strand.
-    void run_transcription(SpeechEngine* engine, bool translation, std::shared_ptr<std::atomic<bool>> cancelled) {
-        // The request's body moves into a buffer the audio's source may share.
-        const size_t offset = form_.file.empty() ? 0 : static_cast<size_t>(form_.file.data() - request_.body().data());
-        const size_t size = form_.file.size();
-        auto upload = std::make_shared<const std::string>(std::move(request_.body()));
-        form_.file = std::string_view(*upload).substr(offset, size);
-        const TranscriptionContext context{
-            *engine,
-            server_.audio_budget,
-            server_.options.max_audio_seconds,
-            server_.vad,
-            cancelled,
-            [this] { start_sse(); },
-            [self = this->shared_from_this()](const Segment& s) {
-                nlohmann::json ev{{"type", "transcript.text.delta"}, {"delta", s.text}};
-                self->queue_event(ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), false);
-            }};
-        start_transcription(
-            form_, translation, std::move(upload), context,
-            [self = this->shared_from_this(), cancelled](std::exception_ptr error, Transcript t, double seconds) {
-                asio::post(self->server_.workers, [self, cancelled, error = std::move(error), t = std::move(t),
-                                                   seconds] { self->end_transcription(error, t, seconds, cancelled); });
-            });
-    }
-
-    void end_transcription(const std::exception_ptr& error, const Transcript& t, double audio_seconds,
-                           const std::shared_ptr<std::atomic<bool>>& cancelled) {
-        try {
-            if (error) std::rethrow_exception(error);
-            finish_transcription(t, audio_seconds);
-        } catch (const ApiError& e) {
-            fail_transcription(e, audio_seconds);
-        } catch (const Error& e) {
-            if (e.kind() == ErrorKind::Cancelled && server_.grace_over.load())
-                fail_transcription(ApiError(503,
-                                            "the server is shutting down; the request was cancelled at the end of "
-                                            "the shutdown grace period",
-                                            "", "shutting_down"),
-                                   audio_seconds);
-            else
-                fail_transcription(ApiError::from(e), audio_seconds);
-        } catch (const std::exception& e) {
-            fail_transcription(ApiError(500, std::string("internal error: ") + e.what()), audio_seconds);
-        }
-        server_.untrack(cancelled);
-        --server_.in_flight;
-    }
-
-    void finish_transcription(const Transcript& t, double audio_seconds) {
-        if (form_.stream) {
-            nlohmann::json ev{{"type", "transcript.text.done"},
-                              {"text", t.text},
-                              {"usage", {{"type", "duration"}, {"seconds", std::ceil(t.duration)}}}};
-            queue_event(ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), true);
-            record(200, audio_seconds);
-            return;
-        }
-        std::string body = render_transcript(t, form_.format, true, form_.word_timestamps);
-        asio::post(stream_.get_executor(), [self = this->shared_from_this(), body = std::move(body), audio_seconds] {
-            self->send(200, response_content_type(self->form_.format), body, audio_seconds);
-        });
-    }
-
-    void fail_transcription(const ApiError& e, double audio_seconds) {
-        asio::post(stream_.get_executor(), [self = this->shared_from_this(), e, audio_seconds] {
-            if (self->sse_started_) {
-                nlohmann::json ev{{"type", "error"}, {"error", nlohmann::json::parse(e.body())["error"]}};
-                self->final_queued_ = true;
-                self->push_write({"data: " + ev.dump() + "\n\n", [self] { self->close(); }});
-                self->record(e.status, audio_seconds);
-                return;
-            }
-            self->send_error(e, self->request_.keep_alive() && e.status < 500);
-        });
-    }
-
-    // --- Generation (the language-model APIs): validated by its route, its run made and started
-    // on the worker pool, answered from the run's callbacks.
-    // Admits a validated generation request: bounded, cancelled by a disconnect; its run is made
-    // and started on the worker pool (server/chat_routes.h).
-    void admit_generation(GenerationRoute route) {
-        if (server_.full()) throw ApiError(429, "too many requests in flight; retry shortly", "", "overloaded");
-        cancelled_ = std::make_shared<std::atomic<bool>>(false);
-        server_.track(cancelled_);
-        watch_disconnect();
-        ++server_.in_flight;
-        asio::post(server_.workers,
-                   [self = this->shared_from_this(), route = std::move(route), cancelled = cancelled_] {
-                       self->run_generation(route.stream, route.make, cancelled);
-                   });
-    }
-
-    // Runs a generation request of any API (worker pool): `make` builds its run from the
-    // callbacks (rendering, tokenizing: ApiErrors become the response), then it starts; the
-    // response is written from the callbacks on the connection's strand.
-    template <typename Make>
-    void run_generation(bool stream, Make make, std::shared_ptr<std::atomic<bool>> cancelled) {
-        auto finished = [self = this->shared_from_this(), cancelled] {
-            self->server_.untrack(cancelled);
-            --self->server_.in_flight;
-        };
-        try {
-            ResponseCallbacks cb;
-            cb.on_event = [self = this->shared_from_this()](std::string json, bool last, std::string event) {
-                self->queue_event(std::move(json), last, std::move(event));
-            };
-            cb.on_done = [self = this->shared_from_this(), stream, finished](int status, std::string body) {
-                asio::post(self->stream_.get_executor(), [self, stream, status, body = std::move(body)] {
-                    if (stream && status == 200) return self->record(200, 0.0);
-                    if (stream && self->sse_started_) {
-                        // Headers are out: the error goes as the stream's last event.
-                        self->final_queued_ = true;
-                        self->push_write({self->error_event(body), [self] { self->close(); }});
-                        return self->record(status, 0.0);
-                    }
-                    self->send(status, "application/json", body, 0.0, self->request_.keep_alive() && status < 500);
-                });
-                finished();
-            };
-            std::shared_ptr<GenerationRun> run = make(std::move(cb));
-            if (stream) start_sse();
-            try {
-                run->start(cancelled);
-            } catch (const Error& e) {
-                if (e.kind() == ErrorKind::Overloaded) throw ApiError(429, e.what(), "", "overloaded");
-                throw;
-            }
-            return;
-        } catch (const ApiError& e) {
-            fail_generation(e);
-        } catch (const Error& e) {
-            fail_generation(ApiError::from(e));
-        } catch (const std::exception& e) {
-            fail_generation(ApiError(500, std::string("internal error: ") + e.what()));
-        }
-        finished();
-    }
-
-    // An error before the stream started (the SSE headers may be queued already).
-    void fail_generation(const ApiError& e) {
-        asio::post(stream_.get_executor(), [self = this->shared_from_this(), e] {
-            if (self->sse_started_) {
-                self->final_queued_ = true;
-                self->push_write({self->error_event(is_anthropic(self->route_.id) ? anthropic_error_body(e) : e.body()),
-                                  [self] { self->close(); }});
-                return self->record(e.status, 0.0);
-            }
-            self->send_error(e, self->request_.keep_alive() && e.status < 500);
-        });
-    }
-
-    // The stream's last event for an error body ({"error": {...}}, or Anthropic's shape).
-    std::string error_event(const std::string& body) const {
-        nlohmann::json ev = nlohmann::json::parse(body, nullptr, false);
-        if (ev.is_object() && ev.value("type", "") == "error") return "event: error\ndata: " + ev.dump() + "\n\n";
-        return "data: " + ev.dump() + "\n\n";
-    }
-
-    // --- SSE: events written in order from the connection's queue.
-    void start_sse() {
-        asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
-            self->sse_started_ = true;
-            self->push_write(
-                {"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                 "Connection: close\r\n\r\n",
-                 {}});
-        });
-    }
-
-    // One SSE event: "data: JSON", after an "event: NAME" line for typed streams (Anthropic).
-    void queue_event(std::string json, bool last, std::string event = "") {
-        asio::post(stream_.get_executor(), [self = this->shared_from_this(), json = std::move(json), last,
-                                            event = std::move(event)] {
-            if (self->final_queued_) return;
-            if (last) self->final_queued_ = true;
-            self->push_write({(event.empty() ? std::string() : "event: " + event + "\n") + "data: " + json + "\n\n",
-                              last ? std::function<void()>([self] { self->close(); }) : std::function<void()>()});
-        });
-    }
-
     // --- The write queue (strand only): one write on the wire at a time, each within the write
     // timeout; a failed write means the client is gone, which cancels its request.
     void push_write(Write w) {
@@ -542,23 +421,18 @@ private:
     void send_json(int status, const nlohmann::json& j) { send(status, "application/json", j.dump() + "\n"); }
 
     void send_error(const ApiError& e, bool keep_alive) {
-        auto extra = [&](Response& r) {
-            if (e.status == 429) r.set(http::field::retry_after, "1");
-            if (e.status == 401) r.set(http::field::www_authenticate, "Bearer");
-        };
         send(e.status, "application/json", (is_anthropic(route_.id) ? anthropic_error_body(e) : e.body()) + "\n", 0.0,
-             keep_alive, extra);
+             keep_alive);
     }
 
-    template <typename Extra = void (*)(Response&)>
-    void send(
-        int status, const std::string& content_type, std::string body, double audio_seconds = 0.0,
-        bool keep_alive = true, Extra extra = [](Response&) {}) {
+    void send(int status, const std::string& content_type, std::string body, double audio_seconds = 0.0,
+              bool keep_alive = true) {
         final_queued_ = true;
         Response res(static_cast<http::status>(status), request_.version());
         res.set(http::field::server, "parlance/" PARLANCE_VERSION);
         res.set(http::field::content_type, content_type);
-        extra(res);
+        if (status == 429) res.set(http::field::retry_after, "1");
+        if (status == 401) res.set(http::field::www_authenticate, "Bearer");
         // A client that closed its sending side cannot send another request.
         res.keep_alive(keep_alive && request_.keep_alive() && !read_closed_);
         res.body() = std::move(body);
@@ -646,7 +520,6 @@ private:
     beast::flat_buffer buffer_;
     std::optional<http::request_parser<http::string_body>> parser_;
     http::request<http::string_body> request_;
-    TranscriptionForm form_;
     std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
     std::deque<Write> writes_;
     bool final_queued_ = false;  // the response (or the stream's last event) is queued
