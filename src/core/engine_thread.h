@@ -76,11 +76,15 @@ public:
     }
 
     // Asks the loop to end and joins it (idempotent; false when it was not running). drain: after
-    // every submitted job; otherwise at once.
+    // every submitted job; otherwise at once. Later submits are refused, also when the loop never
+    // started.
     bool stop(bool drain) {
         {
             std::lock_guard<std::mutex> lock(mutex_);
-            if (!thread_.joinable()) return false;
+            if (!thread_.joinable()) {
+                stopping_ = true;
+                return false;
+            }
             stopping_ = true;
             draining_ = drain;
         }

@@ -3,7 +3,7 @@
 // each call is carried out in order on the connection's strand, which owns the bytes on the wire
 // (HTTP framing, server-sent events, keep-alive, the metrics). The request's files
 // (server/transcription_exchange.h, server/generation_exchange.h) know their API and nothing of
-// the transport; the connection (http_server.cpp) knows no API.
+// the transport; the connection (http_connection.cpp) knows no API.
 #pragma once
 
 #include <atomic>

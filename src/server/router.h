@@ -2,7 +2,7 @@
 // handler that turns a request into what the connection does next — a plain answer, a generation
 // run, a transcription, or a live session's upgrade. The handlers live in their route files
 // (info_routes, chat_routes, transcription_routes, realtime_upgrade); the connection
-// (http_server.cpp) carries requests and answers and knows no API.
+// (http_connection.cpp) carries requests and answers and knows no API.
 #pragma once
 
 #include <string>

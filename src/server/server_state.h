@@ -1,4 +1,4 @@
-// What every route of the HTTP server shares (http_server.cpp's connections and the route
+// What every route of the HTTP server shares (http_connection.cpp's connections and the route
 // handlers in their own files read it): the options, the loaded models, the request counters and
 // limits, the stores. Owned by the HttpServer; its connections and workers hold references.
 #pragma once

@@ -124,7 +124,6 @@ SileroVad::SileroVad(const std::filesystem::path& onnx_file, Backend& backend)
         for (auto& [t, v] : r->pending) ggml_backend_tensor_set(t, v.data(), 0, v.size() * sizeof(float));
         r->pending.clear();
     }
-    graph_buf_.resize(graph_context_size(256));
 }
 
 SileroVad::~SileroVad() {

@@ -78,4 +78,12 @@ TEST(EngineThread, QueuesByPriorityThenArrivalBoundsAndRefusesAfterAStop) {
     }
 }
 
+TEST(EngineThread, AStopBeforeTheLoopStartedRefusesLaterSubmits) {
+    struct Job {};
+    EngineThread<Job> t;
+    EXPECT_FALSE(t.stop(false));  // no loop to join
+    EXPECT_THROW(t.submit(std::make_unique<Job>(), Priority::Bulk, 8, "queue", [](Job&, uint64_t, int) {}), Error);
+    EXPECT_TRUE(t.waiting().empty());
+}
+
 }  // namespace parlance
