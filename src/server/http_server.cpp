@@ -24,12 +24,6 @@ using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-std::chrono::milliseconds millis(double seconds) {
-    return std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, seconds) * 1000.0));
-}
-}  // namespace
-
-namespace {
 // TLS 1.2 and later, the certificate chain and key from PEM files (refused at start, naming the
 // file and OpenSSL's reason).
 std::unique_ptr<asio::ssl::context> make_tls_context(const std::string& cert, const std::string& key) {
@@ -146,7 +140,8 @@ void HttpServer::stop() {
         return !busy();
     };
     // Drain: in-flight requests finish and their responses are written, for the grace period.
-    if (!wait_idle(millis(d.options.shutdown_grace_seconds))) {
+    if (!wait_idle(std::chrono::milliseconds(
+            static_cast<int64_t>(std::max(0.0, d.options.shutdown_grace_seconds) * 1000.0)))) {
         sessions_count = false;
         d.log.warn("shutdown grace of ", d.options.shutdown_grace_seconds, " s over: cancelling ", d.in_flight.load(),
                    " requests, closing ", d.realtime.active(), " live sessions");
