@@ -16,5 +16,8 @@
 # GB_MODES: more serve modes at c=64 (';'-separated flags: "--prompt-gather-steps 8;--serial-encoder");
 # GB_LOAD_PROFILE=1 adds an op profile of the server under load (c=64, --serial-encoder);
 # GB_TRANSFORMERS=0 leaves the transformers anchor out (a short call).
+# GB_ROUNDS: requests per client at each level (2: 2c requests). A short load is mostly its ramp
+# (every client's first upload encoded before its decode starts) and its tail; 8 or more measures
+# the steady state the static-batch anchors are compared with.
 set -uo pipefail
 exec bash "$(cd "$(dirname "$0")/.." && pwd)/scripts/device_cuda_check.sh" --gpu-bench "$@"

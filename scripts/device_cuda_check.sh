@@ -406,7 +406,7 @@ throughput() {
     for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
     for c in ${TP_LEVELS:-1 8 64}; do
       echo "${mode:-throughput}: $(python3 "$ROOT/bench/load_gen.py" --url "http://127.0.0.1:$port" \
-        --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency "$c" --requests $((c < 8 ? 8 : 2 * c)))"
+        --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency "$c" --requests $((c < 8 ? 8 : ${GB_ROUNDS:-2} * c)))"
       echo "metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total|gpu_graphs)' | tr '\n' ' ')"
     done
     kill "$pid"; wait "$pid" 2>/dev/null
@@ -473,7 +473,7 @@ gpu_bench() {
   for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
   for c in $levels; do
     echo "parlance c=$c: $(busy python3 "$ROOT/bench/load_gen.py" --url "http://127.0.0.1:$port" \
-      --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency "$c" --requests $((c < 8 ? 8 : 2 * c)) | tr '\n' ' ')"
+      --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency "$c" --requests $((c < 8 ? 8 : ${GB_ROUNDS:-2} * c)) | tr '\n' ' ')"
   done
   echo "metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total|kv_cache_capacity|device_memory|gpu_graphs)' | tr '\n' ' ')"
   kill "$pid"; wait "$pid" 2>/dev/null
@@ -489,7 +489,7 @@ gpu_bench() {
     pid=$!
     for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
     echo "parlance ${GGML_CUDA_DISABLE_GRAPHS:+(CUDA graphs off) }$mode c=64: $(busy python3 "$ROOT/bench/load_gen.py" \
-      --url "http://127.0.0.1:$port" --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency 64 --requests 128 | tr '\n' ' ')"
+      --url "http://127.0.0.1:$port" --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency 64 --requests $((${GB_ROUNDS:-2} * 64)) | tr '\n' ' ')"
     echo "  metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total|gpu_graphs)' | tr '\n' ' ')"
     kill "$pid"; wait "$pid" 2>/dev/null
     unset GGML_CUDA_DISABLE_GRAPHS
