@@ -243,16 +243,30 @@ private:
                 }};
     }
 
+    // An exchange that throws before it posted its work (no memory) leaves the request to the
+    // caller's error answer: it is finished here.
     void transcribe(TranscriptionRoute route) {
         AdmittedRequest request = admit();
-        start_transcription_exchange(server_, std::move(route), std::move(request_.body()), std::move(request),
-                                     this->shared_from_this());
+        const std::function<void()> finished = request.finished;
+        try {
+            start_transcription_exchange(server_, std::move(route), std::move(request_.body()), std::move(request),
+                                         this->shared_from_this());
+        } catch (...) {
+            finished();
+            throw;
+        }
     }
 
     void admit_generation(GenerationRoute route) {
         AdmittedRequest request = admit();
-        start_generation_exchange(server_, std::move(route), is_anthropic(route_.id), std::move(request),
-                                  this->shared_from_this());
+        const std::function<void()> finished = request.finished;
+        try {
+            start_generation_exchange(server_, std::move(route), is_anthropic(route_.id), std::move(request),
+                                      this->shared_from_this());
+        } catch (...) {
+            finished();
+            throw;
+        }
     }
 
 public:

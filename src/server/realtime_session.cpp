@@ -475,7 +475,10 @@ void RealtimeSession::on_decoded(const Decode& d, const Transcript& result, cons
                 decodes_.push_back({it.id, true, true, std::move(it.final_pcm), it.end});
             } else if (err.empty()) {
                 if (!landed.delta.empty()) {
-                    registry_.stats().commit_lag.observe(now() - d.queued_at);
+                    {
+                        std::lock_guard<std::mutex> lock(registry_.stats().mutex);
+                        registry_.stats().commit_lag.observe(now() - d.queued_at);
+                    }
                     send_delta(it, landed.delta);
                 }
                 send_tentative(it);

@@ -83,8 +83,9 @@ void start_transcription_exchange(ServerState& server, TranscriptionRoute route,
             [&server, form, request, sink](std::exception_ptr error, Transcript t, double seconds) {
                 boost::asio::post(server.workers,
                                   [&server, form, request, sink, error = std::move(error), t = std::move(t), seconds] {
+                                      // Finished also when answering throws (no memory).
+                                      const std::shared_ptr<void> finish(nullptr, [&](void*) { request.finished(); });
                                       answer(server, *form, error, t, seconds, *sink);
-                                      request.finished();
                                   });
             });
     });

@@ -238,7 +238,7 @@ public:
 
     server::RealtimeRegistry registry;  // first: it outlives the session and whatever holds it
     HeldEngine engine;
-    double now = 0.0;  // the session's clock (steady seconds): a test steps it instead of sleeping
+    double now = 1.0;  // the session's clock (steady seconds): a test steps it instead of sleeping
 
 private:
     Backend vad_backend_;
