@@ -81,11 +81,8 @@ public:
     bool stop(bool drain) {
         {
             std::lock_guard<std::mutex> lock(mutex_);
-            if (!thread_.joinable()) {
-                stopping_ = true;
-                return false;
-            }
             stopping_ = true;
+            if (!thread_.joinable()) return false;
             draining_ = drain;
         }
         wake_.notify_all();

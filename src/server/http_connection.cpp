@@ -243,30 +243,33 @@ private:
                 }};
     }
 
-    // An exchange that throws before it posted its work (no memory) leaves the request to the
-    // caller's error answer: it is finished here.
-    void transcribe(TranscriptionRoute route) {
+    // Admits the request and hands it to its exchange, `start(request, sink)`. An exchange that
+    // throws before it posted its work (no memory) leaves the request to the caller's error
+    // answer: it is finished here.
+    template <typename Start>
+    void run_admitted(Start&& start) {
         AdmittedRequest request = admit();
         const std::function<void()> finished = request.finished;
         try {
-            start_transcription_exchange(server_, std::move(route), std::move(request_.body()), std::move(request),
-                                         this->shared_from_this());
+            start(std::move(request), this->shared_from_this());
         } catch (...) {
             finished();
             throw;
         }
     }
 
+    void transcribe(TranscriptionRoute route) {
+        run_admitted([&](AdmittedRequest request, std::shared_ptr<ResponseSink> sink) {
+            start_transcription_exchange(server_, std::move(route), std::move(request_.body()), std::move(request),
+                                         std::move(sink));
+        });
+    }
+
     void admit_generation(GenerationRoute route) {
-        AdmittedRequest request = admit();
-        const std::function<void()> finished = request.finished;
-        try {
+        run_admitted([&](AdmittedRequest request, std::shared_ptr<ResponseSink> sink) {
             start_generation_exchange(server_, std::move(route), is_anthropic(route_.id), std::move(request),
-                                      this->shared_from_this());
-        } catch (...) {
-            finished();
-            throw;
-        }
+                                      std::move(sink));
+        });
     }
 
 public:
