@@ -111,6 +111,20 @@ bool device_products_invariant() {
     return g_deterministic_gpu.load();
 }
 
+bool encoder_flash_attention(const ggml_tensor* w) {
+    if (const auto forced = forced_layout()) return *forced == AttentionLayout::Padded;
+    return !in_cpu_memory(w) && !g_deterministic_gpu.load();
+}
+
+ggml_tensor* flash_block_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, ggml_tensor* mask,
+                                   float scale) {
+    // Permuted views [hd, T, heads, B]: the kernel reads strided rows.
+    ggml_tensor* o = ggml_flash_attn_ext(ctx, ggml_permute(ctx, q, 0, 2, 1, 3), ggml_permute(ctx, k, 0, 2, 1, 3),
+                                         ggml_permute(ctx, v, 0, 2, 1, 3), mask, scale, 0.0f, 0.0f);
+    ggml_flash_attn_ext_set_prec(o, GGML_PREC_F32);
+    return o;  // [hd, heads, T, B]
+}
+
 namespace {
 // The padded block's cells for this batch: its longest segment's, rounded as read_capacity rounds
 // (a kept graph holds the decode steps of the same sequences for 256 steps in a row).

@@ -65,6 +65,18 @@ AttentionLayout attention_layout(const ggml_tensor* cache_k);
 void set_deterministic_gpu(bool deterministic);
 // Whether a device's weight products go one column at a time (the Segmented layout's products).
 bool device_products_invariant();
+// Whether an encoder whose weights include `w` attends with flash attention (its q, k and v
+// rounded to f16, f32 accumulation: tensor cores) rather than two exact-f32 products and a softmax:
+// a device's throughput mode, or PARLANCE_ATTENTION_LAYOUT=padded on the CPU (so CI builds that
+// graph). The CPU's own encoders and --deterministic keep the f32 products.
+bool encoder_flash_attention(const ggml_tensor* w);
+// Self-attention within an encoder's fixed blocks (Whisper's windows, Qwen3-ASR's attention
+// windows) in one ggml_flash_attn_ext at f32 precision: q, k, v [hd, heads, T, B] as the
+// projections wrote them (each block's T positions), mask F16 [T, T, 1, B] (0 or -inf; null: none)
+// -> [hd, heads, T, B] contiguous. (The exact-f32 form, two products and a softmax, stays with
+// each encoder: the CPU's and a device's want their operands laid out differently.)
+ggml_tensor* flash_block_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, ggml_tensor* mask,
+                                   float scale);
 
 // The input tensors of a StepBatch in a graph; create() before building, upload() after the
 // graph is allocated.

@@ -109,7 +109,7 @@ std::vector<float> AudioEncoder::encode(const Features& f, std::vector<float>* h
 }
 
 std::vector<std::vector<float>> AudioEncoder::encode_batch(std::span<const Features* const> clips,
-                                                          std::vector<float>* hidden) {
+                                                           std::vector<float>* hidden) {
     const int chunk = c_.chunk_frames(), bins = c_.num_mel_bins;
     if (clips.empty()) return {};
     if (hidden && clips.size() != 1)
@@ -154,7 +154,9 @@ std::vector<std::vector<float>> AudioEncoder::encode_batch(std::span<const Featu
             window_spans.emplace_back(static_cast<int>(first) + at, std::min(clip_win[i], clip_tokens[i] - at));
     const int n_windows = static_cast<int>(window_spans.size());
     std::vector<int32_t> pad_rows(static_cast<size_t>(win) * n_windows, 0), out_rows;
-    std::vector<float> mask(static_cast<size_t>(win) * win * n_windows, 0.0f);
+    // 0 or -inf: exact in f16, the type flash attention reads (the softmax reads it as well).
+    std::vector<ggml_fp16_t> mask(static_cast<size_t>(win) * win * n_windows, ggml_fp32_to_fp16(0.0f));
+    const ggml_fp16_t hidden_key = ggml_fp32_to_fp16(-std::numeric_limits<float>::infinity());
     for (int w = 0; w < n_windows; ++w) {
         const auto [first, len] = window_spans[static_cast<size_t>(w)];
         for (int j = 0; j < len; ++j) {
@@ -162,8 +164,7 @@ std::vector<std::vector<float>> AudioEncoder::encode_batch(std::span<const Featu
             out_rows.push_back(w * win + j);
         }
         for (int i = 0; i < win; ++i)  // every query row: keys past the window's tokens hidden
-            for (int j = len; j < win; ++j)
-                mask[(static_cast<size_t>(w) * win + i) * win + j] = -std::numeric_limits<float>::infinity();
+            for (int j = len; j < win; ++j) mask[(static_cast<size_t>(w) * win + i) * win + j] = hidden_key;
     }
     // The chunks' log-mel in the convolutions' layout, [chunk, bins, 1, chunks] (time innermost, as
     // the conv's width): each clip's [bins][frames] cut at every `chunk` frames.
@@ -189,7 +190,7 @@ std::vector<std::vector<float>> AudioEncoder::encode_batch(std::span<const Featu
     ggml_tensor* rows_in = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
     ggml_tensor* rows_pad = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, P);
     ggml_tensor* rows_out = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, n_tokens);
-    ggml_tensor* mask_in = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, win, win, 1, n_windows);
+    ggml_tensor* mask_in = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, win, win, 1, n_windows);
     for (ggml_tensor* x : {mel, pos, rows_in, rows_pad, rows_out, mask_in}) ggml_set_input(x);
 
     ggml_tensor* x = mel;
@@ -218,16 +219,26 @@ std::vector<std::vector<float>> AudioEncoder::encode_batch(std::span<const Featu
     const auto windows = [&](ggml_tensor* t) {
         return ggml_reshape_4d(ctx, ggml_get_rows(ctx, t, rows_pad), hd, H, win, n_windows);
     };
+    // A device's throughput mode attends in one flash-attention call per layer (tensor cores; the
+    // exact-f32 form is four copies, two products and a softmax per layer).
+    const bool flash = encoder_flash_attention(conv_out_);
     for (const Layer& l : layers_) {
         ggml_tensor* h = layer_norm(ctx, x, l.ln1_w, l.ln1_b, c_.layer_norm_eps);
-        ggml_tensor* q = ggml_permute(ctx, windows(linear(ctx, h, l.q_w, l.q_b)), 0, 2, 1, 3);
-        ggml_tensor* k = ggml_permute(ctx, windows(linear(ctx, h, l.k_w, l.k_b)), 0, 2, 1, 3);
+        ggml_tensor* q = windows(linear(ctx, h, l.q_w, l.q_b));
+        ggml_tensor* k = windows(linear(ctx, h, l.k_w, l.k_b));
         ggml_tensor* v = windows(linear(ctx, h, l.v_w, l.v_b));
-        v = ggml_cont(ctx, ggml_permute(ctx, v, 1, 2, 0, 3));  // [win, hd, H, windows]
-        ggml_tensor* kq = f32_product(ctx, k, q);              // [win keys, win queries, H, windows]
-        kq = ggml_soft_max_ext(ctx, kq, mask_in, scale, 0.0f);
-        ggml_tensor* o = f32_product(ctx, v, kq);  // [hd, win, H, windows]
-        o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), d, P);
+        ggml_tensor* o;  // [hd, H, win, windows]
+        if (flash) {
+            o = flash_block_attention(ctx, q, k, v, mask_in, scale);
+        } else {
+            q = ggml_permute(ctx, q, 0, 2, 1, 3);
+            k = ggml_permute(ctx, k, 0, 2, 1, 3);
+            v = ggml_cont(ctx, ggml_permute(ctx, v, 1, 2, 0, 3));  // [win, hd, H, windows]
+            ggml_tensor* kq = f32_product(ctx, k, q);              // [win keys, win queries, H, windows]
+            kq = ggml_soft_max_ext(ctx, kq, mask_in, scale, 0.0f);
+            o = ggml_cont(ctx, ggml_permute(ctx, f32_product(ctx, v, kq), 0, 2, 1, 3));
+        }
+        o = ggml_reshape_2d(ctx, o, d, P);
         o = ggml_get_rows(ctx, o, rows_out);  // [d, tokens]
         x = ggml_add(ctx, x, linear(ctx, o, l.o_w, l.o_b));
         h = layer_norm(ctx, x, l.ln2_w, l.ln2_b, c_.layer_norm_eps);
@@ -248,7 +259,7 @@ std::vector<std::vector<float>> AudioEncoder::encode_batch(std::span<const Featu
     ggml_backend_tensor_set(rows_in, token_rows.data(), 0, token_rows.size() * sizeof(int32_t));
     ggml_backend_tensor_set(rows_pad, pad_rows.data(), 0, pad_rows.size() * sizeof(int32_t));
     ggml_backend_tensor_set(rows_out, out_rows.data(), 0, out_rows.size() * sizeof(int32_t));
-    ggml_backend_tensor_set(mask_in, mask.data(), 0, mask.size() * sizeof(float));
+    ggml_backend_tensor_set(mask_in, mask.data(), 0, mask.size() * sizeof(ggml_fp16_t));
     backend_.compute(g);
     if (hidden) {
         hidden->resize(static_cast<size_t>(d) * n_tokens);

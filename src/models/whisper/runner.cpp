@@ -106,6 +106,9 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
             k = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, k, hd, H, T, B), 0, 2, 1, 3));
             ggml_tensor* vh = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_4d(ctx, v, hd, H, T, B), 0, 2, 1, 3));
             o = ggml_flash_attn_ext(ctx, q, k, vh, nullptr, scale, 0.0f, 0.0f);
+        } else if (encoder_flash_attention(l.attn.q_w)) {  // a device's throughput mode: tensor cores
+            o = flash_block_attention(ctx, ggml_reshape_4d(ctx, q, hd, H, T, B), ggml_reshape_4d(ctx, k, hd, H, T, B),
+                                      ggml_reshape_4d(ctx, v, hd, H, T, B), nullptr, scale);
         } else {
             // On a device the BLAS products need contiguous q and k (a permuted view fell back to
             // ggml's f32 dot products, BENCHMARKS.md).
