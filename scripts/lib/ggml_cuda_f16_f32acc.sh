@@ -19,21 +19,28 @@ prec='    if (dst->op_params[0] == GGML_PREC_F32) {'
 [ "$(grep -cF "$prec" "$f")" = 1 ] || { echo "ggml_cuda_f16_f32acc.sh: $f changed (GGML_PREC_F32); update the patch" >&2; exit 1; }
 helper=$(cat <<'EOF'
 // parlance: f16 x f16 -> f32 (scripts/lib/ggml_cuda_f16_f32acc.sh). A 2-D f16 weight times
-// contiguous f32 columns at f32 precision: the columns rounded to f16, f32 accumulation.
+// contiguous f32 columns at f32 precision: the columns rounded to f16, f32 accumulation. Columns
+// already f16 (a convolution's im2col written as f16) are read as they are.
 static bool parlance_mul_mat_f16_f32acc(ggml_backend_cuda_context & ctx, const ggml_tensor * src0, const ggml_tensor * src1, ggml_tensor * dst) {
-    if (src0->type != GGML_TYPE_F16 || src1->type != GGML_TYPE_F32 || dst->type != GGML_TYPE_F32 ||
+    if (src0->type != GGML_TYPE_F16 || (src1->type != GGML_TYPE_F32 && src1->type != GGML_TYPE_F16) ||
+        dst->type != GGML_TYPE_F32 ||
         src0->ne[2] != 1 || src0->ne[3] != 1 || !ggml_is_contiguous(src0) || !ggml_is_contiguous(src1) ||
         !ggml_is_contiguous(dst) || src0->ne[0] != src1->ne[0]) {
         return false;
     }
     const int64_t k = src0->ne[0], m = src0->ne[1], n = ggml_nrows(src1);
     cudaStream_t stream = ctx.stream();
-    ggml_cuda_pool_alloc<half> cols(ctx.pool(), k * n);
-    ggml_get_to_fp16_cuda(GGML_TYPE_F32)(src1->data, cols.get(), k * n, stream);
+    ggml_cuda_pool_alloc<half> converted(ctx.pool());
+    const half * cols = (const half *) src1->data;
+    if (src1->type == GGML_TYPE_F32) {
+        converted.alloc(k * n);
+        ggml_get_to_fp16_cuda(GGML_TYPE_F32)(src1->data, converted.get(), k * n, stream);
+        cols = converted.get();
+    }
     const float alpha = 1.0f, beta = 0.0f;
     CUBLAS_CHECK(cublasSetStream(ctx.cublas_handle(), stream));
     CUBLAS_CHECK(cublasGemmEx(ctx.cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k,
-                              &alpha, src0->data, CUDA_R_16F, k, cols.get(), CUDA_R_16F, k,
+                              &alpha, src0->data, CUDA_R_16F, k, cols, CUDA_R_16F, k,
                               &beta, dst->data, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP));
     return true;
 }

@@ -45,16 +45,23 @@ ggml_tensor* conv1d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int 
 }
 
 ggml_tensor* conv2d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int stride, int padding) {
-    // cols ne [C_in * KH * KW, W_out, H_out, N], in the kernel's memory order.
-    ggml_tensor* cols =
-        ggml_im2col(ctx, kernel, x, stride, stride, padding, padding, 1, 1, /*is_2D=*/true, GGML_TYPE_F32);
-    const int64_t k = cols->ne[0], w_out = cols->ne[1], h_out = cols->ne[2], n = cols->ne[3], c_out = kernel->ne[3];
-    // A device's throughput step multiplies an f32 kernel as f16 (f32 accumulation: tensor cores;
-    // in f32 the Qwen3-ASR encoder's convolutions ran at the FP32 roof, ~7 ms for 99 chunks on an
-    // H100). The CPU and --deterministic keep the f32 kernel.
+    const int64_t k = kernel->ne[0] * kernel->ne[1] * kernel->ne[2], c_out = kernel->ne[3];
+    // A device's throughput step multiplies as f16 with f32 accumulation (tensor cores; in f32 the
+    // Qwen3-ASR encoder's convolutions ran at the FP32 roof, ~7 ms for 99 chunks on an H100): the
+    // kernel cast, the columns written as f16 by im2col (the rounding the product would apply,
+    // without a second copy of the columns). Only where rows of k halves stay 16-byte aligned:
+    // cuBLAS's tensor-core GEMM wants that, and the first convolution's 9 inputs per output ran
+    // 10x slower than their f32 product (op profile under load, 2026-12-07). The CPU and
+    // --deterministic keep the f32 kernel and columns.
+    const bool on_device = !in_cpu_memory(kernel) && !device_products_invariant();
+    const bool half = on_device && k % 8 == 0;
     ggml_tensor* w = kernel;
-    if (kernel->type == GGML_TYPE_F32 && !in_cpu_memory(kernel) && !device_products_invariant())
-        w = ggml_cast(ctx, kernel, GGML_TYPE_F16);
+    if (on_device && kernel->type != (half ? GGML_TYPE_F16 : GGML_TYPE_F32))
+        w = ggml_cast(ctx, kernel, half ? GGML_TYPE_F16 : GGML_TYPE_F32);
+    // cols ne [C_in * KH * KW, W_out, H_out, N], in the kernel's memory order.
+    ggml_tensor* cols = ggml_im2col(ctx, kernel, x, stride, stride, padding, padding, 1, 1, /*is_2D=*/true,
+                                    half ? GGML_TYPE_F16 : GGML_TYPE_F32);
+    const int64_t w_out = cols->ne[1], h_out = cols->ne[2], n = cols->ne[3];
     ggml_tensor* y =
         weight_product(ctx, ggml_reshape_2d(ctx, w, k, c_out), ggml_reshape_2d(ctx, cols, k, w_out * h_out * n));
     // [C_out, W_out, H_out, N] -> [W_out, H_out, C_out, N]

@@ -31,7 +31,8 @@ ggml_tensor* conv1d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int 
 // [W_out, H_out, C_out, N], the same stride and zero padding on both axes. No bias. Not
 // ggml_conv_2d: its im2col columns are f16 for an f32 kernel, which rounds every input to f16 and
 // makes ggml-cuda multiply (and accumulate) in f16 — 2e-4 off at the first convolution of the
-// Qwen3-ASR encoder (docs/cuda.md, issue 19).
+// Qwen3-ASR encoder (docs/cuda.md, issue 19). A device's throughput step rounds the kernel and
+// the columns to f16 and still accumulates in f32 (tensor cores), where the columns' length allows.
 ggml_tensor* conv2d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int stride, int padding);
 // down(silu(gate(x)) * up(x)) (Qwen, Llama).
 ggml_tensor* swiglu_mlp(ggml_context* ctx, ggml_tensor* x, ggml_tensor* gate, ggml_tensor* up, ggml_tensor* down);
