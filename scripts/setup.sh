@@ -73,7 +73,7 @@ if [ -z "$GGML_PREFIX" ]; then
   variant="cpu"; [ "$WITH_CUDA" = 1 ] && variant="cuda"
   # The suffix names the build flavour: bump it when the flags below change.
   GGML_PREFIX="$CACHE/ggml-0.23.0-$variant-b2"
-  [ "$WITH_CUDA" = 1 ] && GGML_PREFIX="$CACHE/ggml-0.23.0-$variant-b3"  # b3: the exact-f32 patch
+  [ "$WITH_CUDA" = 1 ] && GGML_PREFIX="$CACHE/ggml-0.23.0-$variant-b4"  # b3: the exact-f32 patch; b4: f16 columns in the f16-accumulation patch
   if [ ! -f "$GGML_PREFIX/.parlance-ok" ]; then
     log "building ggml ($variant) into $GGML_PREFIX (about a minute for cpu on 2 cores)"
     extra=(-DGGML_BLAS=ON -DGGML_BLAS_VENDOR=OpenBLAS)
