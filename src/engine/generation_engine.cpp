@@ -58,7 +58,7 @@ GenerationEngine::GenerationEngine(LanguageModel& model, Backend& backend, const
           options.block_size),
       storage_(cache_spec(model, options), static_cast<int64_t>(kv_.num_blocks()) * options.block_size, backend),
       scheduler_(kv_, SchedulerOptions{options.max_running, options.token_budget, model.max_context(),
-                                         options.prompt_gather_steps}) {
+                                       options.prompt_gather_steps}) {
     if (o_.draft_model && o_.speculative_draft > 0) {
         check_draft_compatible(model_, *o_.draft_model);
         draft_ = std::make_unique<DraftModel>(*o_.draft_model, o_.draft_backend ? *o_.draft_backend : backend_,
@@ -118,9 +118,7 @@ SeqId GenerationEngine::submit(GenerationRequest r) {
                        std::move(r.on_logprobs),
                        -1,
                        r.constraint ? r.constraint->clone() : nullptr,
-                       std::move(r.expected),
-                       std::move(r.processors),
-                       r.sum_logprob};
+                       std::move(r.expected)};
     return id;
 }
 
@@ -168,7 +166,6 @@ GenerationResult GenerationEngine::result_of(Sequence& s) {
         r.steps = it->second.steps;
         r.draft_tokens = it->second.draft_tokens;
         r.draft_accepted = it->second.draft_accepted;
-        r.sum_logprob = it->second.logprob;
         extra_.erase(it);
     }
     if (s.group) {
@@ -342,9 +339,7 @@ std::vector<GenerationResult> GenerationEngine::step() {
             const auto ex = extra_.find(s.id);
             if (ex != extra_.end()) {
                 const Extra& e = ex->second;
-                if (e.on_logits || (e.logprobs >= 0 && e.on_logprobs) || !e.processors.empty() || e.sum_logprob ||
-                    e.constraint)
-                    continue;
+                if (e.on_logits || (e.logprobs >= 0 && e.on_logprobs) || e.constraint) continue;
             }
             greedy_rows_[i] = 1;
         }
@@ -365,12 +360,6 @@ std::vector<GenerationResult> GenerationEngine::step() {
         const bool want_logprobs = e && e->logprobs >= 0 && e->on_logprobs;
         if (want_logprobs) raw_row_.assign(row.begin(), row.end());  // sampling changes the row
         const std::span<const int32_t> tokens(s.tokens.data(), known);
-        if (e && !e->processors.empty()) apply_processors(e->processors, row, tokens, s.prompt_length);
-        const bool want_sum = e && e->sum_logprob;
-        if (want_sum) {
-            processed_row_.assign(row.begin(), row.end());
-            log_softmax(processed_row_);
-        }
         int32_t t;
         if (TokenConstraint* c = e ? e->constraint.get() : nullptr) {
             t = choose_constrained(row, s, tokens, *c);
@@ -378,7 +367,6 @@ std::vector<GenerationResult> GenerationEngine::step() {
             t = sample_next(row, s.sampling, tokens, s.prompt_length);
         }
         if (want_logprobs) e->on_logprobs(token_logprobs(raw_row_, t, e->logprobs));
-        if (want_sum) e->logprob += processed_row_[static_cast<size_t>(t)];
         return t;
     };
     std::vector<int32_t> sampled;

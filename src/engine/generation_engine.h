@@ -33,9 +33,9 @@ struct GenerationEngineOptions {
     // The cells' storage type (--kv-cache-type): f16 holds twice the tokens in the same cap; the
     // attention reads them back as f32 (logits move by about 1e-3 of their range).
     ggml_type kv_type = GGML_TYPE_F32;
-    int token_budget = 512;                     // tokens computed per step (chunked prefill)
-    int max_running = 64;                       // sequences decoding at once
-    int prompt_gather_steps = 0;                // SchedulerOptions::prompt_gather_steps
+    int token_budget = 512;       // tokens computed per step (chunked prefill)
+    int max_running = 64;         // sequences decoding at once
+    int prompt_gather_steps = 0;  // SchedulerOptions::prompt_gather_steps
     // Speculative decoding by prompt lookup (engine/ngram_draft): up to this many draft tokens
     // per decoding sequence and step, verified in the same step (0 = off). Outputs are the same
     // tokens as without (each position's token is chosen from the same logits by the same draw);
@@ -94,19 +94,12 @@ struct GenerationRequest {
     // handed to the model in each step's batch (StepBatch::Segment::state). A sequence with one
     // never shares cached blocks: its tokens mean something only with that state.
     std::shared_ptr<void> model_state;
-    // Rules applied to each logits row before the token is chosen, in order, with the sequence's
-    // tokens so far (Whisper's timestamp rules and suppressions: decoding/logits.h).
-    ProcessorList processors;
-    // Sum the chosen tokens' log-probabilities under the processed logits (after `processors`,
-    // before penalties and temperature) into GenerationResult::sum_logprob: Whisper's
-    // avg_logprob, as its greedy search computes it.
-    bool sum_logprob = false;
     // Decode with a Search (decoding/search.h: greedy, sampled or beam decoding with its own
     // logits processors, as Whisper decodes) instead of the engine's sampler. The engine makes it
     // over KV sequences of its own (2 x num_beams for beams, else 1) and runs all of its live
     // hypotheses in each step, forking blocks where the search reorders its beams. Its options
-    // give the length, the stop and the processors: `sampling`, `processors`, `on_token`,
-    // `logprobs`, `constraint` and `expected` do not apply.
+    // give the length, the stop and the processors (Whisper's timestamp rules and suppressions):
+    // `sampling`, `on_token`, `logprobs`, `constraint` and `expected` do not apply.
     std::optional<SearchOptions> search;
     // With `search`: also keep the raw logits row after this prompt position (0-based; -1: none),
     // computed in the search's prompt step (GenerationResult::prompt_logits).
@@ -122,8 +115,8 @@ struct GenerationResult {
     int steps = 0;                 // steps that computed this sequence's tokens
     int draft_tokens = 0;          // speculative tokens it was given, and of them kept
     int draft_accepted = 0;
-    double sum_logprob = 0.0;  // GenerationRequest::sum_logprob, or a search's
-    double score = 0.0;        // a search's ranking score (beams: sum_logprob / length^penalty)
+    double sum_logprob = 0.0;          // a search's (its processed logits' log-probabilities)
+    double score = 0.0;                // a search's ranking score (beams: sum_logprob / length^penalty)
     std::vector<float> prompt_logits;  // GenerationRequest::prompt_row's row [vocab]
 };
 
@@ -173,9 +166,6 @@ private:
         int cached = -1;
         std::unique_ptr<TokenConstraint> constraint;
         std::vector<int32_t> expected;
-        ProcessorList processors;
-        bool sum_logprob = false;
-        double logprob = 0.0;
         int steps = 0, draft_tokens = 0, draft_accepted = 0;
     };
     StepBatch build_batch(const SchedulerOutput& out) const;
@@ -199,11 +189,10 @@ private:
     std::map<SeqId, Extra> extra_;
     GenerationStats stats_;
     std::vector<float> logits_;
-    std::vector<uint8_t> greedy_rows_;  // per output row: only its argmax is needed
-    std::vector<int32_t> argmax_;       // per output row: its greedy id taken by the model, or -1
+    std::vector<uint8_t> greedy_rows_;    // per output row: only its argmax is needed
+    std::vector<int32_t> argmax_;         // per output row: its greedy id taken by the model, or -1
     std::vector<float> raw_row_;          // a row before sampling changes it (log-probabilities)
     std::vector<float> constrained_row_;  // the same, to choose again under a constraint
-    std::vector<float> processed_row_;    // a row after its processors (sum_logprob)
 };
 
 }  // namespace parlance

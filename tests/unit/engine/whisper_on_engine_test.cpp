@@ -1,7 +1,7 @@
 // Whisper's decoder on the generation engine (issue 14, docs/architecture.md §7 steps 1 to 3):
-// each sequence carries its encoded window as model state; Whisper's logits processors run at
-// the sampling point; a request decoded by Whisper's own Search (greedy or beams) runs as a group
-// of KV sequences whose beams fork blocks; the engine batches every clip's requests into one
+// each sequence carries its encoded window as model state; a request decoded by Whisper's own
+// Search (greedy or beams, with Whisper's logits processors) runs as a group of KV sequences
+// whose beams fork blocks; the engine batches every clip's requests into one
 // step. Checked against transformers 5.17's ids (tests/fixtures/whisper: greedy at a fixed length
 // and to the real stop, timestamp tokens, beams of 4 at a fixed length and to the stop) with all
 // of a fixture's clips decoding in the same steps, and against the Whisper path's own searches
@@ -88,18 +88,6 @@ SearchOptions search_options(const Case& k, const WhisperModel& model) {
     return so;
 }
 
-// Decoded by the engine's sampler, Whisper's processors at the sampling point (greedy only).
-GenerationRequest sampled_request(const Case& k, const WhisperModel& model) {
-    GenerationRequest r;
-    r.prompt = k.prompt;
-    r.sampling.max_tokens = k.max_new;
-    r.sampling.stop_ids = {model.tokens.eot};
-    r.model_state = k.cross;
-    r.processors = whisper_processors(model, static_cast<int>(k.prompt.size()), k.timestamps, k.min_new);
-    r.sum_logprob = true;
-    return r;
-}
-
 // Decoded by Whisper's Search as a group of the engine's KV sequences.
 GenerationRequest search_request(const Case& k, const WhisperModel& model) {
     GenerationRequest r;
@@ -149,21 +137,14 @@ TEST_P(WhisperOnEngine, EveryClipsRequestsInOneBatchGiveTransformersIdsAndTheSea
 
     WhisperDecoder decoder(*model, backend);
     GenerationEngine engine(decoder, backend, GenerationEngineOptions{});
-    // Every case as a Search group (greedy: one KV sequence; beams of 4: eight, forking), and
-    // the greedy ones once more through the engine's own sampler with Whisper's processors.
-    std::vector<SeqId> grouped, sampled;
+    // Every case as a Search group (greedy: one KV sequence; beams of 4: eight, forking).
+    std::vector<SeqId> grouped;
     for (const Case& k : cases) grouped.push_back(engine.submit(search_request(k, *model)));
-    for (const Case& k : cases) sampled.push_back(k.beams == 1 ? engine.submit(sampled_request(k, *model)) : SeqId{-1});
     std::map<SeqId, GenerationResult> results;
     for (GenerationResult& r : engine.run_to_completion()) results[r.id] = std::move(r);
-    const auto n_sampled = std::count_if(sampled.begin(), sampled.end(), [](SeqId id) { return id >= 0; });
-    ASSERT_EQ(results.size(), grouped.size() + static_cast<size_t>(n_sampled));
-    for (size_t i = 0; i < cases.size(); ++i) {
+    ASSERT_EQ(results.size(), grouped.size());
+    for (size_t i = 0; i < cases.size(); ++i)
         EXPECT_EQ(results[grouped[i]].tokens, cases[i].want) << cases[i].name << " (search group)";
-        if (sampled[i] >= 0) {
-            EXPECT_EQ(results[sampled[i]].tokens, cases[i].want) << cases[i].name << " (sampler)";
-        }
-    }
     // The KV blocks of every finished group went back to the cache.
     EXPECT_EQ(engine.stats().kv.used_blocks, 0);
 
@@ -177,9 +158,6 @@ TEST_P(WhisperOnEngine, EveryClipsRequestsInOneBatchGiveTransformersIdsAndTheSea
         EXPECT_EQ(std::vector<int32_t>(want.tokens.begin(), want.tokens.end()), got.tokens) << cases[i].name;
         EXPECT_EQ(want.sum_logprob, got.sum_logprob) << cases[i].name;
         EXPECT_EQ(want.score, got.score) << cases[i].name;
-        if (sampled[i] >= 0) {
-            EXPECT_EQ(want.sum_logprob, results[sampled[i]].sum_logprob) << cases[i].name;
-        }
     }
 }
 
