@@ -84,6 +84,9 @@ if [ -z "$GGML_PREFIX" ]; then
       export PATH="/usr/local/cuda/bin:$PATH"
     fi
     bdir="$CACHE/ggml-build-$variant-b2"
+    # The patches below edit the bundle's clone in place and skip a file they already patched: the
+    # CUDA sources restored first, so a changed patch (a new -bN prefix) is applied, not the old one.
+    [ "$WITH_CUDA" = 1 ] && git -C "$SRC" checkout -q -- ggml/src/ggml-cuda
     # CUDA: f32 products with 5-16 columns would run on ggml's TF32 tensor-core kernel; the patch
     # sends them to cuBLAS, which parlance runs in exact f32 (scripts/lib/ggml_cuda_exact_f32.sh).
     [ "$WITH_CUDA" = 1 ] && bash "$(dirname "${BASH_SOURCE[0]}")/lib/ggml_cuda_exact_f32.sh" "$SRC/ggml"

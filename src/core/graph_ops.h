@@ -68,8 +68,9 @@ void set_deterministic_gpu(bool deterministic);
 bool device_products_invariant();
 // Whether an encoder whose weights include `w` attends with flash attention (its q, k and v
 // rounded to f16, f32 accumulation: tensor cores) rather than two exact-f32 products and a softmax:
-// a device's throughput mode, or PARLANCE_ATTENTION_LAYOUT=padded on the CPU (so CI builds that
-// graph). The CPU's own encoders and --deterministic keep the f32 products.
+// a device's throughput mode, or PARLANCE_ATTENTION_LAYOUT=padded on the CPU (so CI builds
+// Qwen3-ASR's graph; Whisper's CPU encoder has attention kernels of its own, so its call runs on
+// devices only). The CPU's own encoders and --deterministic keep the f32 products.
 bool encoder_flash_attention(const ggml_tensor* w);
 // Self-attention within an encoder's fixed blocks (Whisper's windows, Qwen3-ASR's attention
 // windows) in one ggml_flash_attn_ext at f32 precision: q, k, v [hd, heads, T, B] as the
