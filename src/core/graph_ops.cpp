@@ -119,8 +119,7 @@ bool device_products_invariant() {
 }
 
 bool encoder_flash_attention(const ggml_tensor* w) {
-    if (const auto forced = forced_layout()) return *forced == AttentionLayout::Padded;
-    return !in_cpu_memory(w) && !g_deterministic_gpu.load();
+    return attention_layout(w) == AttentionLayout::Padded;  // the choice a cache in w's memory gets
 }
 
 ggml_tensor* flash_block_attention(ggml_context* ctx, ggml_tensor* q, ggml_tensor* k, ggml_tensor* v, ggml_tensor* mask,
