@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/graph_ops.h"
 #include "engine/audio_lm_pieces.h"
+#include "engine/feature_stage.h"
 #include "engine/generation_engine.h"
 #include "engine/lm_speech_model.h"
 
@@ -35,6 +36,7 @@ public:
           log_(log),
           max_active_(std::max(1, options.cache_slots / 2)),
           overlap_(options.overlap_encoder && model.encodes_beside_decoder()),
+          features_(model, static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
           engine_(model.decoder(), backend, step_options(options, kv_type)) {
         const GenerationStats g = engine_.stats();
         stats_.kv = g.kv;
@@ -135,7 +137,7 @@ private:
     struct Cut {
         Job* job;
         size_t index;
-        std::vector<float> samples;
+        std::future<FeatureStage::Features> features;  // made on features_ meanwhile
         std::shared_ptr<std::atomic<bool>> cancelled;  // the job's request's: read by the encoder's thread
     };
 
@@ -166,7 +168,7 @@ private:
                j.pieces->made() - j.emitted < static_cast<size_t>(kPiecesInFlight)) {
             --embed_budget;
             const size_t i = j.pieces->made();
-            cuts.push_back({&j, i, j.pieces->cut(), j.request.cancelled});
+            cuts.push_back({&j, i, features_.add(j.pieces->cut(), j.request.cancelled), j.request.cancelled});
             j.results.emplace_back();
             ++j.in_flight;
         }
@@ -188,16 +190,24 @@ private:
         AudioLanguageModel::EmbedTimes times;
         size_t embedded = 0;
         try {
-            std::vector<std::span<const float>> clips;
+            // The cuts' features, made on features_ since they were cut (the wait is the pass's
+            // features time); a cancelled request's are neither waited for nor embedded.
+            std::vector<FeatureStage::Features> made;
+            std::vector<const AudioLanguageModel::AudioFeatures*> clips;
             std::vector<size_t> live;
-            for (size_t k = 0; k < e.cuts.size(); ++k)
-                if (!e.cuts[k].cancelled->load()) {
-                    clips.emplace_back(e.cuts[k].samples);
-                    live.push_back(k);
-                }
+            const auto t0 = Clock::now();
+            for (size_t k = 0; k < e.cuts.size(); ++k) {
+                if (e.cuts[k].cancelled->load()) continue;
+                FeatureStage::Features f = e.cuts[k].features.get();
+                if (!f) continue;  // cancelled before its features were made
+                clips.push_back(f.get());
+                made.push_back(std::move(f));
+                live.push_back(k);
+            }
+            times.features = std::chrono::duration<double>(Clock::now() - t0).count();
             const int per_pass = device_products_invariant() ? 1 : std::max(1, options_.max_encode_batch);
             std::vector<AudioLanguageModel::AudioEmbedding> emb;
-            if (!clips.empty()) emb = model_.embed_audio_batch(clips, per_pass, &times);
+            if (!clips.empty()) emb = model_.embed_features(clips, per_pass, &times);
             if (emb.size() != clips.size())
                 throw Error(ErrorKind::Internal, "the encoder returned " + std::to_string(emb.size()) +
                                                      " embeddings for " + std::to_string(clips.size()) + " clips");
@@ -207,7 +217,7 @@ private:
         } catch (...) {
             e.error = std::current_exception();
         }
-        for (Cut& c : e.cuts) std::vector<float>().swap(c.samples);
+        for (Cut& c : e.cuts) c.features = {};  // a cancelled cut's, made or not
         std::lock_guard<std::mutex> lock(requests_.mutex());
         stats_.encoder_seconds += times.features + times.encode;
         stats_.features_seconds += times.features;
@@ -456,6 +466,7 @@ private:
     Logger& log_;
     const int max_active_;
     const bool overlap_;                              // encoder passes on encoder_thread_
+    FeatureStage features_;                           // the cut pieces' log-mel, ahead of the passes
     GenerationEngine engine_;                         // this thread's
     std::map<SeqId, std::pair<Job*, size_t>> owner_;  // this thread's: sequence -> piece
     EngineThread<Job> requests_;                      // the thread, the waiting requests, the stop

@@ -27,8 +27,8 @@ inline constexpr int kPiecesInFlight = 8;
 // Pieces the server's engine embeds between two decoder steps at least (EngineOptions::
 // max_encode_batch, serve --encode-batch, raises it: 32 on a GPU), taken from the most urgent
 // request first (TranscriptionRequest::priority, then arrival) and embedded together
-// (AudioLanguageModel::embed_audio_batch): a burst of uploads does not stall running decodes for
-// all of its encoder passes, and a live item's final decode is embedded before pieces of less
+// (AudioLanguageModel::embed_features, their log-mel made ahead: feature_stage.h): a burst of uploads does not stall
+// running decodes for all of its encoder passes, and a live item's final decode is embedded before pieces of less
 // urgent requests that arrived earlier. One piece a step on a GPU admitted one request a step (the
 // H100 run of BENCHMARKS.md's "The GPU: the throughput step" averaged 8 tokens a step at
 // concurrency 64); 32 in batched graphs doubled its requests per second.

@@ -4,6 +4,7 @@
 // the languages it takes and what its output means.
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -42,19 +43,23 @@ public:
         std::vector<float> rows;  // [tokens][hidden]
         int tokens = 0;
     };
-    // Several clips at once (the server's encoder passes of one step, from many requests): each
-    // clip's embed_audio result. A model whose encoder batches clips overrides it (one pass over
-    // all of them, its features computed in parallel); `max_per_pass` clips per encoder graph at
-    // most (1: each clip alone, as embed_audio computes it).
-    virtual std::vector<AudioEmbedding> embed_audio_batch(std::span<const std::span<const float>> clips,
-                                                          int max_per_pass, EmbedTimes* times = nullptr) {
-        (void)max_per_pass;
-        std::vector<AudioEmbedding> out(clips.size());
-        for (size_t i = 0; i < clips.size(); ++i) out[i].rows = embed_audio(clips[i], &out[i].tokens, times);
-        return out;
-    }
+    // Embedding in two halves, so an engine makes the next pass's features on host threads while
+    // the current pass computes (engine/feature_stage.h). The host half: what the encoder reads of
+    // one clip (Qwen3-ASR: its log-mel), made on any thread, with `threads` of its own, touching no
+    // backend. The default keeps the samples for embed_audio.
+    struct AudioFeatures {
+        virtual ~AudioFeatures() = default;
+    };
+    virtual std::unique_ptr<AudioFeatures> audio_features(std::span<const float> pcm16k, int threads) const;
+    // The device half: clips' features (this model's audio_features) through the encoder, each
+    // clip's embed_audio result, `max_per_pass` clips per encoder graph at most (1: each clip
+    // alone, as embed_audio computes it). A model whose encoder batches clips overrides it; the
+    // default runs embed_audio on each clip's samples. `times->features` is not touched: the
+    // features were made before.
+    virtual std::vector<AudioEmbedding> embed_features(std::span<const AudioFeatures* const> clips, int max_per_pass,
+                                                       EmbedTimes* times = nullptr);
 
-    // Whether embed_audio_batch may run on another thread while the decoder steps: the encoder
+    // Whether embed_features may run on another thread while the decoder steps: the encoder
     // computes on a backend instance of its own (Backend::companion), so an engine can overlap its
     // passes with decode steps instead of running them in turn.
     virtual bool encodes_beside_decoder() const { return false; }

@@ -189,7 +189,9 @@ struct EngineStats {
     // (With the encoder on its own thread, EngineOptions::overlap_encoder, its seconds are that
     // thread's, not part of busy.)
     double encoder_seconds = 0.0;
-    double features_seconds = 0.0;      // of encoder_seconds: the log-mel
+    // Of encoder_seconds: the log-mel (Whisper's, made in its pass), or the wait for it (an audio
+    // LM's, made ahead of the passes on host threads: engine/feature_stage.h).
+    double features_seconds = 0.0;
     uint64_t encoded_pieces = 0;        // clips or windows through the encoder
     uint64_t encoded_beside_steps = 0;  // of them, on the encoder's own thread (overlap_encoder)
     double decoder_forward_seconds = 0.0;

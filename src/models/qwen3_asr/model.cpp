@@ -1,10 +1,8 @@
 // A loaded Qwen3-ASR checkpoint (see model.h).
 #include "models/qwen3_asr/model.h"
 
-#include <atomic>
+#include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "core/error.h"
@@ -122,94 +120,57 @@ std::string Qwen3AsrModel::description() const {
            std::to_string(t.hidden_size) + "; " + std::to_string(languages().size()) + " languages";
 }
 
+namespace {
+// One clip's log-mel, as audio_features hands it to embed_features.
+struct ClipFeatures final : AudioLanguageModel::AudioFeatures {
+    Features f;
+};
+}  // namespace
+
+std::unique_ptr<AudioLanguageModel::AudioFeatures> Qwen3AsrModel::audio_features(std::span<const float> pcm16k,
+                                                                                 int threads) const {
+    auto x = std::make_unique<ClipFeatures>();
+    x->f = features(pcm16k, threads);
+    return x;
+}
+
 std::vector<float> Qwen3AsrModel::embed_audio(std::span<const float> pcm16k, int* n_tokens, EmbedTimes* times) {
-    const std::span<const float> one[] = {pcm16k};
-    AudioEmbedding e = std::move(embed_audio_batch(one, 1, times).front());
+    // One clip's frames split between the cores (the same bits on any number of threads): a few
+    // ms instead of ~20 for 11 s on one core.
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto f = audio_features(pcm16k, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    if (times) times->features += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const AudioFeatures* one[] = {f.get()};
+    AudioEmbedding e = std::move(embed_features(one, 1, times).front());
     if (n_tokens) *n_tokens = e.tokens;
     return std::move(e.rows);
 }
 
-std::vector<AudioLanguageModel::AudioEmbedding> Qwen3AsrModel::embed_audio_batch(
-    std::span<const std::span<const float>> clips, int max_per_pass, EmbedTimes* times) {
-    using Clock = std::chrono::steady_clock;
-    if (clips.empty()) return {};
-    // Each clip's log-mel on a thread of its own (~20 ms for 11 s on one core: 64 of them in a
-    // row would stall the GPU for a second), in order; each encoder pass starts as soon as its
-    // clips' features are ready, while the later clips' are still computed (on a GPU the pass's
-    // kernels run meanwhile). Fewer clips than cores: each clip's frames split between the rest
-    // (the same bits on any number of threads), so one request's log-mel takes a few ms, not 25.
-    const size_t cores = std::max(1u, std::thread::hardware_concurrency());
-    const size_t n_threads = std::min(clips.size(), cores);
-    const int per_clip = static_cast<int>(std::max<size_t>(1, cores / clips.size()));
-    std::vector<Features> f(clips.size());
-    std::vector<char> ready(clips.size(), 0);
-    std::mutex m;
-    std::condition_variable made;
-    std::exception_ptr failed;
-    std::atomic<size_t> next{0};
-    std::atomic<bool> stop{false};
-    auto work = [&] {
-        for (size_t i; !stop.load() && (i = next.fetch_add(1)) < clips.size();) {
-            Features x;
-            std::exception_ptr e;
-            try {
-                x = features(clips[i], per_clip);
-            } catch (...) {
-                e = std::current_exception();
-            }
-            {
-                std::lock_guard<std::mutex> lock(m);
-                f[i] = std::move(x);
-                if (e && !failed) failed = e;
-                ready[i] = 1;
-            }
-            made.notify_all();
-        }
-    };
-    std::vector<std::thread> pool;
-    struct Join {  // the workers read this frame's locals: joined on every way out
-        std::vector<std::thread>& pool;
-        std::atomic<bool>& stop;
-        ~Join() {
-            stop = true;
-            for (std::thread& t : pool) t.join();
-        }
-    } join{pool, stop};
-    for (size_t t = 0; t < n_threads; ++t) pool.emplace_back(work);
-    double waited = 0.0, encoded = 0.0;
-    // Clip i's features, once its worker has made them; a failure anywhere fails the batch.
-    auto wait_for = [&](size_t i) -> const Features& {
-        const auto t0 = Clock::now();
-        std::unique_lock<std::mutex> lock(m);
-        made.wait(lock, [&] { return ready[i] || failed; });
-        waited += std::chrono::duration<double>(Clock::now() - t0).count();
-        if (failed) std::rethrow_exception(failed);
-        return f[i];
-    };
+std::vector<AudioLanguageModel::AudioEmbedding> Qwen3AsrModel::embed_features(
+    std::span<const AudioFeatures* const> clips, int max_per_pass, EmbedTimes* times) {
+    std::vector<const Features*> f;
+    for (const AudioFeatures* c : clips) {
+        const auto* x = dynamic_cast<const ClipFeatures*>(c);
+        if (!x) throw Error(ErrorKind::Internal, "embed_features: features made by another model's audio_features");
+        f.push_back(&x->f);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
     std::vector<AudioEmbedding> out;
     const int chunk = config_.audio.chunk_frames();
-    for (size_t i = 0; i < clips.size();) {
-        const size_t first = i;
+    for (size_t i = 0; i < f.size();) {
         // One pass: as many clips as max_per_pass and the chunk cap allow (at least one).
-        std::vector<const Features*> pass = {&wait_for(i)};
-        int chunks = pass.front()->frames / chunk;
-        for (++i; i < clips.size() && static_cast<int>(pass.size()) < max_per_pass; ++i) {
-            const Features& g = wait_for(i);
-            if (chunks + g.frames / chunk > kMaxChunksPerPass) break;
-            pass.push_back(&g);
-            chunks += g.frames / chunk;
-        }
-        const auto t0 = Clock::now();
-        std::vector<std::vector<float>> rows = encoder_->encode_batch(pass);
-        for (size_t k = 0; k < pass.size(); ++k)
-            out.push_back({std::move(rows[k]), encoder_->tokens(pass[k]->valid_frames)});
-        encoded += std::chrono::duration<double>(Clock::now() - t0).count();
-        for (size_t k = first; k < i; ++k) f[k].mel = {};  // read by no one now
+        const size_t first = i;
+        int chunks = f[i]->frames / chunk;
+        for (++i; i < f.size() && static_cast<int>(i - first) < max_per_pass &&
+                  chunks + f[i]->frames / chunk <= kMaxChunksPerPass;
+             ++i)
+            chunks += f[i]->frames / chunk;
+        std::vector<std::vector<float>> rows =
+            encoder_->encode_batch(std::span<const Features* const>(f).subspan(first, i - first));
+        for (size_t k = first; k < i; ++k)
+            out.push_back({std::move(rows[k - first]), encoder_->tokens(f[k]->valid_frames)});
     }
-    if (times) {
-        times->features += waited;  // what the passes waited for: features made beside a pass are free
-        times->encode += encoded;
-    }
+    if (times) times->encode += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
 }
 

@@ -66,13 +66,12 @@ public:
     qwen3::Qwen3Model& decoder() override { return *decoder_; }
     double max_piece_seconds() const override { return kMaxPieceSeconds; }
     std::vector<float> embed_audio(std::span<const float> pcm16k, int* n_tokens, EmbedTimes* times) override;
-    // Features on up to hardware_concurrency threads, clip after clip, and the clips' chunks
-    // through the encoder together, kMaxChunksPerPass chunks (100 s of audio) per graph at most
-    // (the convolutions' intermediates are ~25 MB a chunk): each pass as soon as its clips'
-    // features are made, the later clips' made meanwhile. EmbedTimes::features counts only the
-    // passes' wait for them.
-    std::vector<AudioEmbedding> embed_audio_batch(std::span<const std::span<const float>> clips, int max_per_pass,
-                                                  EmbedTimes* times) override;
+    // A clip's log-mel (Features), on `threads` threads.
+    std::unique_ptr<AudioFeatures> audio_features(std::span<const float> pcm16k, int threads) const override;
+    // The clips' chunks through the encoder together, kMaxChunksPerPass chunks (100 s of audio) per
+    // graph at most (the convolutions' intermediates are ~25 MB a chunk).
+    std::vector<AudioEmbedding> embed_features(std::span<const AudioFeatures* const> clips, int max_per_pass,
+                                               EmbedTimes* times) override;
     static constexpr int kMaxChunksPerPass = 100;
     bool encodes_beside_decoder() const override { return encoder_backend_ != nullptr; }
     std::string language_code(const std::string& code_or_name) const override;

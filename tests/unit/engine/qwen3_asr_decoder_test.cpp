@@ -281,7 +281,7 @@ TEST(Qwen3Asr, AnF16KvCacheHalvesTheCellsAndTranscribesTheSame) {
 }
 
 // A real model behind the audio-LM interface (the seam the tests below note calls at): the
-// interface's required members forwarded; the optional ones (embed_audio_batch,
+// interface's required members forwarded; the optional ones (audio_features, embed_features,
 // encodes_beside_decoder) keep their defaults unless a test's model overrides them.
 class ForwardingModel : public AudioLanguageModel {
 public:
@@ -306,7 +306,7 @@ protected:
     std::unique_ptr<AudioLanguageModel> m_;
 };
 
-// Counts embed_audio calls (the default embed_audio_batch makes one per clip).
+// Counts embed_audio calls (the default embed_features makes one per clip).
 class CountingModel final : public ForwardingModel {
 public:
     using ForwardingModel::ForwardingModel;
@@ -436,8 +436,11 @@ TEST(Qwen3Asr, SeveralEncoderPassesAStepGiveEachRequestItsTranscriptAlone) {
 class ThreadNotingModel final : public ForwardingModel {
 public:
     using ForwardingModel::ForwardingModel;
-    std::vector<AudioEmbedding> embed_audio_batch(std::span<const std::span<const float>> clips, int max_per_pass,
-                                                  EmbedTimes* times) override {
+    std::unique_ptr<AudioFeatures> audio_features(std::span<const float> pcm16k, int threads) const override {
+        return m_->audio_features(pcm16k, threads);
+    }
+    std::vector<AudioEmbedding> embed_features(std::span<const AudioFeatures* const> clips, int max_per_pass,
+                                               EmbedTimes* times) override {
         {
             std::lock_guard<std::mutex> lock(mutex);
             threads.insert(std::this_thread::get_id());
@@ -446,7 +449,7 @@ public:
             --fail_passes;
             throw Error(ErrorKind::Internal, "an encoder pass failed (the test's)");
         }
-        return m_->embed_audio_batch(clips, max_per_pass, times);
+        return m_->embed_features(clips, max_per_pass, times);
     }
     bool encodes_beside_decoder() const override { return m_->encodes_beside_decoder(); }
     std::mutex mutex;
