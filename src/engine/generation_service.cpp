@@ -10,7 +10,7 @@ namespace parlance {
 
 using Clock = std::chrono::steady_clock;
 
-struct GenerationService::Job {
+struct GenerationJob {
     ServiceRequest r;
     std::vector<std::optional<GenerationResult>> results;
     int started = 0;            // choices submitted to the engine
@@ -25,7 +25,7 @@ GenerationService::GenerationService(LanguageModel& model, Backend& backend, con
     const GenerationStats g = engine_.stats();
     stats_.kv = g.kv;
     stats_.kv_bytes = g.kv_bytes;
-    requests_.start([this] { loop(); });
+    requests_.start(*this);
 }
 
 GenerationService::~GenerationService() {
@@ -38,13 +38,14 @@ void GenerationService::submit(ServiceRequest r) {
     job->r = std::move(r);
     job->results.resize(job->r.n);
     const Priority priority = job->r.request.priority;
-    requests_.submit(std::move(job), priority, options_.max_queue, "generation queue",
-                     [&](Job&, uint64_t, int waiting) { stats_.queued = waiting; });
+    requests_.submit(std::move(job), priority, options_.max_queue, "generation queue", [](Job&, uint64_t, int) {});
 }
 
 GenerationServiceStats GenerationService::stats() const {
     std::lock_guard<std::mutex> lock(requests_.mutex());
-    return stats_;
+    GenerationServiceStats s = stats_;
+    s.queued = requests_.waiting();
+    return s;
 }
 
 void GenerationService::shutdown(bool drain) {
@@ -84,7 +85,7 @@ void GenerationService::start_choice(Job& job, int choice) {
     ++job.started;
 }
 
-void GenerationService::admit(std::unique_ptr<Job> job) {
+void GenerationService::start(std::unique_ptr<Job> job) {
     try {
         start_choice(*job, 0);
     } catch (...) {
@@ -98,117 +99,115 @@ void GenerationService::admit(std::unique_ptr<Job> job) {
     jobs_.push_back(std::move(job));
 }
 
-void GenerationService::loop() {
-    for (;;) {
-        std::deque<std::unique_ptr<Job>> fresh;
-        bool abort_all = false;
-        bool siblings_due = false;
-        for (const auto& job : jobs_) siblings_due = siblings_due || (job->leader_ready && job->started < job->r.n);
-        {
-            std::unique_lock<std::mutex> lock(requests_.mutex());
-            requests_.wake().wait(lock, [&] {
-                return requests_.stopping() || !requests_.waiting().empty() || engine_.has_work() || siblings_due;
-            });
-            if (requests_.stopping() && !requests_.draining()) abort_all = true;
-            fresh = requests_.take_all();
-            stats_.queued = 0;
-            if (requests_.stopping() && fresh.empty() && !engine_.has_work() && jobs_.empty()) break;
-        }
-        for (auto& job : fresh) {
-            if (abort_all) {
-                if (job->r.on_done)
-                    job->r.on_done({},
-                                   std::make_exception_ptr(Error(ErrorKind::Cancelled, "the server is shutting down")));
-                continue;
-            }
-            admit(std::move(job));
-        }
-        for (auto& job : jobs_) {
-            if (abort_all) job->r.request.cancelled->store(true);
-            if (job->r.request.cancelled->load())
-                for (auto& f : job->choice_flags) f->store(true);
-        }
-        // The other choices of a request join once the first has computed the prompt.
-        for (auto& job : jobs_) {
-            if (!job->leader_ready || job->started >= job->r.n) continue;
-            try {
-                while (job->started < job->r.n) start_choice(*job, job->started);
-            } catch (...) {
-                job->r.request.cancelled->store(true);  // cannot happen for a prompt that fit once
-            }
-        }
-        const auto t0 = Clock::now();
-        std::vector<GenerationResult> done;
-        try {
-            if (engine_.has_work()) done = engine_.step();
-        } catch (const std::exception& e) {
-            // A failed model step: every request in the batch fails with it; the sequences are
-            // aborted (seen by the next schedule) so the engine can go on with new requests.
-            log_.error("generation step failed: ", e.what());
-            for (auto& job : jobs_) {
-                job->r.request.cancelled->store(true);
-                for (auto& f : job->choice_flags) f->store(true);
-                if (!job->error) job->error = std::current_exception();
-            }
-        }
-        const double busy = std::chrono::duration<double>(Clock::now() - t0).count();
-        uint64_t prompt = 0, cached = 0, generated = 0, completed = 0, cancelled = 0;
-        for (GenerationResult& res : done) {
-            auto it = owner_.find(res.id);
-            if (it == owner_.end()) continue;
-            auto [job, choice] = it->second;
-            owner_.erase(it);
-            prompt += res.prompt.size();
-            cached += res.cached_prompt_tokens;
-            generated += res.tokens.size();
-            const SeqState state = res.state;
-            job->results[choice] = std::move(res);
-            // A first choice that ended before its first token: the others end the same way.
-            if (choice == 0 && !job->leader_ready)
-                for (int c = job->started; c < job->r.n; ++c) {
-                    GenerationResult r;
-                    r.state = state;
-                    r.prompt = job->results[0]->prompt;
-                    job->results[c] = std::move(r);
-                    job->started = job->r.n;
-                }
-        }
-        for (size_t i = 0; i < jobs_.size();) {
-            Job& job = *jobs_[i];
-            bool all = job.started == job.r.n;
-            for (const auto& r : job.results) all = all && r.has_value();
-            if (!all) {
-                ++i;
-                continue;
-            }
-            std::vector<GenerationResult> results;
-            for (auto& r : job.results) results.push_back(std::move(*r));
-            if (job.error) {
-                std::lock_guard<std::mutex> lock(requests_.mutex());
-                stats_.failed++;
-            } else {
-                (job.r.request.cancelled->load() ? cancelled : completed)++;
-            }
-            if (job.r.on_done) job.r.on_done(std::move(results), job.error);
-            jobs_.erase(jobs_.begin() + static_cast<std::ptrdiff_t>(i));
-        }
-        const GenerationStats g = engine_.stats();
-        std::lock_guard<std::mutex> lock(requests_.mutex());
-        stats_.running = static_cast<int>(owner_.size());
-        stats_.completed += completed;
-        stats_.cancelled += cancelled;
-        stats_.prompt_tokens += prompt;
-        stats_.cached_prompt_tokens += cached;
-        stats_.generated_tokens += generated;
-        stats_.steps = g.steps;
-        stats_.step_tokens_sampled = g.tokens_generated;
-        stats_.step_tokens_computed = g.tokens_computed;
-        stats_.draft_tokens = g.draft_tokens;
-        stats_.draft_accepted = g.draft_accepted;
-        stats_.busy_seconds += busy;
-        stats_.kv = g.kv;
-        stats_.kv_bytes = g.kv_bytes;
+void GenerationService::admit(std::unique_ptr<Job> job) {
+    fresh_.push_back(std::move(job));
+}
+
+bool GenerationService::has_work() const {
+    if (!fresh_.empty() || engine_.has_work()) return true;
+    for (const auto& job : jobs_)  // a request's other choices are due
+        if (job->leader_ready && job->started < job->r.n) return true;
+    return false;
+}
+
+void GenerationService::reject(Job& job, std::exception_ptr error) {
+    if (job.r.on_done) job.r.on_done({}, error);
+}
+
+void GenerationService::cancel_all() {
+    for (auto& job : fresh_) job->r.request.cancelled->store(true);
+    for (auto& job : jobs_) job->r.request.cancelled->store(true);
+}
+
+void GenerationService::step() {
+    {
+        std::vector<std::unique_ptr<Job>> fresh = std::move(fresh_);
+        fresh_.clear();
+        for (auto& job : fresh) start(std::move(job));
     }
+    for (auto& job : jobs_)
+        if (job->r.request.cancelled->load())
+            for (auto& f : job->choice_flags) f->store(true);
+    // The other choices of a request join once the first has computed the prompt.
+    for (auto& job : jobs_) {
+        if (!job->leader_ready || job->started >= job->r.n) continue;
+        try {
+            while (job->started < job->r.n) start_choice(*job, job->started);
+        } catch (...) {
+            job->r.request.cancelled->store(true);  // cannot happen for a prompt that fit once
+        }
+    }
+    const auto t0 = Clock::now();
+    std::vector<GenerationResult> done;
+    try {
+        if (engine_.has_work()) done = engine_.step();
+    } catch (const std::exception& e) {
+        // A failed model step: every request in the batch fails with it; the sequences are
+        // aborted (seen by the next schedule) so the engine can go on with new requests.
+        log_.error("generation step failed: ", e.what());
+        for (auto& job : jobs_) {
+            job->r.request.cancelled->store(true);
+            for (auto& f : job->choice_flags) f->store(true);
+            if (!job->error) job->error = std::current_exception();
+        }
+    }
+    const double busy = std::chrono::duration<double>(Clock::now() - t0).count();
+    uint64_t prompt = 0, cached = 0, generated = 0, completed = 0, cancelled = 0;
+    for (GenerationResult& res : done) {
+        auto it = owner_.find(res.id);
+        if (it == owner_.end()) continue;
+        auto [job, choice] = it->second;
+        owner_.erase(it);
+        prompt += res.prompt.size();
+        cached += res.cached_prompt_tokens;
+        generated += res.tokens.size();
+        const SeqState state = res.state;
+        job->results[choice] = std::move(res);
+        // A first choice that ended before its first token: the others end the same way.
+        if (choice == 0 && !job->leader_ready)
+            for (int c = job->started; c < job->r.n; ++c) {
+                GenerationResult r;
+                r.state = state;
+                r.prompt = job->results[0]->prompt;
+                job->results[c] = std::move(r);
+                job->started = job->r.n;
+            }
+    }
+    for (size_t i = 0; i < jobs_.size();) {
+        Job& job = *jobs_[i];
+        bool all = job.started == job.r.n;
+        for (const auto& r : job.results) all = all && r.has_value();
+        if (!all) {
+            ++i;
+            continue;
+        }
+        std::vector<GenerationResult> results;
+        for (auto& r : job.results) results.push_back(std::move(*r));
+        if (job.error) {
+            std::lock_guard<std::mutex> lock(requests_.mutex());
+            stats_.failed++;
+        } else {
+            (job.r.request.cancelled->load() ? cancelled : completed)++;
+        }
+        if (job.r.on_done) job.r.on_done(std::move(results), job.error);
+        jobs_.erase(jobs_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    const GenerationStats g = engine_.stats();
+    std::lock_guard<std::mutex> lock(requests_.mutex());
+    stats_.running = static_cast<int>(owner_.size());
+    stats_.completed += completed;
+    stats_.cancelled += cancelled;
+    stats_.prompt_tokens += prompt;
+    stats_.cached_prompt_tokens += cached;
+    stats_.generated_tokens += generated;
+    stats_.steps = g.steps;
+    stats_.step_tokens_sampled = g.tokens_generated;
+    stats_.step_tokens_computed = g.tokens_computed;
+    stats_.draft_tokens = g.draft_tokens;
+    stats_.draft_accepted = g.draft_accepted;
+    stats_.busy_seconds += busy;
+    stats_.kv = g.kv;
+    stats_.kv_bytes = g.kv_bytes;
 }
 
 }  // namespace parlance

@@ -55,7 +55,9 @@ struct ServiceRequest {
     std::function<void(std::vector<GenerationResult>, std::exception_ptr)> on_done;
 };
 
-class GenerationService {
+struct GenerationJob;  // one submission, on the service's thread (generation_service.cpp)
+
+class GenerationService : private EngineThread<GenerationJob>::Driver {
 public:
     GenerationService(LanguageModel& model, Backend& backend, const GenerationServiceOptions& options, Logger& log);
     ~GenerationService();
@@ -71,9 +73,18 @@ public:
     const LanguageModel& model() const { return model_; }
 
 private:
-    struct Job;
-    void loop();
-    void admit(std::unique_ptr<Job> job);
+    using Job = GenerationJob;
+    // The engine core's driver (core/engine_thread.h): every submission is admitted at once (the
+    // scheduler bounds what runs); a step starts the new requests' first choices, the others'
+    // once the first has its prompt cached, and runs one engine step.
+    bool fits(const Job&) const override { return true; }
+    void admit(std::unique_ptr<Job> job) override;
+    bool has_work() const override;
+    bool idle() const override { return fresh_.empty() && jobs_.empty() && !engine_.has_work(); }
+    void reject(Job& job, std::exception_ptr error) override;
+    void cancel_all() override;
+    void step() override;
+    void start(std::unique_ptr<Job> job);
     void start_choice(Job& job, int choice);
 
     LanguageModel& model_;
@@ -81,9 +92,10 @@ private:
     GenerationServiceOptions options_;
     GenerationEngine engine_;                      // the thread's
     std::map<SeqId, std::pair<Job*, int>> owner_;  // the thread's: sequence -> (job, choice)
-    std::vector<std::unique_ptr<Job>> jobs_;       // the thread's: admitted
-    EngineThread<Job> requests_;  // the thread, the waiting requests, the stop
-    GenerationServiceStats stats_;  // (requests_.mutex())
+    std::vector<std::unique_ptr<Job>> fresh_;      // the thread's: admitted, not started
+    std::vector<std::unique_ptr<Job>> jobs_;       // the thread's: started
+    EngineThread<Job> requests_;                   // the thread, the waiting requests, the stop
+    GenerationServiceStats stats_;                 // (requests_.mutex())
 };
 
 }  // namespace parlance

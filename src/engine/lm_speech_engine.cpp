@@ -25,9 +25,32 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace audio_lm;
 
+// One transcription request on the engine's thread.
+struct LmSpeechJob {
+    TranscriptionRequest request;
+    std::string forced;
+    TranscriptPromise promise;
+    std::shared_ptr<PcmSource> audio;  // what the pieces are cut from: request.audio, or over request.pcm
+    std::optional<Pieces> pieces;      // reset when the job is abandoned after an error
+    std::vector<std::optional<GenerationResult>> results;
+    size_t emitted = 0;  // pieces whose segments went out (in order)
+    int in_flight = 0;   // pieces cut and not finished (being embedded or in the engine)
+    int encoding = 0;    // of them, at the encoder's thread: the job outlives them
+    std::optional<Clock::time_point> deadline;
+    std::string language;
+    Transcript transcript;
+    std::exception_ptr error;
+    Clock::time_point submitted = Clock::now();
+    uint64_t arrival = 0;  // submission order: FIFO inside a priority class
+
+    auto urgency() const { return std::make_tuple(static_cast<int>(request.priority), arrival); }
+};
+
 // The server's engine: one thread, one GenerationEngine; admitted requests' pieces decode in the
-// same steps as every other request's.
-class LmSpeechEngine final : public SpeechEngine {
+// same steps as every other request's. It drives the engine core (core/engine_thread.h): up to
+// max_active_ requests admitted, each step cutting their next pieces, embedding them (here, or on
+// the encoder's thread) and running one decoder step.
+class LmSpeechEngine final : public SpeechEngine, private EngineThread<LmSpeechJob>::Driver {
 public:
     LmSpeechEngine(AudioLanguageModel& model, Backend& backend, ggml_type kv_type, const EngineOptions& options,
                    Logger& log)
@@ -45,7 +68,7 @@ public:
         stats_.free_slots = max_active_;
         if (overlap_) encoder_thread_ = std::thread([this] { encode_loop(); });
         try {
-            requests_.start([this] { loop(); });
+            requests_.start(*this);
         } catch (...) {
             stop_encoder();
             throw;
@@ -57,12 +80,14 @@ public:
         auto job = std::make_unique<Job>();
         job->forced = check_options(model_, request.options);
         return queue_transcription(requests_, std::move(job), std::move(request), options_.max_new_tokens,
-                                   options_.max_queue, stats_.queued);
+                                   options_.max_queue);
     }
 
     EngineStats stats() const override {
         std::lock_guard<std::mutex> lock(requests_.mutex());
-        return stats_;
+        EngineStats s = stats_;
+        s.queued = requests_.waiting();
+        return s;
     }
     int max_beams() const override { return 1; }
     int capacity() const override { return max_active_; }
@@ -77,6 +102,8 @@ public:
     }
 
 private:
+    using Job = LmSpeechJob;
+
     void stop_encoder() {
         if (!encoder_thread_.joinable()) return;
         {
@@ -86,26 +113,6 @@ private:
         encode_wake_.notify_all();
         encoder_thread_.join();
     }
-
-    struct Job {
-        TranscriptionRequest request;
-        std::string forced;
-        TranscriptPromise promise;
-        std::shared_ptr<PcmSource> audio;  // what the pieces are cut from: request.audio, or over request.pcm
-        std::optional<Pieces> pieces;      // reset when the job is abandoned after an error
-        std::vector<std::optional<GenerationResult>> results;
-        size_t emitted = 0;  // pieces whose segments went out (in order)
-        int in_flight = 0;   // pieces cut and not finished (being embedded or in the engine)
-        int encoding = 0;    // of them, at the encoder's thread: the job outlives them
-        std::optional<Clock::time_point> deadline;
-        std::string language;
-        Transcript transcript;
-        std::exception_ptr error;
-        Clock::time_point submitted = Clock::now();
-        uint64_t arrival = 0;  // submission order: FIFO inside a priority class
-
-        auto urgency() const { return std::make_tuple(static_cast<int>(request.priority), arrival); }
-    };
 
     void fail(Job& j, std::exception_ptr e) {
         j.promise.set_exception(e);
@@ -354,111 +361,100 @@ private:
         return j.in_flight == 0 && (j.error || (j.pieces->all_made() && j.emitted == j.pieces->made()));
     }
 
-    void loop() {
-        for (;;) {
-            std::vector<Job*> admitted;
-            std::vector<Encoded> embedded;
-            {
-                std::unique_lock<std::mutex> lock(requests_.mutex());
-                const auto& queue = requests_.waiting();
-                // Nothing to step while pieces are at the encoder's thread: every active job
-                // waits for them (the last iteration cut what the budget and kPiecesInFlight
-                // allowed), so sleep until it hands pieces back, a request arrives or the server stops.
-                const bool waiting = overlap_ && encoding_ > 0 && !engine_.has_work();
-                requests_.wake().wait(lock, [&] {
-                    if (!embedded_.empty()) return true;
-                    // A stop is acted on once (the queue failed, the active jobs cancelled); after
-                    // it, and while draining, only what the loop can do wakes it.
-                    if (requests_.stopping() && !requests_.draining() && !stop_seen_) return true;
-                    if (requests_.stopping() && (queue.empty() || requests_.draining()) && active_.empty()) return true;
-                    if (!queue.empty() && static_cast<int>(active_.size()) < max_active_) return true;
-                    return !active_.empty() && !waiting;
-                });
-                embedded.swap(embedded_);
-                if (requests_.stopping() && (!requests_.draining() || (queue.empty() && active_.empty()))) {
-                    for (auto& j : requests_.take_all())
-                        j->promise.set_exception(
-                            std::make_exception_ptr(Error(ErrorKind::Cancelled, "the server is shutting down")));
-                    if (!active_.empty()) {  // not draining: the active ones end too
-                        for (auto& j : active_) j->request.cancelled->store(true);
-                        stop_seen_ = true;
-                    } else {
-                        return;
-                    }
-                }
-                while (!queue.empty() && static_cast<int>(active_.size()) < max_active_ &&
-                       (!requests_.stopping() || requests_.draining())) {
-                    active_.push_back(requests_.pop_front());
-                    admitted.push_back(active_.back().get());
-                }
-                stats_.queued = static_cast<int>(queue.size());
-            }
-            const auto t0 = Clock::now();
-            for (Encoded& e : embedded) submit_embedded(e);
-            for (Job* j : admitted) {
-                try {
-                    start(*j);
-                } catch (...) {
-                    abandon(*j);
-                }
-            }
-            std::stable_sort(active_.begin(), active_.end(),
-                             [](const auto& a, const auto& b) { return a->urgency() < b->urgency(); });
-            // This step's pieces, the most urgent jobs' first (see kEmbedsPerStep), embedded together.
-            int embed_budget = encode_budget() - encoding_;
-            std::vector<Cut> cuts;
-            for (auto& j : active_) {
-                try {
-                    feed(*j, embed_budget, cuts);
-                } catch (...) {
-                    abandon(*j);
-                }
-            }
-            embed(cuts);
-            try {
-                if (engine_.has_work())
-                    for (GenerationResult& r : engine_.step()) {
-                        const auto it = owner_.find(r.id);
-                        if (it == owner_.end()) continue;
-                        Job& j = *it->second.first;
-                        j.results[it->second.second] = std::move(r);
-                        --j.in_flight;
-                        owner_.erase(it);
-                    }
-            } catch (...) {  // a failed step (device error) fails every active request
-                // The step's swept sequences never report back, so no job waits for its pieces:
-                // each is abandoned (its sequences aborted, nothing left in flight).
-                for (auto& j : active_) {
-                    j->request.cancelled->store(true);
-                    abandon(*j);
-                }
-            }
-            std::vector<std::unique_ptr<Job>> done;
-            for (auto& j : active_) {
-                if (!advance(*j)) continue;
-                if (j->error) {
-                    fail(*j, j->error);
-                } else {
-                    j->transcript.language = j->forced.empty() ? j->language : j->forced;
-                    std::lock_guard<std::mutex> lock(requests_.mutex());
-                    stats_.completed++;
-                    stats_.audio_seconds += j->transcript.duration;
-                    j->promise.set_value(std::move(j->transcript));
-                }
-                done.push_back(std::move(j));
-            }
-            const GenerationStats g = engine_.stats();
+    // The engine core's driver.
+    bool fits(const Job&) const override { return static_cast<int>(active_.size()) < max_active_; }
+    void admit(std::unique_ptr<Job> job) override {
+        active_.push_back(std::move(job));
+        admitted_.push_back(active_.back().get());
+    }
+    bool has_work() const override {
+        if (!embedded_.empty()) return true;
+        // Nothing to step while pieces are at the encoder's thread: every active job waits for
+        // them (the last step cut what the budget and kPiecesInFlight allowed), so the loop sleeps
+        // until it hands pieces back (notify), a request arrives or the server stops.
+        const bool waiting = overlap_ && encoding_ > 0 && !engine_.has_work();
+        return !active_.empty() && !waiting;
+    }
+    bool idle() const override { return active_.empty(); }
+    void reject(Job& j, std::exception_ptr error) override { j.promise.set_exception(error); }
+    // Each active job ends, cancelled, once none of its pieces is in flight (feed, advance).
+    void cancel_all() override {
+        for (auto& j : active_) j->request.cancelled->store(true);
+    }
+
+    void step() override {
+        std::vector<Job*> admitted;
+        admitted.swap(admitted_);
+        std::vector<Encoded> embedded;
+        {
             std::lock_guard<std::mutex> lock(requests_.mutex());
-            active_.erase(std::remove(active_.begin(), active_.end(), nullptr), active_.end());
-            stats_.active = static_cast<int>(active_.size());
-            stats_.free_slots = max_active_ - stats_.active;
-            stats_.decode_tokens = g.tokens_generated;
-            stats_.decoder_steps = g.steps;
-            stats_.decoder_forward_seconds = g.forward_seconds;
-            stats_.decoder_compute_seconds = g.compute_seconds;
-            stats_.kv = g.kv;
-            stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+            embedded.swap(embedded_);
         }
+        const auto t0 = Clock::now();
+        for (Encoded& e : embedded) submit_embedded(e);
+        for (Job* j : admitted) {
+            try {
+                start(*j);
+            } catch (...) {
+                abandon(*j);
+            }
+        }
+        std::stable_sort(active_.begin(), active_.end(),
+                         [](const auto& a, const auto& b) { return a->urgency() < b->urgency(); });
+        // This step's pieces, the most urgent jobs' first (see kEmbedsPerStep), embedded together.
+        int embed_budget = encode_budget() - encoding_;
+        std::vector<Cut> cuts;
+        for (auto& j : active_) {
+            try {
+                feed(*j, embed_budget, cuts);
+            } catch (...) {
+                abandon(*j);
+            }
+        }
+        embed(cuts);
+        try {
+            if (engine_.has_work())
+                for (GenerationResult& r : engine_.step()) {
+                    const auto it = owner_.find(r.id);
+                    if (it == owner_.end()) continue;
+                    Job& j = *it->second.first;
+                    j.results[it->second.second] = std::move(r);
+                    --j.in_flight;
+                    owner_.erase(it);
+                }
+        } catch (...) {  // a failed step (device error) fails every active request
+            // The step's swept sequences never report back, so no job waits for its pieces:
+            // each is abandoned (its sequences aborted, nothing left in flight).
+            for (auto& j : active_) {
+                j->request.cancelled->store(true);
+                abandon(*j);
+            }
+        }
+        std::vector<std::unique_ptr<Job>> done;
+        for (auto& j : active_) {
+            if (!advance(*j)) continue;
+            if (j->error) {
+                fail(*j, j->error);
+            } else {
+                j->transcript.language = j->forced.empty() ? j->language : j->forced;
+                std::lock_guard<std::mutex> lock(requests_.mutex());
+                stats_.completed++;
+                stats_.audio_seconds += j->transcript.duration;
+                j->promise.set_value(std::move(j->transcript));
+            }
+            done.push_back(std::move(j));
+        }
+        const GenerationStats g = engine_.stats();
+        std::lock_guard<std::mutex> lock(requests_.mutex());
+        active_.erase(std::remove(active_.begin(), active_.end(), nullptr), active_.end());
+        stats_.active = static_cast<int>(active_.size());
+        stats_.free_slots = max_active_ - stats_.active;
+        stats_.decode_tokens = g.tokens_generated;
+        stats_.decoder_steps = g.steps;
+        stats_.decoder_forward_seconds = g.forward_seconds;
+        stats_.decoder_compute_seconds = g.compute_seconds;
+        stats_.kv = g.kv;
+        stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
     }
 
     AudioLanguageModel& model_;
@@ -470,9 +466,9 @@ private:
     GenerationEngine engine_;                         // this thread's
     std::map<SeqId, std::pair<Job*, size_t>> owner_;  // this thread's: sequence -> piece
     EngineThread<Job> requests_;                      // the thread, the waiting requests, the stop
-    std::vector<std::unique_ptr<Job>> active_;        // (requests_.mutex())
-    bool stop_seen_ = false;         // (requests_.mutex()) the loop has cancelled the active jobs for a stop
-    EngineStats stats_;              // (requests_.mutex())
+    std::vector<std::unique_ptr<Job>> active_;        // this thread's (fits, idle: under requests_.mutex())
+    std::vector<Job*> admitted_;                      // this thread's: of active_, not yet started
+    EngineStats stats_;                               // (requests_.mutex())
     std::vector<Encoded> embedded_;  // (requests_.mutex()) the encoder's thread's passes, for this thread to submit
     int encoding_ = 0;               // this thread's: pieces handed to the encoder's thread, not back
     std::mutex encode_mutex_;

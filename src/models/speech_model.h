@@ -153,22 +153,19 @@ private:
 // Queues `job` (its other fields already set) for `request` on an engine's thread: the request's
 // max_new_tokens capped at the engine's, and its answer — on_finished, or the future returned —
 // adopted only once the job is queued, so a submit that throws (Overloaded, shutting down) never
-// answers through both. `queued` (the engine's statistics, under the queue's lock) takes the count
-// waiting. Job has `request`, `arrival` and `promise` (a TranscriptPromise).
+// answers through both. Job has `request`, `arrival` and `promise` (a TranscriptPromise).
 template <class Job>
 std::future<Transcript> queue_transcription(EngineThread<Job>& requests, std::unique_ptr<Job> job,
-                                            TranscriptionRequest request, int max_new_tokens, int max_queue,
-                                            int& queued) {
+                                            TranscriptionRequest request, int max_new_tokens, int max_queue) {
     auto on_finished = std::move(request.on_finished);
     job->request = std::move(request);
     job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, max_new_tokens);
     std::future<Transcript> future;
     const Priority priority = job->request.priority;
-    requests.submit(std::move(job), priority, max_queue, "request queue", [&](Job& q, uint64_t arrival, int waiting) {
+    requests.submit(std::move(job), priority, max_queue, "request queue", [&](Job& q, uint64_t arrival, int) {
         q.arrival = arrival;
         q.promise = TranscriptPromise(std::move(on_finished));
         future = q.promise.get_future();
-        queued = waiting;
     });
     return future;
 }

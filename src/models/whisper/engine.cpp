@@ -16,7 +16,7 @@ namespace parlance::whisper {
 
 using Clock = std::chrono::steady_clock;
 
-struct WhisperEngine::Job {
+struct WhisperJob {
     TranscriptionRequest request;
     std::shared_ptr<PcmSource> audio;  // the request's source, or one over its samples
     TranscriptPromise promise;
@@ -98,7 +98,7 @@ WhisperEngine::WhisperEngine(const WhisperModel& model, Backend& backend, const 
     stats_.kv_hypothesis_blocks = beam_blocks_;
     stats_.kv_capacity_bytes = d.kv_bytes;
     stats_.kv = d.kv;
-    requests_.start([this] { loop(); });
+    requests_.start(*this);
 }
 
 WhisperRunner& WhisperEngine::aligner() {
@@ -128,7 +128,7 @@ std::future<Transcript> WhisperEngine::submit(TranscriptionRequest request) {
                         std::to_string(blocks * stats_.kv_block_bytes >> 20) + " MiB of KV cache; the server has " +
                         std::to_string(stats_.kv_capacity_bytes >> 20) + " MiB (--kv-cache-mb)");
     return queue_transcription(requests_, std::make_unique<Job>(), std::move(request), options_.max_new_tokens,
-                               options_.max_queue, stats_.queued);
+                               options_.max_queue);
 }
 
 void WhisperEngine::check_language(const std::string& language) const {
@@ -154,7 +154,9 @@ int WhisperEngine::max_beams() const {
 
 EngineStats WhisperEngine::stats() const {
     std::lock_guard<std::mutex> lock(requests_.mutex());
-    return stats_;
+    EngineStats s = stats_;
+    s.queued = requests_.waiting();
+    return s;
 }
 
 void WhisperEngine::shutdown(bool drain) {
@@ -195,97 +197,81 @@ void WhisperEngine::finish(Job& job, std::exception_ptr error) {
     stats_.kv_reserved_blocks = reserved_blocks_;
 }
 
-// Moves queued jobs into the active set while the sequence budget has room for them and the KV
-// cache can hold their worst case, most urgent first (the queue's order; a large beam request at
-// the head waits rather than being overtaken forever by others of its class). An admitted
-// request holds its encoded window; the decode service's scheduler then runs its decodes.
-void WhisperEngine::admit_locked() {
-    const auto& queue = requests_.waiting();
-    while (!queue.empty()) {
-        Job& head = *queue.front();
-        const int beams = *head.request.options.beam_size;  // set by submit
-        const int need = search_sequences(beams);
-        const int blocks = worst_blocks(beams);
-        if (free_sequences_ < need) break;
-        if (reserved_blocks_ + blocks > total_kv_blocks_) break;
-        std::unique_ptr<Job> job = requests_.pop_front();
-        job->sequences = need;
-        free_sequences_ -= need;
-        job->kv_blocks = blocks;
-        reserved_blocks_ += blocks;
-        active_.push_back(std::move(job));
-    }
+bool WhisperEngine::fits(const Job& head) const {
+    const int beams = *head.request.options.beam_size;  // set by submit
+    return free_sequences_ >= search_sequences(beams) && reserved_blocks_ + worst_blocks(beams) <= total_kv_blocks_;
+}
+
+void WhisperEngine::admit(std::unique_ptr<Job> job) {
+    const int beams = *job->request.options.beam_size;
+    job->sequences = search_sequences(beams);
+    free_sequences_ -= job->sequences;
+    job->kv_blocks = worst_blocks(beams);
+    reserved_blocks_ += job->kv_blocks;
+    active_.push_back(std::move(job));
     stats_.kv_reserved_blocks = reserved_blocks_;
-    stats_.queued = static_cast<int>(queue.size());
     stats_.active = static_cast<int>(active_.size());
     stats_.free_slots = free_sequences_;
 }
 
-void WhisperEngine::loop() {
-    for (;;) {
-        {
-            std::unique_lock<std::mutex> lock(requests_.mutex());
-            const auto& queue = requests_.waiting();
-            requests_.wake().wait(lock, [&] { return requests_.stopping() || !queue.empty() || !active_.empty(); });
-            if (requests_.stopping() && !requests_.draining()) {
-                for (auto& j : requests_.take_all())
-                    j->promise.set_exception(
-                        std::make_exception_ptr(Error(ErrorKind::Cancelled, "the server is shutting down")));
-                lock.unlock();
-                for (auto& j : active_) {  // none is done: each step's finished jobs left the set
-                    finish(*j, std::make_exception_ptr(Error(ErrorKind::Cancelled, "the server is shutting down")));
-                    j->deliver();
-                }
-                active_.clear();
-                return;
-            }
-            if (requests_.stopping() && queue.empty() && active_.empty()) return;
-            admit_locked();
-        }
-        // Create sessions for newly admitted jobs (validation errors fail only that request).
-        for (auto& j : active_) {
-            if (j->session || j->done) continue;
-            try {
-                j->audio = j->request.audio ? j->request.audio
-                                            : std::make_shared<PcmSource>(std::span<const float>(j->request.pcm));
-                j->session = std::make_unique<Session>(model_, backend_, *j->audio, j->request.options);
-                j->session->on_segment = j->request.on_segment;
-            } catch (...) {
-                fail(*j, std::current_exception());
-            }
-        }
-        auto t0 = Clock::now();
-        try {
-            step_once();
-        } catch (...) {
-            // A failure of the shared step (device error): fail every active request.
-            auto error = std::current_exception();
-            for (auto& j : active_) finish(*j, error);
-        }
-        const DecodeServiceStats d = decoder_->stats();  // the service is this thread's
-        std::vector<std::unique_ptr<Job>> finished;
-        {
-            std::lock_guard<std::mutex> lock(requests_.mutex());
-            stats_.kv = d.kv;
-            stats_.decoder_steps = d.steps;
-            stats_.decode_tokens = d.tokens;
-            stats_.decoder_forward_seconds = d.forward_seconds;
-            stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-            const auto end = std::stable_partition(active_.begin(), active_.end(),
-                                                   [](const std::unique_ptr<Job>& j) { return !j->done; });
-            std::move(end, active_.end(), std::back_inserter(finished));
-            active_.erase(end, active_.end());
-            stats_.active = static_cast<int>(active_.size());
-        }
-        // Results go out once the stats count them and their blocks are back in the pool.
-        if (finished.empty()) continue;
-        for (auto& j : finished) j->deliver();
-        finished.clear();  // the finished requests' buffers, before the trim below
-        // Idle again: hand the freed request buffers (audio, caches of finished requests) back
-        // to the system, so resident memory returns to its baseline between bursts.
-        std::lock_guard<std::mutex> lock(requests_.mutex());
-        if (active_.empty() && requests_.waiting().empty()) malloc_trim(0);
+void WhisperEngine::reject(Job& job, std::exception_ptr error) {
+    job.promise.set_exception(error);
+}
+
+void WhisperEngine::cancel_all() {
+    for (auto& j : active_) {  // none is done: each step's finished jobs left the set
+        finish(*j, std::make_exception_ptr(Error(ErrorKind::Cancelled, "the server is shutting down")));
+        j->deliver();
     }
+    active_.clear();
+    std::lock_guard<std::mutex> lock(requests_.mutex());
+    stats_.active = 0;
+}
+
+void WhisperEngine::step() {
+    // Create sessions for newly admitted jobs (validation errors fail only that request).
+    for (auto& j : active_) {
+        if (j->session || j->done) continue;
+        try {
+            j->audio = j->request.audio ? j->request.audio
+                                        : std::make_shared<PcmSource>(std::span<const float>(j->request.pcm));
+            j->session = std::make_unique<Session>(model_, backend_, *j->audio, j->request.options);
+            j->session->on_segment = j->request.on_segment;
+        } catch (...) {
+            fail(*j, std::current_exception());
+        }
+    }
+    auto t0 = Clock::now();
+    try {
+        step_once();
+    } catch (...) {
+        // A failure of the shared step (device error): fail every active request.
+        auto error = std::current_exception();
+        for (auto& j : active_) finish(*j, error);
+    }
+    const DecodeServiceStats d = decoder_->stats();  // the service is this thread's
+    std::vector<std::unique_ptr<Job>> finished;
+    {
+        std::lock_guard<std::mutex> lock(requests_.mutex());
+        stats_.kv = d.kv;
+        stats_.decoder_steps = d.steps;
+        stats_.decode_tokens = d.tokens;
+        stats_.decoder_forward_seconds = d.forward_seconds;
+        stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        const auto end = std::stable_partition(active_.begin(), active_.end(),
+                                               [](const std::unique_ptr<Job>& j) { return !j->done; });
+        std::move(end, active_.end(), std::back_inserter(finished));
+        active_.erase(end, active_.end());
+        stats_.active = static_cast<int>(active_.size());
+    }
+    // Results go out once the stats count them and their blocks are back in the pool.
+    if (finished.empty()) return;
+    for (auto& j : finished) j->deliver();
+    finished.clear();  // the finished requests' buffers, before the trim below
+    // Idle again: hand the freed request buffers (audio, caches of finished requests) back
+    // to the system, so resident memory returns to its baseline between bursts.
+    std::lock_guard<std::mutex> lock(requests_.mutex());
+    if (active_.empty() && requests_.waiting() == 0) malloc_trim(0);
 }
 
 void WhisperEngine::step_once() {

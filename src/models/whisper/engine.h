@@ -31,10 +31,11 @@
 
 namespace parlance::whisper {
 
-class WhisperEngine : public SpeechEngine {
+struct WhisperJob;  // one request on the engine's thread (engine.cpp)
+
+class WhisperEngine : public SpeechEngine, private EngineThread<WhisperJob>::Driver {
 public:
-    WhisperEngine(const WhisperModel& model, Backend& backend, const EngineOptions& options,
-                        Logger& logger);
+    WhisperEngine(const WhisperModel& model, Backend& backend, const EngineOptions& options, Logger& logger);
     ~WhisperEngine() override;  // shutdown(false)
     WhisperEngine(const WhisperEngine&) = delete;
     WhisperEngine& operator=(const WhisperEngine&) = delete;
@@ -55,9 +56,18 @@ public:
     void shutdown(bool drain) override;
 
 private:
-    struct Job;
-    void loop();
-    void admit_locked();
+    using Job = WhisperJob;
+    // The engine core's driver (core/engine_thread.h). A request is admitted while the sequence
+    // budget has room for its search and the KV cache for its worst case, most urgent first (a
+    // large beam request at the head waits rather than being overtaken forever by others of its
+    // class); it holds its encoded window, and the decode service's scheduler runs its decodes.
+    bool fits(const Job& head) const override;
+    void admit(std::unique_ptr<Job> job) override;
+    bool has_work() const override { return !active_.empty(); }
+    bool idle() const override { return active_.empty(); }
+    void reject(Job& job, std::exception_ptr error) override;
+    void cancel_all() override;
+    void step() override;
     void step_once();
     void finish(Job& job, std::exception_ptr error);
     // finish() with the request's error, counted as cancelled or failed.
@@ -77,8 +87,8 @@ private:
     std::unique_ptr<DecodeService> decoder_;         // where every decode runs
     std::map<uint64_t, Job*> decoding_;              // this thread's: decode task -> its request
     int total_kv_blocks_ = 0;
-    int greedy_blocks_ = 0, beam_blocks_ = 0;  // a request's worst case in the decoder's cache
-    EngineThread<Job> requests_;                    // the thread, the waiting requests, the stop
+    int greedy_blocks_ = 0, beam_blocks_ = 0;   // a request's worst case in the decoder's cache
+    EngineThread<Job> requests_;                // the thread, the waiting requests, the stop
     std::vector<std::unique_ptr<Job>> active_;  // touched by the engine thread only (and stats)
     int free_sequences_ = 0;                    // of options_.cache_slots: a greedy request holds one, beams two each
     int reserved_blocks_ = 0;

@@ -1,9 +1,13 @@
-// EngineThread: the queue every engine shares orders requests by (priority, arrival), bounds them,
-// refuses after a stop, and runs and joins the loop.
+// EngineThread, the engine core: its queue orders requests by (priority, arrival), bounds them and
+// refuses after a stop; its loop admits the most urgent while the driver says they fit, steps the
+// driver while it has work, and stops with a drain (every job finished) or without (the waiting
+// refused, the held cancelled), ending once the driver holds none.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/engine_thread.h"
@@ -13,20 +17,64 @@ namespace {
 
 struct Job {
     std::string name;
+    int steps = 1;  // steps it takes
     uint64_t arrival = 0;
+    bool cancelled = false;
 };
 
-std::unique_ptr<Job> job(const char* name) {
-    return std::make_unique<Job>(Job{name, 0});
-}
+// Holds up to `budget` jobs; a step advances each; a cancelled job ends at the next step.
+class CountingDriver final : public EngineThread<Job>::Driver {
+public:
+    explicit CountingDriver(size_t budget) : budget_(budget) {}
+    bool fits(const Job&) const override { return held_.size() < budget_; }
+    void admit(std::unique_ptr<Job> job) override {
+        admitted.push_back(job->name);
+        held_.push_back(std::move(job));
+        ++admissions;
+    }
+    bool has_work() const override { return !held_.empty(); }
+    bool idle() const override { return held_.empty(); }
+    void reject(Job& job, std::exception_ptr error) override {
+        try {
+            std::rethrow_exception(error);
+        } catch (const Error& e) {
+            if (e.kind() == ErrorKind::Cancelled) rejected.push_back(job.name);
+        }
+    }
+    void cancel_all() override {
+        for (auto& j : held_) j->cancelled = true;
+    }
+    void step() override {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        for (auto it = held_.begin(); it != held_.end();) {
+            Job& j = **it;
+            if (j.cancelled) {
+                cancelled.push_back(j.name);
+            } else if (--j.steps == 0) {
+                finished.push_back(j.name);
+            } else {
+                ++it;
+                continue;
+            }
+            it = held_.erase(it);
+        }
+    }
+    // Read after the loop is joined.
+    std::vector<std::string> admitted, finished, rejected, cancelled;
+    std::atomic<int> admissions{0};
+
+private:
+    size_t budget_;
+    std::vector<std::unique_ptr<Job>> held_;
+};
 
 }  // namespace
 
-TEST(EngineThread, QueuesByPriorityThenArrivalBoundsAndRefusesAfterAStop) {
+TEST(EngineThread, AdmitsByPriorityThenArrivalWhileJobsFitAndDrains) {
     EngineThread<Job> t;
     int waiting = 0;
     auto submit = [&](const char* name, Priority p, int max_queue = 8) {
-        t.submit(job(name), p, max_queue, "test queue", [&](Job& j, uint64_t arrival, int n) {
+        t.submit(std::make_unique<Job>(Job{name, 2}), p, max_queue, "test queue", [&](Job& j, uint64_t arrival, int n) {
             j.arrival = arrival;
             waiting = n;
         });
@@ -43,32 +91,13 @@ TEST(EngineThread, QueuesByPriorityThenArrivalBoundsAndRefusesAfterAStop) {
         EXPECT_EQ(e.kind(), ErrorKind::Overloaded);
         EXPECT_NE(std::string(e.what()).find("the test queue is full (4 waiting)"), std::string::npos) << e.what();
     }
-    std::vector<std::string> order;
-    std::vector<uint64_t> arrivals;
-    {
-        std::lock_guard<std::mutex> lock(t.mutex());
-        for (const auto& j : t.waiting()) {
-            order.push_back(j->name);
-            arrivals.push_back(j->arrival);
-        }
-        EXPECT_EQ(t.pop_front()->name, "live");
-    }
-    submit("urgent", Priority::Live);  // ahead of the rest again: the priorities follow the pops
-    EXPECT_EQ(order, (std::vector<std::string>{"live", "first", "second", "bulk"}));
-    EXPECT_EQ(arrivals, (std::vector<uint64_t>{3, 2, 4, 1}));
-    std::atomic<bool> ran{false};
-    t.start([&] {
-        std::unique_lock<std::mutex> lock(t.mutex());
-        t.wake().wait(lock, [&] { return t.stopping(); });
-        EXPECT_TRUE(t.draining());
-        std::vector<std::string> rest;
-        for (const auto& j : t.take_all()) rest.push_back(j->name);
-        EXPECT_EQ(rest, (std::vector<std::string>{"urgent", "first", "second", "bulk"}));
-        EXPECT_TRUE(t.waiting().empty());
-        ran = true;
-    });
+    CountingDriver d(/*budget=*/1);  // one job at a time: the admission order is the queue's
+    t.start(d);
     EXPECT_TRUE(t.stop(/*drain=*/true));
-    EXPECT_TRUE(ran);
+    EXPECT_EQ(d.admitted, (std::vector<std::string>{"live", "first", "second", "bulk"}));
+    EXPECT_EQ(d.finished, d.admitted);
+    EXPECT_TRUE(d.rejected.empty());
+    EXPECT_TRUE(d.cancelled.empty());
     EXPECT_FALSE(t.stop(false)) << "a second stop has no thread to join";
     try {
         submit("late", Priority::Live);
@@ -78,12 +107,35 @@ TEST(EngineThread, QueuesByPriorityThenArrivalBoundsAndRefusesAfterAStop) {
     }
 }
 
+TEST(EngineThread, AStopWithoutDrainRefusesTheWaitingAndCancelsTheHeld) {
+    EngineThread<Job> t;
+    CountingDriver d(/*budget=*/2);
+    t.start(d);
+    auto submit = [&](const char* name, int steps) {
+        t.submit(std::make_unique<Job>(Job{name, steps}), Priority::Interactive, 8, "test queue",
+                 [](Job&, uint64_t, int) {});
+    };
+    submit("quick", 1);
+    for (int i = 0; i < 2000 && d.admissions.load() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (const char* name : {"long 1", "long 2", "waiting 1", "waiting 2"}) submit(name, 1 << 30);
+    for (int i = 0; i < 2000 && d.admissions.load() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    {
+        std::lock_guard<std::mutex> lock(t.mutex());
+        EXPECT_EQ(t.waiting(), 2);  // the budget holds two
+    }
+    EXPECT_TRUE(t.stop(/*drain=*/false));
+    EXPECT_EQ(d.finished, (std::vector<std::string>{"quick"}));
+    EXPECT_EQ(d.cancelled, (std::vector<std::string>{"long 1", "long 2"}));
+    EXPECT_EQ(d.rejected, (std::vector<std::string>{"waiting 1", "waiting 2"}));
+}
+
 TEST(EngineThread, AStopBeforeTheLoopStartedRefusesLaterSubmits) {
     struct Job {};
     EngineThread<Job> t;
     EXPECT_FALSE(t.stop(false));  // no loop to join
     EXPECT_THROW(t.submit(std::make_unique<Job>(), Priority::Bulk, 8, "queue", [](Job&, uint64_t, int) {}), Error);
-    EXPECT_TRUE(t.waiting().empty());
+    std::lock_guard<std::mutex> lock(t.mutex());
+    EXPECT_EQ(t.waiting(), 0);
 }
 
 }  // namespace parlance
