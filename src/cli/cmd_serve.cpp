@@ -166,8 +166,8 @@ void take_language_model(std::vector<std::pair<std::string, std::string>>& specs
             continue;
         }
         if (!a.chat_model.empty())
-            throw Error(ErrorKind::InvalidArgument, "serve holds one language model: --model " + it->second +
-                                                        " and " + a.chat_model + " are both " + e->name +
+            throw Error(ErrorKind::InvalidArgument, "serve holds one language model: --model " + it->second + " and " +
+                                                        a.chat_model + " are both " + e->name +
                                                         " models (give one of them)");
         a.chat_model = it->second;
         if (a.chat_model_id.empty()) a.chat_model_id = it->first;
@@ -269,8 +269,8 @@ void run(ServeArgs& a, GlobalOptions& globals) {
             const size_t free = sp.backend->device_memory().free;  // the KV cache is not allocated yet
             spare = free - std::min(free, eo.kv_cache_bytes);
         }
-        eo.cache_slots = a.cache_slots > 0 ? a.cache_slots
-                                           : std::max(gpu ? sp.model->gpu_cache_slots(spare) : 16, 4 * 2 * sp.beams);
+        eo.cache_slots =
+            a.cache_slots > 0 ? a.cache_slots : std::max(gpu ? sp.model->gpu_cache_slots(spare) : 16, 4 * 2 * sp.beams);
         sp.cache_slots = eo.cache_slots;
         if (sp.beams > 1 && eo.cache_slots < 2 * sp.beams)
             throw Error(ErrorKind::InvalidArgument,
@@ -444,12 +444,17 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "Decoder sequences at once: a greedy request holds one, a beam search two per beam "
                     "(default or 0: 16, on a GPU 512 for Qwen3-ASR, or room for 4 requests at the model's default beam "
                     "size when that is more)");
-    cmd->add_option("--kv-cache-mb", a->kv_cache_mb,
-                    "Byte cap of the decoder's paged KV cache in MiB; a request waits until its beams' worst "
-                    "case (a full context each) fits. Default or 0: on the CPU a full context per two cache slots, on a "
-                    "GPU half its free memory after loading the model. "
-                    "Occupancy, prefix hits and evictions are in /metrics (parlance_kv_cache_*)");
+    cmd->add_option(
+        "--kv-cache-mb", a->kv_cache_mb,
+        "Byte cap of the decoder's paged KV cache in MiB; a request waits until its beams' worst "
+        "case (a full context each) fits. Default or 0: on the CPU a full context per two cache slots, on a "
+        "GPU half its free memory after loading the model. "
+        "Occupancy, prefix hits and evictions are in /metrics (parlance_kv_cache_*)");
     cmd->add_option("--max-new-tokens", a->max_new_tokens, "Decoded tokens per 30 s window (cap)")->default_val(224);
+    cmd->add_option("--min-new-tokens", a->engine.min_new_tokens,
+                    "End-of-text suppressed until this many tokens per window or piece, whatever a request asks "
+                    "(benchmarks of random-weight layouts)")
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--encode-batch", a->engine.max_encode_batch,
                     "Whisper: 30 s windows of different requests encoded in one graph (on the CPU each window's "
                     "result is the same bits either way; on a GPU it may differ in the last bits with what runs "
@@ -458,11 +463,12 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                     "one encoder graph (under --deterministic one graph each). Default or 0: 1 on the CPU; on a GPU 4 "
                     "for Whisper, 32 for Qwen3-ASR")
         ->default_val(0);
-    cmd->add_option("--prompt-gather-steps", a->engine.prompt_gather_steps,
-                    "Qwen3-ASR: while requests decode, new prompts wait up to this many decode-only steps to be computed "
-                    "together (sooner once they fill half of --max-batch-tokens; a live session's never wait). On "
-                    "a GPU a step costs about the same for one prompt as for several, and a decode-only step is "
-                    "replayed from the last one's graph. 0 (the default, for now): each step takes what arrived")
+    cmd->add_option(
+           "--prompt-gather-steps", a->engine.prompt_gather_steps,
+           "Qwen3-ASR: while requests decode, new prompts wait up to this many decode-only steps to be computed "
+           "together (sooner once they fill half of --max-batch-tokens; a live session's never wait). On "
+           "a GPU a step costs about the same for one prompt as for several, and a decode-only step is "
+           "replayed from the last one's graph. 0 (the default, for now): each step takes what arrived")
         ->default_val(0)
         ->check(CLI::NonNegativeNumber);
     cmd->add_flag_callback(
@@ -476,10 +482,10 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
                         std::to_string(kCpuBatchTokens) + " on the CPU, " + std::to_string(kGpuBatchTokens) +
                         " on a GPU")
         ->default_val(0);
-    cmd->add_option("--max-batch-sequences", a->engine.max_batch_sequences,
-                    "Qwen3-ASR: sequences decoding in one step at most. Default or 0: " +
-                        std::to_string(kCpuBatchSequences) + " on the CPU, " + std::to_string(kGpuBatchSequences) +
-                        " on a GPU")
+    cmd->add_option(
+           "--max-batch-sequences", a->engine.max_batch_sequences,
+           "Qwen3-ASR: sequences decoding in one step at most. Default or 0: " + std::to_string(kCpuBatchSequences) +
+               " on the CPU, " + std::to_string(kGpuBatchSequences) + " on a GPU")
         ->default_val(0);
     cmd->add_option("--timeout", a->engine.request_timeout_seconds, "Per-request time limit in seconds (0 = none)")
         ->default_val(600);

@@ -79,8 +79,7 @@ public:
     std::future<Transcript> submit(TranscriptionRequest request) override {
         auto job = std::make_unique<Job>();
         job->forced = check_options(model_, request.options);
-        return queue_transcription(requests_, std::move(job), std::move(request), options_.max_new_tokens,
-                                   options_.max_queue);
+        return queue_transcription(requests_, std::move(job), std::move(request), options_);
     }
 
     EngineStats stats() const override {

@@ -72,6 +72,10 @@ struct EngineOptions {
     int prompt_gather_steps = 0;
     double request_timeout_seconds = 600.0;  // 0 = none
     int max_new_tokens = 224;                // cap on decoded tokens per 30 s window, whatever a request asks
+    // Floor on decoded tokens per window or piece (end-of-text suppressed until then), whatever a
+    // request asks, at most max_new_tokens: serve --min-new-tokens, for benchmarks of random-weight
+    // layouts, whose end-of-text comes at random (bench/gpu_bench.sh).
+    int min_new_tokens = 0;
     // Where Whisper's decodes run (the generation engine, from open_speech_model); unset: the
     // model's own runner steps them in its cache slots.
     DecodeServiceFactory decode_service;
@@ -151,18 +155,20 @@ private:
 };
 
 // Queues `job` (its other fields already set) for `request` on an engine's thread: the request's
-// max_new_tokens capped at the engine's, and its answer — on_finished, or the future returned —
-// adopted only once the job is queued, so a submit that throws (Overloaded, shutting down) never
-// answers through both. Job has `request`, `arrival` and `promise` (a TranscriptPromise).
+// max_new_tokens capped at the engine's (and min_new_tokens raised to the engine's floor), and its answer —
+// on_finished, or the future returned — adopted only once the job is queued, so a submit that throws (Overloaded,
+// shutting down) never answers through both. Job has `request`, `arrival` and `promise` (a TranscriptPromise).
 template <class Job>
 std::future<Transcript> queue_transcription(EngineThread<Job>& requests, std::unique_ptr<Job> job,
-                                            TranscriptionRequest request, int max_new_tokens, int max_queue) {
+                                            TranscriptionRequest request, const EngineOptions& engine) {
     auto on_finished = std::move(request.on_finished);
     job->request = std::move(request);
-    job->request.options.max_new_tokens = std::min(job->request.options.max_new_tokens, max_new_tokens);
+    TranscribeOptions& o = job->request.options;
+    o.max_new_tokens = std::min(o.max_new_tokens, engine.max_new_tokens);
+    o.min_new_tokens = std::min(std::max(o.min_new_tokens, engine.min_new_tokens), o.max_new_tokens);
     std::future<Transcript> future;
     const Priority priority = job->request.priority;
-    requests.submit(std::move(job), priority, max_queue, "request queue", [&](Job& q, uint64_t arrival, int) {
+    requests.submit(std::move(job), priority, engine.max_queue, "request queue", [&](Job& q, uint64_t arrival, int) {
         q.arrival = arrival;
         q.promise = TranscriptPromise(std::move(on_finished));
         future = q.promise.get_future();

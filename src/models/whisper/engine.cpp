@@ -127,8 +127,7 @@ std::future<Transcript> WhisperEngine::submit(TranscriptionRequest request) {
                     "beam_size " + std::to_string(beams) + " needs " +
                         std::to_string(blocks * stats_.kv_block_bytes >> 20) + " MiB of KV cache; the server has " +
                         std::to_string(stats_.kv_capacity_bytes >> 20) + " MiB (--kv-cache-mb)");
-    return queue_transcription(requests_, std::make_unique<Job>(), std::move(request), options_.max_new_tokens,
-                               options_.max_queue);
+    return queue_transcription(requests_, std::make_unique<Job>(), std::move(request), options_);
 }
 
 void WhisperEngine::check_language(const std::string& language) const {
