@@ -16,6 +16,9 @@
 # GB_MODES: more serve modes at c=64 (';'-separated flags: "--prompt-gather-steps 8;--serial-encoder");
 # GB_LOAD_PROFILE=1 adds an op profile of the server under load (c=64, --serial-encoder);
 # GB_TRANSFORMERS=0 leaves the transformers anchor out (a short call).
+# GB_CHAT=1 adds the Qwen3-1.7B layout as a chat model at GB_CHAT_LEVELS ("1 64 256"), 40 tokens a
+# request; GB_WHISPER=1 Whisper large-v3-turbo's layout at GB_WHISPER_LEVELS ("1 64"), 100 tokens a
+# 30 s window, with transformers on the same layout.
 # GB_ROUNDS: requests per client at each level (2: 2c requests). A short load is mostly its ramp
 # (every client's first upload encoded before its decode starts) and its tail; 8 or more measures
 # the steady state the static-batch anchors are compared with.

@@ -522,6 +522,70 @@ gpu_bench() {
   else
     echo "-- llama-batched-bench: not built (see llama_tools.log)"
   fi
+  [ -n "${GB_CHAT:-}" ] && gpu_bench_chat
+  [ -n "${GB_WHISPER:-}" ] && gpu_bench_whisper
+  return 0
+}
+
+# GB_CHAT=1: the Qwen3-1.7B layout (random weights, f16 GGUF) as the chat model, chat completions
+# of a ~150-token prompt and exactly 40 generated tokens (min_tokens = max_tokens) at
+# GB_CHAT_LEVELS parallel requests: the shape llama-batched-bench measures above (-npp 158 -ntg 40),
+# as generated tokens per second.
+gpu_bench_chat() {
+  local cdir="$STATE/qwen3-1.7b" port pid c
+  run_w layout-0.6b "$cdir" --gguf --f16 --edit '{"hidden_size":2048,"intermediate_size":6144,"num_hidden_layers":28,
+"num_attention_heads":16,"num_key_value_heads":8,"head_dim":128}' >/dev/null || { echo "chat layout: not written"; return 1; }
+  port=$((18800 + RANDOM % 500))
+  spawn_parlance serve --device cuda --port "$port" --model "$ROOT/tests/fixtures/whisper/tiny-en/model" \
+    --chat-model "$cdir/model.gguf" --chat-model-id qwen3-1.7b --chat-kv-cache-mb 16384 --chat-kv-cache-type f16 \
+    --chat-max-queue 4096 ${GB_SERVE_EXTRA:-} >"$STATE/serve_chat.log" 2>&1
+  pid=$!
+  for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
+  for c in ${GB_CHAT_LEVELS:-1 64 256}; do
+    echo "parlance chat c=$c: $(busy python3 "$ROOT/bench/load_gen.py" --url "http://127.0.0.1:$port" --chat \
+      --model qwen3-1.7b --max-tokens 40 --prompt-words 120 --concurrency "$c" \
+      --requests $((c < 8 ? 8 : ${GB_ROUNDS:-2} * c)) | tr '\n' ' ')"
+  done
+  kill "$pid"; wait "$pid" 2>/dev/null
+  grep -E "chat model|error" "$STATE/serve_chat.log" | head -5
+}
+
+# GB_WHISPER=1: Whisper large-v3-turbo's layout (random weights, f16, written by
+# bench/anchor/transformers_whisper.py), a 29.5 s clip (one window) and exactly 100 tokens a
+# request (serve --min-new-tokens) at GB_WHISPER_LEVELS, then transformers `generate` on the same
+# layout and clip: the issue's target is 1,000 audio-s/s at concurrency 64.
+gpu_bench_whisper() {
+  local wdir="$STATE/whisper-turbo" wfx="$ROOT/tests/fixtures/whisper/v3-layout/model" port pid c levels
+  local wedit='{"d_model":1280,"encoder_layers":32,"decoder_layers":4,"encoder_attention_heads":20,
+"decoder_attention_heads":20,"encoder_ffn_dim":5120,"decoder_ffn_dim":5120,"init_std":0.02}'
+  levels="${GB_WHISPER_LEVELS:-1 64}"
+  python3 - "$ROOT/tests/fixtures/audio/jfk.wav" "$STATE/clip30.wav" <<'PY' || return 1
+import sys, wave
+r = wave.open(sys.argv[1]); pcm = r.readframes(r.getnframes())
+want = 16000 * 295 // 10 * 2  # 29.5 s of 16-bit samples: one 30 s window
+w = wave.open(sys.argv[2], "wb"); w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
+w.writeframes((pcm * (want // len(pcm) + 1))[:want]); w.close()
+PY
+  python3 "$ROOT/bench/anchor/transformers_whisper.py" --config "$wfx/config.json" \
+    --generation-config "$wfx/generation_config.json" --edit "$wedit" --write "$wdir" 2>&1 | tail -2
+  [ -f "$wdir/model.safetensors" ] || { echo "whisper layout: not written"; return 1; }
+  port=$((18800 + RANDOM % 500))
+  spawn_parlance serve --device cuda --port "$port" --model "$wdir" --max-new-tokens 100 --min-new-tokens 100 \
+    --max-queue 4096 ${GB_SERVE_EXTRA:-} >"$STATE/serve_whisper.log" 2>&1
+  pid=$!
+  for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
+  for c in $levels; do
+    echo "parlance whisper c=$c: $(busy python3 "$ROOT/bench/load_gen.py" --url "http://127.0.0.1:$port" \
+      --file "$STATE/clip30.wav" --concurrency "$c" --requests $((c < 8 ? 8 : ${GB_ROUNDS:-2} * c)) | tr '\n' ' ')"
+  done
+  echo "  metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total)' | tr '\n' ' ')"
+  kill "$pid"; wait "$pid" 2>/dev/null
+  grep -E "KV cache|error" "$STATE/serve_whisper.log" | head -5
+  echo "-- transformers whisper generate (bf16, sdpa)"
+  [ "${GB_TRANSFORMERS:-1}" != 0 ] && busy python3 "$ROOT/bench/anchor/transformers_whisper.py" \
+    --config "$wfx/config.json" --generation-config "$wfx/generation_config.json" --edit "$wedit" \
+    --wav "$STATE/clip30.wav" --batches "$(echo $levels | tr ' ' ',')" --new-tokens 100 2>&1 |
+    grep -E '^\{|Error|error' | tail -6
 }
 
 environment() {

@@ -112,6 +112,15 @@ std::unique_ptr<ChatSide> load_chat(const ServeArgs& a, Logger& log) {
     GenerationServiceOptions so;
     so.engine.kv_cache_bytes = static_cast<size_t>(a.chat_kv_cache_mb * 1024 * 1024);
     so.engine.kv_type = kv_cache_type_of(a.chat_kv_cache_type);
+    // The step's width, as the speech engine's (--max-batch-tokens, --max-batch-sequences): a GPU's
+    // step takes 256 sequences (llama.cpp's batched bench still gains from 128 to 256 on an H100).
+    const bool gpu = a.server.device != "cpu";
+    so.engine.token_budget = a.engine.max_batch_tokens > 0 ? a.engine.max_batch_tokens
+                             : gpu                         ? kGpuBatchTokens
+                                                           : kCpuBatchTokens;
+    so.engine.max_running = a.engine.max_batch_sequences > 0 ? a.engine.max_batch_sequences
+                            : gpu                            ? kGpuBatchSequences
+                                                             : kCpuBatchSequences;
     so.max_queue = a.chat_max_queue;
     if (!a.chat_draft_model.empty()) {
         if (a.chat_speculative <= 0)
@@ -477,15 +486,16 @@ void register_serve(CLI::App& app, GlobalOptions& globals) {
         "before the encoder had a stream and a thread of its own (by default they run beside the steps, on the "
         "GPU at the same time); to measure what the overlap gives");
     cmd->add_option("--max-batch-tokens", a->engine.max_batch_tokens,
-                    "Qwen3-ASR: tokens one decoder step computes at most, decodes and prompt chunks together (a "
+                    "Qwen3-ASR and the chat model: tokens one decoder step computes at most, decodes and prompt "
+                    "chunks together (a "
                     "wider step takes a burst's prompts sooner and holds each decode longer). Default or 0: " +
                         std::to_string(kCpuBatchTokens) + " on the CPU, " + std::to_string(kGpuBatchTokens) +
                         " on a GPU")
         ->default_val(0);
-    cmd->add_option(
-           "--max-batch-sequences", a->engine.max_batch_sequences,
-           "Qwen3-ASR: sequences decoding in one step at most. Default or 0: " + std::to_string(kCpuBatchSequences) +
-               " on the CPU, " + std::to_string(kGpuBatchSequences) + " on a GPU")
+    cmd->add_option("--max-batch-sequences", a->engine.max_batch_sequences,
+                    "Qwen3-ASR and the chat model: sequences decoding in one step at most. Default or 0: " +
+                        std::to_string(kCpuBatchSequences) + " on the CPU, " + std::to_string(kGpuBatchSequences) +
+                        " on a GPU")
         ->default_val(0);
     cmd->add_option("--timeout", a->engine.request_timeout_seconds, "Per-request time limit in seconds (0 = none)")
         ->default_val(600);
