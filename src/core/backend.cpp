@@ -73,6 +73,7 @@ GraphContext::~GraphContext() {
 }
 
 void GraphContext::keep_sources() {
+    sources_kept_ = true;
     sources_.resize(static_cast<size_t>(ggml_graph_n_nodes(graph)));
     for (int i = 0; i < ggml_graph_n_nodes(graph); ++i)
         std::copy_n(ggml_graph_node(graph, i)->src, GGML_MAX_SRC, sources_[static_cast<size_t>(i)].begin());
@@ -241,6 +242,15 @@ void Backend::alloc_graph(ggml_cgraph* graph, bool batch_invariant) {
     ggml_backend_sched_reset(current_);
     if (!ggml_backend_sched_alloc_graph(current_, graph))
         throw Error(ErrorKind::Internal, "could not allocate the compute graph");
+}
+
+void Backend::alloc_graph(GraphContext& kept, bool batch_invariant) {
+    if (kept.allocation_ != 0 && kept.allocation_ == allocation_) return;  // still where it was placed
+    if (!kept.sources_kept_) kept.keep_sources();                          // as built: never allocated
+    kept.unplace();
+    kept.allocation_ = 0;  // until the allocation succeeds
+    alloc_graph(kept.graph, batch_invariant);
+    kept.allocation_ = allocation_;
 }
 
 void Backend::compute(ggml_cgraph* graph) {

@@ -13,6 +13,8 @@
 
 namespace parlance {
 
+struct GraphContext;
+
 // Whether a tensor's data lives in the CPU device's memory (not a GPU's, not Metal's shared
 // buffers): the CPU-only custom ops (weight_product.h, cpu_attention.h) read only such tensors.
 bool in_cpu_memory(const ggml_tensor* t);
@@ -71,9 +73,15 @@ public:
     // depend on how many rows share the graph (BLAS takes only products of >= 32 rows, and its
     // summation order differs): decoder steps use it so batched requests equal solo ones.
     void alloc_graph(ggml_cgraph* graph, bool batch_invariant = false);
+    // The same for a graph kept from one step to the next (a model's decode graph, StepShape):
+    // allocated only when it has not been yet or another allocation came since (each makes new
+    // intermediates; the kept graph's may have been freed), and then first put back as it was
+    // built — its own tensors unplaced, its nodes' sources restored (ggml's scheduler rewrites a
+    // node's source that lives on another backend to a copy of the split it made, which a later
+    // graph's split reuses). A failed allocation leaves the graph to be allocated again.
+    void alloc_graph(GraphContext& kept, bool batch_invariant = false);
     // Which allocation the intermediate tensors have: every alloc_graph makes a new one, and a
-    // graph allocated before it must be allocated again before it computes. A model that keeps
-    // its graph from one step to the next (StepShape) compares this with the value it allocated at.
+    // graph allocated before it must be allocated again before it computes.
     uint64_t allocation() const { return allocation_; }
     // Runs the graph allocated by alloc_graph; throws Error(Internal) on failure.
     void compute(ggml_cgraph* graph);
@@ -124,22 +132,22 @@ struct GraphContext {
     ~GraphContext();
     GraphContext(const GraphContext&) = delete;
     GraphContext& operator=(const GraphContext&) = delete;
-    // Notes every node's sources as built, for unplace() to restore: call once the graph is
-    // complete, before it is first allocated.
-    void keep_sources();
-    // Forgets where the last allocation put the graph's own tensors (weights and caches live in
-    // other contexts and keep theirs), so that alloc_graph places them again: ggml's allocator
-    // leaves a tensor that has data where it is, and another graph allocated since may have grown
-    // the compute buffer into new memory and freed the old. With keep_sources(), the nodes'
-    // sources are put back as built: ggml's scheduler rewrites a node's source that lives on
-    // another backend (a step's inputs are the CPU's on a GPU) to a copy in its own context, which
-    // the next graph's split reuses. Call before allocating a kept graph again.
-    void unplace();
     ggml_context* ctx = nullptr;
     ggml_cgraph* graph = nullptr;
 
 private:
+    friend class Backend;  // alloc_graph(GraphContext&): a kept graph's placing and restoring
+    // Notes every node's sources as built (at the graph's first allocation), for unplace().
+    void keep_sources();
+    // Forgets where the last allocation put the graph's own tensors (weights and caches live in
+    // other contexts and keep theirs), so that the next allocation places them again: ggml's
+    // allocator leaves a tensor that has data where it is, and another graph allocated since may
+    // have grown the compute buffer into new memory and freed the old. The nodes' sources go back
+    // as keep_sources() noted them.
+    void unplace();
     std::vector<std::array<ggml_tensor*, GGML_MAX_SRC>> sources_;  // per node, as built
+    bool sources_kept_ = false;
+    uint64_t allocation_ = 0;  // the Backend::allocation() it was placed at (0: not placed)
 };
 
 }  // namespace parlance

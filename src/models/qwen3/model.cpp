@@ -126,7 +126,6 @@ struct Qwen3Model::StepGraph {
     ggml_tensor* span_rows = nullptr;  // embedding spans (prompt steps of audio models)
     ggml_tensor* span_data = nullptr;
     std::optional<StepShape> shape;  // nullopt: built for its step alone
-    uint64_t allocation = 0;         // backend_.allocation() it was allocated at (0: not yet)
 };
 
 Qwen3Model::Qwen3Model(Backend& backend) : backend_(backend) {}
@@ -197,7 +196,6 @@ std::unique_ptr<Qwen3Model::StepGraph> Qwen3Model::build_step(const StepBatch& b
         ggml_set_output(step->argmax);
         ggml_build_forward_expand(step->gc->graph, step->argmax);
     }
-    step->gc->keep_sources();
     return step;
 }
 
@@ -242,12 +240,7 @@ void Qwen3Model::forward(const StepBatch& b, KvStorage& kv, std::vector<float>& 
     const StepBatch& run = filled ? *filled : b;
     const std::optional<StepShape> shape = reusable_shape(run, kv);
     StepGraph& step = step_graph(run, kv, shape);
-    if (step.allocation == 0 || step.allocation != backend_.allocation()) {
-        step.gc->unplace();   // placed by another allocation (or a failed one), or not yet
-        step.allocation = 0;  // until it succeeds
-        backend_.alloc_graph(step.gc->graph, /*batch_invariant=*/true);
-        step.allocation = backend_.allocation();
-    }
+    backend_.alloc_graph(*step.gc, /*batch_invariant=*/true);  // unless still placed
     step.in.upload(run);
     if (step.span_rows) {
         std::vector<int64_t> rows;
