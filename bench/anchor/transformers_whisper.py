@@ -17,6 +17,7 @@ Usage: python3 transformers_whisper.py --config CONFIG.json --generation-config 
 Needs torch with CUDA, transformers >= 5.17, numpy.
 """
 import argparse
+import copy
 import json
 import os
 import shutil
@@ -60,12 +61,14 @@ def main():
     torch.set_default_dtype(torch.float32)
     if a.write:
         os.makedirs(a.write, exist_ok=True)
-        model.to(torch.float16).save_pretrained(a.write, safe_serialization=True)
+        model.to(torch.float16).save_pretrained(a.write)  # safetensors (transformers 5 writes nothing else)
         shutil.copy(a.generation_config, os.path.join(a.write, "generation_config.json"))
         print(json.dumps({"wrote": a.write, "parameters": sum(p.numel() for p in model.parameters())}), flush=True)
         return
-    model.generation_config = GenerationConfig.from_pretrained(os.path.dirname(os.path.abspath(a.generation_config)),
-                                                               os.path.basename(a.generation_config))
+    # The fixture's generation config (its language and task ids, forced_decoder_ids None), as
+    # tools/reference/whisper_reference.py passes it.
+    gc = GenerationConfig.from_pretrained(os.path.dirname(os.path.abspath(a.generation_config)),
+                                          os.path.basename(a.generation_config))
     pcm = read_wav(a.wav)
     fe = WhisperFeatureExtractor(feature_size=cfg.num_mel_bins)
     one = fe(pcm, sampling_rate=16000, return_tensors="pt")["input_features"]  # [1, mels, 3000]
@@ -78,14 +81,15 @@ def main():
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             with torch.no_grad():
-                out = model.generate(input_features=features, max_new_tokens=a.new_tokens,
+                out = model.generate(features, generation_config=copy.deepcopy(gc), max_new_tokens=a.new_tokens,
                                      min_new_tokens=a.new_tokens, do_sample=False, language="en",
                                      task="transcribe", return_timestamps=False)
             torch.cuda.synchronize()
             if rep:
                 times.append(time.perf_counter() - t0)
         best = min(times)
-        print(json.dumps({"anchor": "transformers", "batch": b, "generated": int(out.shape[1]),
+        seqs = out if torch.is_tensor(out) else out["sequences"]
+        print(json.dumps({"anchor": "transformers", "batch": b, "sequence_length": int(seqs.shape[1]),
                           "seconds": round(best, 4), "req_per_s": round(b / best, 2),
                           "audio_s_per_s": round(b * len(pcm) / 16000 / best, 1)}), flush=True)
 
