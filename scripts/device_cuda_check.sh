@@ -442,6 +442,27 @@ build_llama_tools() {
 # same batch sizes, and llama.cpp's llama-batched-bench on the pair's text GGUF with the request's
 # language-model shape (its prompt + 40 generated tokens per sequence). GPU busy time is sampled
 # by nvidia-smi while each load runs.
+# One server under load: `parlance serve --device cuda` with SERVE ARGS (its output in LOG), then
+# bench/load_gen.py with LOAD ARGS at each concurrency of LEVELS, the GPU's busy share sampled
+# (gpu_bench's busy), then the server's metrics; the server is stopped by its own pid.
+#   load_levels LABEL LOG "LEVELS" "LOAD ARGS" SERVE ARGS...
+load_levels() {
+  local label="$1" log="$2" lv="$3" load="$4" port pid c
+  shift 4
+  port=$((18800 + RANDOM % 500))
+  spawn_parlance serve --device cuda --port "$port" "$@" >"$log" 2>&1
+  pid=$!
+  for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
+  for c in $lv; do
+    # (LOAD ARGS split into words: paths without spaces)
+    echo "$label c=$c: $(busy python3 "$ROOT/bench/load_gen.py" --url "http://127.0.0.1:$port" $load \
+      --concurrency "$c" --requests $((c < 8 ? 8 : ${GB_ROUNDS:-2} * c)) | tr '\n' ' ')"
+  done
+  echo "  metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total|kv_cache_capacity|device_memory|gpu_graphs)' | tr '\n' ' ')"
+  kill "$pid"; wait "$pid" 2>/dev/null
+  grep -E "KV cache|chat model|error" "$log" | head -5
+}
+
 gpu_bench() {
   local dir="$STATE/qwen3-asr-1.7b" port pid c smi edit levels csv
   levels="${GB_LEVELS:-1 8 64 128 256}"
@@ -466,18 +487,8 @@ gpu_bench() {
     kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
     awk '{s += $1; n++} END {if (n) printf "gpu busy %.0f %% (%d samples)\n", s / n, n}' "$STATE/smi.log"
   }
-  port=$((18800 + RANDOM % 500))
-  spawn_parlance serve --device cuda --port "$port" --model "$dir" --max-new-tokens 40 --max-queue 4096 \
-    ${GB_SERVE_EXTRA:-} >"$STATE/serve_gb.log" 2>&1
-  pid=$!
-  for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
-  for c in $levels; do
-    echo "parlance c=$c: $(busy python3 "$ROOT/bench/load_gen.py" --url "http://127.0.0.1:$port" \
-      --file "$ROOT/tests/fixtures/audio/jfk.wav" --concurrency "$c" --requests $((c < 8 ? 8 : ${GB_ROUNDS:-2} * c)) | tr '\n' ' ')"
-  done
-  echo "metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total|kv_cache_capacity|device_memory|gpu_graphs)' | tr '\n' ' ')"
-  kill "$pid"; wait "$pid" 2>/dev/null
-  grep -E "KV cache|error" "$STATE/serve_gb.log" | head -5
+  load_levels parlance "$STATE/serve_gb.log" "$levels" "--file $ROOT/tests/fixtures/audio/jfk.wav" \
+    --model "$dir" --max-new-tokens 40 --max-queue 4096 ${GB_SERVE_EXTRA:-}
   # GB_MODES: more serve modes (';'-separated flags; "nographs" = CUDA graphs off) at c=64.
   local modes mode
   IFS=';' read -r -a modes <<<"${GB_MODES:-}"
@@ -532,22 +543,13 @@ gpu_bench() {
 # GB_CHAT_LEVELS parallel requests: the shape llama-batched-bench measures above (-npp 158 -ntg 40),
 # as generated tokens per second.
 gpu_bench_chat() {
-  local cdir="$STATE/qwen3-1.7b" port pid c
+  local cdir="$STATE/qwen3-1.7b"
   run_w layout-0.6b "$cdir" --gguf --f16 --edit '{"hidden_size":2048,"intermediate_size":6144,"num_hidden_layers":28,
 "num_attention_heads":16,"num_key_value_heads":8,"head_dim":128}' >/dev/null || { echo "chat layout: not written"; return 1; }
-  port=$((18800 + RANDOM % 500))
-  spawn_parlance serve --device cuda --port "$port" --model "$ROOT/tests/fixtures/whisper/tiny-en/model" \
-    --chat-model "$cdir/model.gguf" --chat-model-id qwen3-1.7b --chat-kv-cache-mb 16384 --chat-kv-cache-type f16 \
-    --chat-max-queue 4096 ${GB_SERVE_EXTRA:-} >"$STATE/serve_chat.log" 2>&1
-  pid=$!
-  for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
-  for c in ${GB_CHAT_LEVELS:-1 64 256}; do
-    echo "parlance chat c=$c: $(busy python3 "$ROOT/bench/load_gen.py" --url "http://127.0.0.1:$port" --chat \
-      --model qwen3-1.7b --max-tokens 40 --prompt-words 120 --concurrency "$c" \
-      --requests $((c < 8 ? 8 : ${GB_ROUNDS:-2} * c)) | tr '\n' ' ')"
-  done
-  kill "$pid"; wait "$pid" 2>/dev/null
-  grep -E "chat model|error" "$STATE/serve_chat.log" | head -5
+  load_levels "parlance chat" "$STATE/serve_chat.log" "${GB_CHAT_LEVELS:-1 64 256}" \
+    "--chat --model qwen3-1.7b --max-tokens 40 --prompt-words 120" \
+    --model "$ROOT/tests/fixtures/whisper/tiny-en/model" --chat-model "$cdir/model.gguf" --chat-model-id qwen3-1.7b \
+    --chat-kv-cache-mb 16384 --chat-kv-cache-type f16 --chat-max-queue 4096 ${GB_SERVE_EXTRA:-}
 }
 
 # GB_WHISPER=1: Whisper large-v3-turbo's layout (random weights, f16, written by
@@ -555,7 +557,7 @@ gpu_bench_chat() {
 # request (serve --min-new-tokens) at GB_WHISPER_LEVELS, then transformers `generate` on the same
 # layout and clip: the issue's target is 1,000 audio-s/s at concurrency 64.
 gpu_bench_whisper() {
-  local wdir="$STATE/whisper-turbo" wfx="$ROOT/tests/fixtures/whisper/v3-layout/model" port pid c levels
+  local wdir="$STATE/whisper-turbo" wfx="$ROOT/tests/fixtures/whisper/v3-layout/model" levels
   local wedit='{"d_model":1280,"encoder_layers":32,"decoder_layers":4,"encoder_attention_heads":20,
 "decoder_attention_heads":20,"encoder_ffn_dim":5120,"decoder_ffn_dim":5120,"init_std":0.02}'
   levels="${GB_WHISPER_LEVELS:-1 64}"
@@ -569,18 +571,8 @@ PY
   python3 "$ROOT/bench/anchor/transformers_whisper.py" --config "$wfx/config.json" \
     --generation-config "$wfx/generation_config.json" --edit "$wedit" --write "$wdir" 2>&1 | tail -2
   [ -f "$wdir/model.safetensors" ] || { echo "whisper layout: not written"; return 1; }
-  port=$((18800 + RANDOM % 500))
-  spawn_parlance serve --device cuda --port "$port" --model "$wdir" --max-new-tokens 100 --min-new-tokens 100 \
-    --max-queue 4096 ${GB_SERVE_EXTRA:-} >"$STATE/serve_whisper.log" 2>&1
-  pid=$!
-  for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
-  for c in $levels; do
-    echo "parlance whisper c=$c: $(busy python3 "$ROOT/bench/load_gen.py" --url "http://127.0.0.1:$port" \
-      --file "$STATE/clip30.wav" --concurrency "$c" --requests $((c < 8 ? 8 : ${GB_ROUNDS:-2} * c)) | tr '\n' ' ')"
-  done
-  echo "  metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total)' | tr '\n' ' ')"
-  kill "$pid"; wait "$pid" 2>/dev/null
-  grep -E "KV cache|error" "$STATE/serve_whisper.log" | head -5
+  load_levels "parlance whisper" "$STATE/serve_whisper.log" "$levels" "--file $STATE/clip30.wav" \
+    --model "$wdir" --max-new-tokens 100 --min-new-tokens 100 --max-queue 4096 ${GB_SERVE_EXTRA:-}
   echo "-- transformers whisper generate (bf16, sdpa)"
   [ "${GB_TRANSFORMERS:-1}" != 0 ] && busy python3 "$ROOT/bench/anchor/transformers_whisper.py" \
     --config "$wfx/config.json" --generation-config "$wfx/generation_config.json" --edit "$wedit" \

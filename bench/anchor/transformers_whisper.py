@@ -22,16 +22,10 @@ import json
 import os
 import shutil
 import time
-import wave
 
-import numpy as np
 import torch
 
-
-def read_wav(path):
-    with wave.open(path, "rb") as w:
-        assert w.getsampwidth() == 2 and w.getnchannels() == 1 and w.getframerate() == 16000, path
-        return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float32) / 32768.0
+from anchor_audio import read_wav  # (this folder: the script's own is on sys.path)
 
 
 def main():
