@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from anchor_audio import read_wav  # (this folder: the script's own is on sys.path)
+from anchor_common import random_model, read_wav  # (this folder: the script's own is on sys.path)
 
 
 def main():
@@ -43,13 +43,7 @@ def main():
 
     merge(raw, json.loads(a.edit))
     cfg = Qwen3ASRConfig.from_dict(raw)
-    cfg._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    # Random weights made on the GPU in bf16 (2 B parameters initialised on the host take minutes).
-    torch.set_default_dtype(torch.bfloat16)
-    with torch.device("cuda"):
-        model = Qwen3ASRForConditionalGeneration(cfg).eval()
-    torch.set_default_dtype(torch.float32)
+    model = random_model(Qwen3ASRForConditionalGeneration, cfg)
     pcm = read_wav(a.wav)
     fe = Qwen3ASRFeatureExtractor()
     one = fe(pcm, sampling_rate=16000, padding=True, return_attention_mask=True, return_tensors="pt")

@@ -25,7 +25,7 @@ import time
 
 import torch
 
-from anchor_audio import read_wav  # (this folder: the script's own is on sys.path)
+from anchor_common import random_model, read_wav  # (this folder: the script's own is on sys.path)
 
 
 def main():
@@ -47,12 +47,7 @@ def main():
         raw = json.load(f)
     raw.update(json.loads(a.edit))
     cfg = WhisperConfig.from_dict(raw)
-    cfg._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    torch.set_default_dtype(torch.bfloat16)
-    with torch.device("cuda"):
-        model = WhisperForConditionalGeneration(cfg).eval()
-    torch.set_default_dtype(torch.float32)
+    model = random_model(WhisperForConditionalGeneration, cfg)
     if a.write:
         os.makedirs(a.write, exist_ok=True)
         model.to(torch.float16).save_pretrained(a.write)  # safetensors (transformers 5 writes nothing else)

@@ -29,6 +29,20 @@ namespace {
 constexpr int kCpuBatchTokens = 512, kGpuBatchTokens = 4096;
 constexpr int kCpuBatchSequences = 64, kGpuBatchSequences = 256;
 
+// A decoder step's width (--max-batch-tokens, --max-batch-sequences; 0: the device's default), as
+// the speech engine and the chat model both take it.
+struct StepWidth {
+    int tokens, sequences;
+};
+StepWidth step_width(const EngineOptions& e, bool gpu) {
+    return {e.max_batch_tokens > 0 ? e.max_batch_tokens
+            : gpu                  ? kGpuBatchTokens
+                                   : kCpuBatchTokens,
+            e.max_batch_sequences > 0 ? e.max_batch_sequences
+            : gpu                     ? kGpuBatchSequences
+                                      : kCpuBatchSequences};
+}
+
 struct ServeArgs {
     std::vector<std::string> models;  // PATH or ID=PATH, each --model
     std::string mmproj;
@@ -114,13 +128,9 @@ std::unique_ptr<ChatSide> load_chat(const ServeArgs& a, Logger& log) {
     so.engine.kv_type = kv_cache_type_of(a.chat_kv_cache_type);
     // The step's width, as the speech engine's (--max-batch-tokens, --max-batch-sequences): a GPU's
     // step takes 256 sequences (llama.cpp's batched bench still gains from 128 to 256 on an H100).
-    const bool gpu = a.server.device != "cpu";
-    so.engine.token_budget = a.engine.max_batch_tokens > 0 ? a.engine.max_batch_tokens
-                             : gpu                         ? kGpuBatchTokens
-                                                           : kCpuBatchTokens;
-    so.engine.max_running = a.engine.max_batch_sequences > 0 ? a.engine.max_batch_sequences
-                            : gpu                            ? kGpuBatchSequences
-                                                             : kCpuBatchSequences;
+    const StepWidth width = step_width(a.engine, a.server.device != "cpu");
+    so.engine.token_budget = width.tokens;
+    so.engine.max_running = width.sequences;
     so.max_queue = a.chat_max_queue;
     if (!a.chat_draft_model.empty()) {
         if (a.chat_speculative <= 0)
@@ -269,8 +279,9 @@ void run(ServeArgs& a, GlobalOptions& globals) {
                      sp.backend->device_name(), " has free (--kv-cache-mb sets it)");
         }
         if (eo.max_encode_batch == 0) eo.max_encode_batch = gpu ? sp.model->gpu_encode_batch() : 1;
-        if (eo.max_batch_tokens == 0) eo.max_batch_tokens = gpu ? kGpuBatchTokens : kCpuBatchTokens;
-        if (eo.max_batch_sequences == 0) eo.max_batch_sequences = gpu ? kGpuBatchSequences : kCpuBatchSequences;
+        const StepWidth width = step_width(eo, gpu);
+        eo.max_batch_tokens = width.tokens;
+        eo.max_batch_sequences = width.sequences;
         // On a GPU the model sizes its slots by the memory the KV cache leaves (Whisper's requests
         // each hold a window's cross-attention cache besides).
         size_t spare = 0;
