@@ -79,8 +79,6 @@ struct Args {
     int batch = 1;            // parlance_bench only: also time decoder steps of this many sequences
     int prompt = 512;         // qwen3_bench only: prompt tokens of the prefill measurement
     std::string quantize;     // qwen3_bench only: weights at load ("" as stored)
-    int beams = 5;            // whisper_engine_bench only: beams per request (1: greedy)
-    std::string audio;        // whisper_serve_bench only: the requests' audio file
 };
 
 inline Args parse_args(int argc, char** argv) {
@@ -100,11 +98,7 @@ inline Args parse_args(int argc, char** argv) {
         else if (k == "--bandwidth") a.bandwidth = true;
         else if (k == "--prompt") a.prompt = std::stoi(val());
         else if (k == "--quantize") a.quantize = val();
-        else if (k == "--audio")
-            a.audio = val();
         else if (k == "--batch") a.batch = std::max(1, std::stoi(val()));
-        else if (k == "--beams")
-            a.beams = std::max(1, std::stoi(val()));
         else { std::fprintf(stderr, "unknown argument %s\n", k.c_str()); std::exit(2); }
     }
     if (a.model.empty() && !a.bandwidth) {

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "engine/audio_lm_parity.h"
+#include "engine/generation_decode_service.h"
 #include "engine/lm_parity.h"
 #include "models/registry.h"
 
@@ -72,7 +73,7 @@ void register_parity(CLI::App& app, GlobalOptions& globals) {
                 auto lm = load_language_model(model, backend, {opts->quantize});
                 report = run_lm_parity(*lm, backend, ref);
             } else {
-                report = run_speech_parity(d, *opts);
+                report = run_speech_parity(d, *opts, generation_decode_service_factory());
             }
             std::printf("%s\n", report.table().c_str());
             if (!report.all_pass()) globals.exit_code = 1;

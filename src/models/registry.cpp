@@ -142,8 +142,9 @@ std::unique_ptr<SpeechModel> load_speech_model(const std::filesystem::path& path
                                                          options.decode_service);
 }
 
-ParityReport run_speech_parity(const std::filesystem::path& reference_dir, const ParityOptions& options) {
-    return whisper::run_parity(reference_dir, options);
+ParityReport run_speech_parity(const std::filesystem::path& reference_dir, const ParityOptions& options,
+                               const DecodeServiceFactory& decode_service) {
+    return whisper::run_parity(reference_dir, options, decode_service);
 }
 
 ConvertResult convert_model(const std::filesystem::path& input, const std::filesystem::path& output,

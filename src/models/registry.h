@@ -71,8 +71,8 @@ struct SpeechModelOptions {
     // Audio language models: where the encoder computes (EncoderStream: Auto, its own stream on
     // CUDA so the server's engine overlaps encoder passes with decode steps).
     EncoderStream encoder_stream = EncoderStream::Auto;
-    // Where a Whisper model's decodes run (the engine layer's generation engine; open_speech_model
-    // sets it). Unset: in the model's own runner slots.
+    // Where a Whisper model's decodes run: the engine layer's generation engine (open_speech_model
+    // sets it; load_speech_model refuses a Whisper model without it).
     DecodeServiceFactory decode_service = {};
 };
 
@@ -103,7 +103,9 @@ std::unique_ptr<VoiceActivityModel> load_voice_activity_model(const std::filesys
 
 // Runs a speech model's reference directory (tools/reference: reference.json, model/, the
 // clips' encoder arrays) and compares; `parlance parity` prints the report.
-ParityReport run_speech_parity(const std::filesystem::path& reference_dir, const ParityOptions& options);
+// Its decodes run on `decode_service` (the engine layer's: generation_decode_service_factory()).
+ParityReport run_speech_parity(const std::filesystem::path& reference_dir, const ParityOptions& options,
+                               const DecodeServiceFactory& decode_service);
 
 // Writes a speech checkpoint in another program's format: target "whispercpp" (a Whisper HF
 // directory as whisper.cpp's ggml .bin). Throws Error(InvalidArgument) for an unknown target,

@@ -76,8 +76,8 @@ struct EngineOptions {
     // request asks, at most max_new_tokens: serve --min-new-tokens, for benchmarks of random-weight
     // layouts, whose end-of-text comes at random (bench/gpu_bench.sh).
     int min_new_tokens = 0;
-    // Where Whisper's decodes run (the generation engine, from open_speech_model); unset: the
-    // model's own runner steps them in its cache slots.
+    // Where Whisper's decodes run: the generation engine (open_speech_model hands it in; a
+    // WhisperEngine without one is refused).
     DecodeServiceFactory decode_service;
 };
 

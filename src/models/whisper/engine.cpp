@@ -10,7 +10,6 @@
 
 #include "core/error.h"
 #include "decoding/search.h"
-#include "models/whisper/runner_decode_service.h"
 
 namespace parlance::whisper {
 
@@ -63,33 +62,27 @@ int kv_blocks_for(const EngineOptions& o, const WhisperConfig& c) {
     return static_cast<int>(std::min<size_t>(blocks, 1 << 24));
 }
 
-// The runner: with a decode service it only encodes (a one-block cache it never uses; word
-// alignment gets a runner of its own when a request first asks); without one it also holds the
-// decoder's slots after the alignment's slot 0, and their cache.
-std::unique_ptr<WhisperRunner> make_runner(const WhisperModel& m, Backend& backend, const EngineOptions& o) {
-    if (o.decode_service) return std::make_unique<WhisperRunner>(m.config, *m.weights, backend, 1, 1);
-    return std::make_unique<WhisperRunner>(m.config, *m.weights, backend, 1 + cache_slots_of(o),
-                                           kv_blocks_for(o, m.config) + WhisperRunner::blocks_per_hypothesis(m.config));
-}
-
 }  // namespace
 
 WhisperEngine::WhisperEngine(const WhisperModel& model, Backend& backend, const EngineOptions& options, Logger& logger)
-    : model_(model), backend_(backend), options_(options), log_(logger), runner_(make_runner(model, backend, options)) {
+    : model_(model),
+      backend_(backend),
+      options_(options),
+      log_(logger),
+      // The encoder: a one-block cache it never uses (word alignment gets a runner of its own).
+      runner_(std::make_unique<WhisperRunner>(model.config, *model.weights, backend, 1, 1)) {
     const WhisperConfig& c = model.config;
-    if (options.decode_service) {
-        decoder_model_ = std::make_unique<WhisperDecoder>(model, backend);
-        DecodeServiceOptions so;
-        so.kv_cache_bytes = static_cast<size_t>(kv_blocks_for(options, c)) * decoder_kv_spec(c).bytes_per_token() *
-                            WhisperRunner::kv_block_tokens();
-        so.max_sequences = cache_slots_of(options);
-        so.token_budget = c.max_target_positions;  // any window's prompt in one step
-        decoder_ = options.decode_service(*decoder_model_, backend, so);
-    } else {
-        decoder_ = std::make_unique<RunnerDecodeService>(*runner_, 1);
-    }
+    if (!options.decode_service)
+        throw Error(ErrorKind::Internal, "WhisperEngine needs the engine layer's DecodeService (EngineOptions)");
+    decoder_model_ = std::make_unique<WhisperDecoder>(model, backend);
+    DecodeServiceOptions so;
+    so.kv_cache_bytes = static_cast<size_t>(kv_blocks_for(options, c)) * decoder_kv_spec(c).bytes_per_token() *
+                        WhisperRunner::kv_block_tokens();
+    so.max_sequences = cache_slots_of(options);
+    so.token_budget = c.max_target_positions;  // any window's prompt in one step
+    decoder_ = options.decode_service(*decoder_model_, backend, so);
     const DecodeServiceStats d = decoder_->stats();
-    total_kv_blocks_ = options.decode_service ? d.kv.total_blocks : kv_blocks_for(options, c);
+    total_kv_blocks_ = d.kv.total_blocks;
     greedy_blocks_ = decoder_->worst_blocks(1, c.max_target_positions);
     beam_blocks_ = decoder_->worst_blocks(2, c.max_target_positions) / 2;
     free_sequences_ = cache_slots_of(options);
@@ -102,8 +95,7 @@ WhisperEngine::WhisperEngine(const WhisperModel& model, Backend& backend, const 
 }
 
 WhisperRunner& WhisperEngine::aligner() {
-    if (!decoder_model_) return *runner_;  // slot 0 is the alignment's, the rest the decoder's
-    if (!align_runner_)                    // a full context of KV, only once a request asks for word timestamps
+    if (!align_runner_)  // a full context of KV, only once a request asks for word timestamps
         align_runner_ = std::make_unique<WhisperRunner>(model_.config, *model_.weights, backend_, 1);
     return *align_runner_;
 }

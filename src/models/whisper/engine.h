@@ -1,12 +1,12 @@
 // Whisper's transcription engine (a SpeechEngine): one thread owns the model runner (encoder,
-// word alignment) and a DecodeService (the generation engine, from open_speech_model; else the
-// runner's own slots) and advances every admitted request together — each step encodes the most
-// urgent window(s) that need it, hands each request's next decode (a window's prefix, a
-// temperature attempt's search) to the service, and runs one service step over every request's
-// live hypotheses (continuous batching: requests join and leave between steps). Requests wait in
-// a bounded queue ordered by (priority, arrival); a full queue refuses with Overloaded.
-// Cancellation (a client that hung up) and time limits take effect between steps and free the
-// request's cache slots. Thread-safe: submit/stats/shutdown may be called from any thread.
+// word alignment) and a DecodeService (the generation engine, from open_speech_model) and
+// advances every admitted request together — each step encodes the most urgent window(s) that
+// need it, hands each request's next decode (a window's prefix, a temperature attempt's search)
+// to the service, and runs one service step over every request's live hypotheses (continuous
+// batching: requests join and leave between steps). Requests wait in a bounded queue ordered by
+// (priority, arrival); a full queue refuses with Overloaded. Cancellation (a client that hung up)
+// and time limits take effect between steps and free the request's cache slots. Thread-safe:
+// submit/stats/shutdown may be called from any thread.
 #pragma once
 
 #include <atomic>
@@ -81,9 +81,9 @@ private:
     Backend& backend_;
     EngineOptions options_;
     Logger& log_;
-    std::unique_ptr<WhisperRunner> runner_;          // the encoder (and the slot path's decoder)
-    std::unique_ptr<WhisperRunner> align_runner_;    // word alignment beside a decode service
-    std::unique_ptr<WhisperDecoder> decoder_model_;  // the decoder, for a service from options
+    std::unique_ptr<WhisperRunner> runner_;          // the encoder
+    std::unique_ptr<WhisperRunner> align_runner_;    // word alignment (slot 0), made when first asked
+    std::unique_ptr<WhisperDecoder> decoder_model_;  // the decoder the service steps
     std::unique_ptr<DecodeService> decoder_;         // where every decode runs
     std::map<uint64_t, Job*> decoding_;              // this thread's: decode task -> its request
     int total_kv_blocks_ = 0;

@@ -1,6 +1,7 @@
 // Whisper parity against transformers reference outputs (see parity.h).
 #include "models/whisper/parity.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -11,6 +12,7 @@
 #include "core/error.h"
 #include "decoding/search.h"
 #include "models/whisper/alignment.h"
+#include "models/whisper/decoder.h"
 #include "models/whisper/model.h"
 #include "models/whisper/runner.h"
 #include "models/whisper/transcriber.h"
@@ -46,9 +48,29 @@ int first_divergence(const std::vector<int>& a, const std::vector<int>& b) {
     return a.size() == b.size() ? -1 : static_cast<int>(n);
 }
 
+// The most beams any of the reference's searches takes.
+int max_beams(const nlohmann::json& ref) {
+    int beams = 1;
+    for (const auto& clip : ref.at("clips").items())
+        for (const auto& check : clip.value().items())
+            if (check.value().is_object() && check.value().contains("params"))
+                beams = std::max(beams, check.value().at("params").value("num_beams", 1));
+    return beams;
+}
+
+// One task on `service`, stepped to its end.
+DecodeOutcome run_task(DecodeService& service, DecodeTask task) {
+    const uint64_t id = service.start(std::move(task));
+    while (service.has_work())
+        for (DecodeOutcome& o : service.step())
+            if (o.id == id) return std::move(o);
+    throw Error(ErrorKind::Internal, "the decode service ended a task without its outcome");
+}
+
 }  // namespace
 
-ParityReport run_parity(const fs::path& ref_dir, const ParityOptions& options) {
+ParityReport run_parity(const fs::path& ref_dir, const ParityOptions& options,
+                        const DecodeServiceFactory& decode_service) {
     std::ifstream in(ref_dir / "reference.json");
     if (!in) throw Error(ErrorKind::NotFound, "no reference.json in " + ref_dir.string());
     nlohmann::json ref = nlohmann::json::parse(in);
@@ -56,18 +78,18 @@ ParityReport run_parity(const fs::path& ref_dir, const ParityOptions& options) {
     Backend backend(options.backend);
     WeightOptions wo;
     wo.quantize = options.quantize;
-    const fs::path model_path = options.model_override.empty()
-                                    ? ref_dir / ref.value("model_dir", "model")
-                                    : options.model_override;
+    const fs::path model_path =
+        options.model_override.empty() ? ref_dir / ref.value("model_dir", "model") : options.model_override;
     auto model = WhisperModel::load(model_path, backend, wo);
-    WhisperRunner runner(model->config, *model->weights, backend, 8);
-    WhisperStepModel steps(runner);
-    CrossKv cross(model->config, backend);
-    std::vector<int> slots;
-    for (int i = 0; i < 8; ++i) {
-        slots.push_back(i);
-        steps.bind(i, &cross);
-    }
+    WhisperRunner runner(model->config, *model->weights, backend, 1);  // encodes; the alignment's pass
+    WhisperDecoder decoder(*model, backend);
+    std::unique_ptr<DecodeService> service =
+        transcription_service(decode_service, decoder, backend, model->config, max_beams(ref));
+    auto cross = std::make_shared<CrossKv>(model->config, backend);  // each clip's window in turn
+    // A prompt's last logits row, computed by the service.
+    auto prompt_logits = [&](std::vector<int> prompt) {
+        return run_task(*service, DecodeTask{std::move(prompt), std::nullopt, -1, cross, Priority::Interactive}).logits;
+    };
 
     ParityReport report;
     report.config = ref.value("config", ref_dir.filename().string());
@@ -79,7 +101,7 @@ ParityReport run_parity(const fs::path& ref_dir, const ParityOptions& options) {
         std::vector<float> pcm = read_wav_file(find_clip(ref_dir, c.at("wav").get<std::string>())).samples;
         std::vector<float> mel = window_mel(*model, pcm);
         std::vector<std::vector<float>> enc;
-        std::vector<CrossKv*> crosses{&cross};
+        std::vector<CrossKv*> crosses{cross.get()};
         runner.encode(std::span<const std::vector<float>>(&mel, 1), crosses, &enc);
 
         // Encoder output.
@@ -99,7 +121,8 @@ ParityReport run_parity(const fs::path& ref_dir, const ParityOptions& options) {
                 row.value = std::sqrt(num / std::max(den, 1e-30));
                 row.pass = row.value <= options.encoder_tolerance;
                 char buf[96];
-                std::snprintf(buf, sizeof buf, "relative error %.2e (limit %.0e)", row.value, options.encoder_tolerance);
+                std::snprintf(buf, sizeof buf, "relative error %.2e (limit %.0e)", row.value,
+                              options.encoder_tolerance);
                 row.detail = buf;
             }
             report.rows.push_back(row);
@@ -108,8 +131,7 @@ ParityReport run_parity(const fs::path& ref_dir, const ParityOptions& options) {
         // First-step logits at probe ids.
         if (c.contains("first_step") && c.at("first_step").contains("probe_ids")) {
             const auto& fsj = c.at("first_step");
-            StepInput inp{0, fsj.at("prompt_ids").get<std::vector<int>>(), 0};
-            std::vector<float> logits = steps.step(std::span<const StepInput>(&inp, 1))[0];
+            std::vector<float> logits = prompt_logits(fsj.at("prompt_ids").get<std::vector<int>>());
             auto ids = fsj.at("probe_ids").get<std::vector<int>>();
             auto want = fsj.at("probe_logits").get<std::vector<double>>();
             ParityRow row;
@@ -132,12 +154,11 @@ ParityReport run_parity(const fs::path& ref_dir, const ParityOptions& options) {
             so.eos = model->tokens.eot;
             so.num_beams = p.value("num_beams", 1);
             int min_new = p.contains("min_new_tokens") && p.at("min_new_tokens").is_number()
-                              ? p.at("min_new_tokens").get<int>() : 0;
+                              ? p.at("min_new_tokens").get<int>()
+                              : 0;
             so.processors = whisper_processors(*model, static_cast<int>(prompt.size()), timestamps, min_new);
-            auto search = make_search(prompt, slots, so);
-            Search* sp = search.get();
-            run_searches(steps, std::span<Search* const>(&sp, 1));
-            std::vector<int> got = search->result().tokens;
+            std::vector<int> got =
+                run_task(*service, DecodeTask{prompt, std::move(so), -1, cross, Priority::Interactive}).result.tokens;
             ParityRow row;
             row.clip = clip;
             row.check = name;
@@ -194,7 +215,7 @@ ParityReport run_parity(const fs::path& ref_dir, const ParityOptions& options) {
                 continue;
             }
             std::span<const int> rows_in(seq.data(), seq.size() - 1);
-            auto weights = runner.cross_attention(cross, 0, rows_in, heads);
+            auto weights = runner.cross_attention(*cross, 0, rows_in, heads);
             const int prompt_len = static_cast<int>(cj.at("prompt_ids").size());
             std::vector<float> got = token_timestamps(weights, static_cast<int>(rows_in.size()),
                                                       model->config.max_source_positions, prompt_len, ao);
@@ -217,13 +238,15 @@ ParityReport run_parity(const fs::path& ref_dir, const ParityOptions& options) {
             report.rows.push_back(row);
         }
         if (c.contains("language") && c.at("language").value("status", "") == "ok") {
-            StepInput inp{0, {model->tokens.sot}, 0};
-            std::vector<float> logits = steps.step(std::span<const StepInput>(&inp, 1))[0];
+            std::vector<float> logits = prompt_logits({model->tokens.sot});
             auto probs = language_probabilities(logits, model->tokens);
             std::string best;
             float bp = -1;
             for (const auto& [code, p] : probs)
-                if (p > bp) { bp = p; best = code; }
+                if (p > bp) {
+                    bp = p;
+                    best = code;
+                }
             ParityRow row;
             row.clip = clip;
             row.check = "language";

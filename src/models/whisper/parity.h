@@ -11,6 +11,7 @@
 
 #include "core/backend.h"
 #include "core/parity_report.h"
+#include "models/speech_model.h"
 
 namespace parlance::whisper {
 
@@ -20,7 +21,10 @@ using parlance::ParityRow;
 using parlance::ParityOptions;
 
 // reference_dir holds reference.json, model/ and the encoder arrays; clips are looked up next to
-// it, in its parent, and in tests/fixtures/audio-style sibling directories named in the JSON.
-ParityReport run_parity(const std::filesystem::path& reference_dir, const ParityOptions& options);
+// it, in its parent, and in tests/fixtures/audio-style sibling directories named in the JSON. The
+// decodes (first-step logits, language, every search) run on a service from `decode_service`, the
+// one transcriptions decode on; the runner encodes and computes the alignment's cross-attention.
+ParityReport run_parity(const std::filesystem::path& reference_dir, const ParityOptions& options,
+                        const DecodeServiceFactory& decode_service);
 
 }  // namespace parlance::whisper

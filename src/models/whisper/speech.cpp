@@ -33,7 +33,11 @@ std::string window_of(const WhisperConfig& c) {
 
 WhisperSpeechModel::WhisperSpeechModel(std::unique_ptr<WhisperModel> model, Backend& backend,
                                        DecodeServiceFactory decode_service)
-    : model_(std::move(model)), backend_(backend), decode_service_(std::move(decode_service)) {}
+    : model_(std::move(model)), backend_(backend), decode_service_(std::move(decode_service)) {
+    if (!decode_service_)
+        throw Error(ErrorKind::Internal,
+                    "a Whisper model opens through open_speech_model (its decodes need the engine)");
+}
 
 std::string WhisperSpeechModel::description() const {
     const WhisperConfig& c = model_->config;
@@ -57,25 +61,13 @@ int WhisperSpeechModel::gpu_cache_slots(size_t spare_bytes) const {
 
 Transcript WhisperSpeechModel::transcribe(PcmSource& audio16k, const TranscribeOptions& options) {
     const int beams = *with_model_defaults(options, model_->tokens).beam_size;
-    if (!decode_service_) {
-        // Two cache slots per beam; unset, the model's default beam size (generation_config.json).
-        const int slots = std::max(2, 2 * beams);
-        if (!runner_ || runner_->n_slots() < slots)
-            runner_ = std::make_unique<WhisperRunner>(model_->config, *model_->weights, backend_, slots);
-        return whisper::transcribe(*model_, *runner_, audio16k, options);
-    }
-    // The decodes on the engine layer's service, sized for this request's worst case; the
-    // runner encodes and aligns.
+    // The decodes on the engine layer's service, sized for this request's worst case; the runner
+    // encodes and aligns.
     if (!runner_) runner_ = std::make_unique<WhisperRunner>(model_->config, *model_->weights, backend_, 1);
     if (!decoder_) decoder_ = std::make_unique<WhisperDecoder>(*model_, backend_);
     if (!service_ || service_beams_ < beams) {
-        DecodeServiceOptions so;
-        so.kv_cache_bytes = static_cast<size_t>(beams) * WhisperRunner::blocks_per_hypothesis(runner_->config()) *
-                            runner_->kv_block_bytes();
-        so.max_sequences = search_sequences(beams);
-        so.token_budget = model_->config.max_target_positions;
         service_.reset();  // its cache first: the two need not be held at once
-        service_ = decode_service_(*decoder_, backend_, so);
+        service_ = transcription_service(decode_service_, *decoder_, backend_, model_->config, beams);
         service_beams_ = beams;
     }
     return whisper::transcribe(*model_, *runner_, *service_, audio16k, options);
@@ -83,7 +75,7 @@ Transcript WhisperSpeechModel::transcribe(PcmSource& audio16k, const TranscribeO
 
 std::unique_ptr<SpeechEngine> WhisperSpeechModel::start_engine(const EngineOptions& options, Logger& logger) {
     EngineOptions o = options;
-    if (!o.decode_service) o.decode_service = decode_service_;
+    if (!o.decode_service) o.decode_service = decode_service_;  // the server's: the same engine layer
     return std::make_unique<WhisperEngine>(*model_, backend_, o, logger);
 }
 

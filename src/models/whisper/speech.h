@@ -1,7 +1,7 @@
 // Whisper as a SpeechModel (models/speech_model.h): what the registry hands the CLI and the
 // server. It owns the loaded model; transcribe() encodes on a runner it keeps and decodes on the
-// engine layer's service when one was handed in (open_speech_model does), else in the runner's
-// slots (sized for the largest beam size asked so far); start_engine() starts a WhisperEngine.
+// engine layer's service (open_speech_model hands in its factory; the service is sized for the
+// largest beam size asked so far); start_engine() starts a WhisperEngine on the same factory.
 #pragma once
 
 #include <filesystem>
@@ -17,7 +17,7 @@ namespace parlance::whisper {
 
 class WhisperSpeechModel : public SpeechModel {
 public:
-    WhisperSpeechModel(std::unique_ptr<WhisperModel> model, Backend& backend, DecodeServiceFactory decode_service = {});
+    WhisperSpeechModel(std::unique_ptr<WhisperModel> model, Backend& backend, DecodeServiceFactory decode_service);
 
     std::string description() const override;
     double load_seconds() const override { return model_->load_seconds; }
@@ -33,8 +33,8 @@ private:
     std::unique_ptr<WhisperModel> model_;
     Backend& backend_;
     DecodeServiceFactory decode_service_;
-    std::unique_ptr<WhisperRunner> runner_;    // for transcribe(); grown when a request needs more beams
-    std::unique_ptr<WhisperDecoder> decoder_;  // for transcribe() on decode_service_
+    std::unique_ptr<WhisperRunner> runner_;    // for transcribe(): encodes, aligns words
+    std::unique_ptr<WhisperDecoder> decoder_;  // for transcribe(): what decode_service_ steps
     std::unique_ptr<DecodeService> service_;   // for transcribe(): kept, regrown for more beams
     int service_beams_ = 0;                    // the beams service_ was sized for
 };

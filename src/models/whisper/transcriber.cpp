@@ -10,33 +10,11 @@
 #include <zlib.h>
 
 #include "core/error.h"
-#include "models/whisper/runner_decode_service.h"
+#include "models/whisper/decoder.h"
 #include "models/whisper/session.h"
 #include "models/whisper/timestamp_rules.h"
 
 namespace parlance::whisper {
-namespace {}  // namespace
-
-void WhisperStepModel::bind(int slot, const CrossKv* cross) {
-    cross_[slot] = cross;
-}
-
-std::vector<std::vector<float>> WhisperStepModel::step(std::span<const StepInput> inputs) {
-    std::vector<DecodeItem> items;
-    items.reserve(inputs.size());
-    for (const StepInput& in : inputs) {
-        auto it = cross_.find(in.slot);
-        if (it == cross_.end()) throw Error(ErrorKind::Internal, "slot has no encoded audio bound");
-        items.push_back({in.slot, it->second, in.tokens, in.n_past});
-    }
-    return runner_.decode(items);
-}
-
-void WhisperStepModel::copy_slot(int from, int to, int n) {
-    runner_.copy_slot(from, to, n);
-    cross_[to] = cross_.at(from);
-}
-
 float compression_ratio(const std::string& text) {
     if (text.empty()) return 0.0f;
     uLongf bound = compressBound(text.size());
@@ -96,18 +74,21 @@ int slots_for_beams(int beams, int available) {
     return 2 * beams;
 }
 
-Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::span<const float> pcm,
-                      const TranscribeOptions& options) {
-    PcmSource audio(pcm);
-    return transcribe(model, runner, audio, options);
+std::unique_ptr<DecodeService> transcription_service(const DecodeServiceFactory& factory, LanguageModel& decoder,
+                                                     Backend& backend, const WhisperConfig& config, int beams) {
+    if (!factory) throw Error(ErrorKind::Internal, "Whisper's decodes need the engine layer's DecodeService");
+    DecodeServiceOptions so;
+    so.kv_cache_bytes = static_cast<size_t>(beams) * WhisperRunner::blocks_per_hypothesis(config) *
+                        decoder_kv_spec(config).bytes_per_token() * WhisperRunner::kv_block_tokens();
+    so.max_sequences = search_sequences(beams);
+    so.token_budget = config.max_target_positions;  // any window's prompt in one step
+    return factory(decoder, backend, so);
 }
 
-Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, PcmSource& audio,
-                      const TranscribeOptions& options) {
-    const TranscribeOptions o = with_model_defaults(options, model.tokens);
-    if (*o.beam_size > 1) slots_for_beams(*o.beam_size, runner.n_slots());
-    RunnerDecodeService service(runner);
-    return transcribe(model, runner, service, audio, options);
+Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, DecodeService& decoder,
+                      std::span<const float> pcm, const TranscribeOptions& options) {
+    PcmSource audio(pcm);
+    return transcribe(model, runner, decoder, audio, options);
 }
 
 Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, DecodeService& decoder, PcmSource& audio,

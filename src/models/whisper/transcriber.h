@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -13,9 +14,9 @@
 #include "audio/pcm_source.h"
 #include "decoding/decode_service.h"
 #include "decoding/search.h"
-#include "decoding/step_model.h"
 #include "decoding/transcribe_options.h"
 #include "decoding/transcript.h"
+#include "models/speech_model.h"
 #include "models/whisper/model.h"
 #include "models/whisper/runner.h"
 
@@ -31,20 +32,6 @@ TranscribeOptions with_model_defaults(TranscribeOptions o, const SpecialTokens& 
 // Error(InvalidArgument) naming beam_size when it is below 1 or needs more.
 int slots_for_beams(int beams, int available);
 
-// The runner as a StepModel whose slots are bound to encoded audio windows.
-class WhisperStepModel : public StepModel {
-public:
-    explicit WhisperStepModel(WhisperRunner& runner) : runner_(runner) {}
-    void bind(int slot, const CrossKv* cross);
-    int vocab_size() const override { return runner_.config().vocab_size; }
-    std::vector<std::vector<float>> step(std::span<const StepInput> inputs) override;
-    void copy_slot(int from, int to, int n) override;
-
-private:
-    WhisperRunner& runner_;
-    std::map<int, const CrossKv*> cross_;
-};
-
 // Log-mel of a window (zero-padded/trimmed to the model's), [n_mels, n_mel_frames], its frames
 // computed by `threads` threads (the same values whatever the count).
 std::vector<float> window_mel(const WhisperModel& model, std::span<const float> pcm16k, int threads = 1);
@@ -57,17 +44,19 @@ std::map<std::string, float> language_probabilities(std::span<const float> sot_l
 ProcessorList whisper_processors(const WhisperModel& model, int prompt_length, bool timestamps, int min_new_tokens,
                                  bool suppress_blank = true);
 
-// Transcribes 16 kHz mono audio of any length.
-Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, std::span<const float> pcm16k,
-                      const TranscribeOptions& options);
-// The same, reading the audio's windows as they come (PcmSource: a file decoded as it goes).
-// Decodes in the runner's cache slots (2 per beam: Error(InvalidArgument) when it has too few).
-Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, PcmSource& audio,
-                      const TranscribeOptions& options);
-// The same with the decodes on `decoder` (the generation engine's service, say): the runner
-// encodes the windows and aligns words (in its slot 0).
+// A DecodeService from `factory` (the engine layer's generation engine) over `decoder`, sized for
+// one transcription of up to `beams` beams: a full context for each hypothesis.
+std::unique_ptr<DecodeService> transcription_service(const DecodeServiceFactory& factory, LanguageModel& decoder,
+                                                     Backend& backend, const WhisperConfig& config, int beams);
+
+// Transcribes 16 kHz mono audio of any length, reading its windows as they come (PcmSource: a
+// file decoded as it goes): the runner encodes the windows and aligns words (in its slot 0), and
+// every decode runs on `decoder`. The same Session the engine steps for many requests, stepped
+// here for one without a thread.
 Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, DecodeService& decoder, PcmSource& audio,
                       const TranscribeOptions& options);
+Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, DecodeService& decoder,
+                      std::span<const float> pcm16k, const TranscribeOptions& options);
 
 // len(text) / len(zlib(text)), as OpenAI's fallback rule measures repetitiveness.
 float compression_ratio(const std::string& text);

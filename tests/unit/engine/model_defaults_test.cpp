@@ -7,16 +7,18 @@
 
 #include "audio/wav.h"
 #include "core/error.h"
+#include "engine/generation_decode_service.h"
 #include "models/whisper/engine.h"
 #include "models/whisper/model.h"
 #include "models/whisper/transcriber.h"
 #include "test_support.h"
+#include "whisper_on_engine.h"
 
 namespace parlance {
 namespace {
 
 class ModelDefaults : public ::testing::Test {
-  protected:
+protected:
     void SetUp() override {
         BackendOptions bo;
         bo.threads = 2;
@@ -52,6 +54,7 @@ TEST_F(ModelDefaults, UnsetBeamSizeTakesTheModelsSlots) {
     ASSERT_EQ(model_->tokens.num_beams, 2);
     EngineOptions eo;
     eo.cache_slots = 2;  // one greedy request; two beams need four
+    eo.decode_service = generation_decode_service_factory();
     whisper::WhisperEngine engine(*model_, *backend_, eo, log_);
     try {
         engine.submit(request(std::nullopt));
@@ -67,6 +70,7 @@ TEST_F(ModelDefaults, UnsetBeamSizeTakesTheModelsSlots) {
 TEST_F(ModelDefaults, UnsetBeamSizeDecodesLikeTheExplicitDefault) {
     EngineOptions eo;
     eo.cache_slots = 4;
+    eo.decode_service = generation_decode_service_factory();
     whisper::WhisperEngine engine(*model_, *backend_, eo, log_);
     const Transcript by_default = engine.submit(request(std::nullopt)).get();
     const Transcript explicit_two = engine.submit(request(2)).get();
@@ -75,12 +79,9 @@ TEST_F(ModelDefaults, UnsetBeamSizeDecodesLikeTheExplicitDefault) {
     for (size_t i = 0; i < by_default.segments.size(); ++i)
         EXPECT_EQ(by_default.segments[i].tokens, explicit_two.segments[i].tokens) << i;
     // The one-request path (`parlance transcribe`) resolves the same way.
-    whisper::WhisperRunner runner(model_->config, *model_->weights, *backend_, 4);
-    EXPECT_EQ(whisper::transcribe(*model_, runner, clip_, request(std::nullopt).options).text,
+    whisper::WhisperRunner runner(model_->config, *model_->weights, *backend_, 1);
+    EXPECT_EQ(testing::transcribe_on_engine(*model_, runner, clip_, request(std::nullopt).options).text,
               by_default.text);
-    whisper::WhisperRunner greedy_only(model_->config, *model_->weights, *backend_, 2);
-    EXPECT_THROW(whisper::transcribe(*model_, greedy_only, clip_, request(std::nullopt).options),
-                 Error);
 }
 
 }  // namespace

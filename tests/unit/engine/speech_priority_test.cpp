@@ -14,6 +14,7 @@
 #include "audio/wav.h"
 #include "core/backend.h"
 #include "core/log.h"
+#include "engine/generation_decode_service.h"
 #include "engine/lm_speech_model.h"
 #include "models/registry.h"
 #include "models/whisper/engine.h"
@@ -51,6 +52,7 @@ TEST(SpeechEnginePriority, WhisperServesTheQueueByClassThenArrival) {
     Logger log(LogLevel::Error);
     EngineOptions eo;
     eo.cache_slots = 1;  // one greedy request (one sequence) at a time: the rest wait in the queue
+    eo.decode_service = generation_decode_service_factory();
     whisper::WhisperEngine engine(*model, backend, eo, log);
 
     std::mutex mutex;

@@ -1,11 +1,11 @@
 // Whisper's requests on the generation engine (issue 14, docs/architecture.md §7 step 4): the
 // WhisperEngine hands every decode — each window's prefix for its language and no-speech
 // probability, each temperature attempt's search — to a DecodeService. The server's is the
-// generation engine (engine/generation_decode_service.h); without one the runner's own slots
-// decode them. Both must give the same transcripts bit for bit (tokens, times, avg_logprob, word
-// timestamps and probabilities), with many requests of every kind decoding in the same steps,
-// and the engine must hand back every KV block. The bundled model on real speech, so the texts
-// are real and the windows, prompts and fallbacks are those of a real transcription.
+// generation engine (engine/generation_decode_service.h). Many requests of every kind decoding in
+// the same steps must give each one's transcript alone — the same Session stepped without a
+// thread on a service of its own (`parlance transcribe`'s path) — bit for bit (tokens, times,
+// avg_logprob, word timestamps and probabilities), and the engine must hand back every KV block. The bundled model on
+// real speech, so the texts are real and the windows, prompts and fallbacks are those of a real transcription.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -20,6 +20,7 @@
 #include "models/whisper/engine.h"
 #include "models/whisper/model.h"
 #include "test_support.h"
+#include "whisper_on_engine.h"
 
 namespace parlance {
 namespace {
@@ -77,17 +78,19 @@ struct Bundled {
     Logger log{LogLevel::Error};
 };
 
-TEST(WhisperEngineOnGenerationEngine, TranscriptsAreTheRunnerSlotsBitForBit) {
+TEST(WhisperEngineOnGenerationEngine, TranscriptsAreEachRequestAloneBitForBit) {
     Bundled b;
     auto& [backend, model, log] = b;
     EngineOptions eo;
     eo.cache_slots = 16;
-    whisper::WhisperEngine on_slots(*model, backend, eo, log);
     eo.decode_service = generation_decode_service_factory();
     whisper::WhisperEngine on_engine(*model, backend, eo, log);
 
     const std::vector<Named> batch = requests();
-    const std::vector<Transcript> want = serve(on_slots, requests());
+    std::vector<Transcript> want;
+    whisper::WhisperRunner runner(model->config, *model->weights, backend, 1);
+    for (const Named& n : batch)
+        want.push_back(testing::transcribe_on_engine(*model, runner, n.request.pcm, n.request.options));
     const std::vector<Transcript> got = serve(on_engine, requests());
     ASSERT_EQ(want.size(), got.size());
     for (size_t i = 0; i < want.size(); ++i) {

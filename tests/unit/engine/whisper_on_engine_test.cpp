@@ -22,6 +22,7 @@
 #include "core/backend.h"
 #include "core/error.h"
 #include "decoding/search.h"
+#include "decoding/step_model.h"
 #include "engine/generation_engine.h"
 #include "models/whisper/decoder.h"
 #include "models/whisper/model.h"
@@ -97,14 +98,29 @@ GenerationRequest search_request(const Case& k, const WhisperModel& model) {
     return r;
 }
 
-// The Whisper path's own search over the runner's slots (one request at a time).
-SearchResult search_on_runner(const Case& k, const WhisperModel& model, WhisperRunner& runner) {
-    WhisperStepModel steps(runner);
-    std::vector<int> slots;
-    for (int i = 0; i < runner.n_slots(); ++i) {
-        slots.push_back(i);
-        steps.bind(i, k.cross.get());
+// The runner as a StepModel whose slots are bound to encoded audio windows: a second
+// implementation of the decodes (the runner's own cache slots), for the cross-check below.
+class RunnerSteps : public StepModel {
+public:
+    RunnerSteps(WhisperRunner& runner, const CrossKv* cross) : runner_(runner), cross_(cross) {}
+    int vocab_size() const override { return runner_.config().vocab_size; }
+    std::vector<std::vector<float>> step(std::span<const StepInput> inputs) override {
+        std::vector<DecodeItem> items;
+        for (const StepInput& in : inputs) items.push_back({in.slot, cross_, in.tokens, in.n_past});
+        return runner_.decode(items);
     }
+    void copy_slot(int from, int to, int n) override { runner_.copy_slot(from, to, n); }
+
+private:
+    WhisperRunner& runner_;
+    const CrossKv* cross_;
+};
+
+// The same search over the runner's slots (one request at a time).
+SearchResult search_on_runner(const Case& k, const WhisperModel& model, WhisperRunner& runner) {
+    RunnerSteps steps(runner, k.cross.get());
+    std::vector<int> slots;
+    for (int i = 0; i < runner.n_slots(); ++i) slots.push_back(i);
     auto search = make_search(std::vector<int>(k.prompt.begin(), k.prompt.end()), slots, search_options(k, model));
     Search* sp = search.get();
     run_searches(steps, std::span<Search* const>(&sp, 1));

@@ -14,6 +14,7 @@
 #include "models/whisper/model.h"
 #include "models/whisper/transcriber.h"
 #include "test_support.h"
+#include "whisper_on_engine.h"
 
 namespace parlance::whisper {
 namespace {
@@ -79,7 +80,7 @@ TEST_F(CompactVocabulary, TranscribesWithPromptTimestampsAndTranslate) {
     o.initial_prompt = "A prompt goes after startofprev.";
     for (const char* task : {"transcribe", "translate"}) {
         o.task = task;
-        Transcript r = transcribe(*model_, *runner_, pcm_, o);
+        Transcript r = testing::transcribe_on_engine(*model_, *runner_, pcm_, o);
         EXPECT_EQ(r.language, "en");
         for (const Segment& s : r.segments)
             for (int id : s.tokens) EXPECT_LT(id, model_->config.vocab_size);
@@ -100,8 +101,8 @@ TEST_F(CompactVocabulary, TooSmallForTheTimestampsIsRefused) {
 TEST_F(CompactVocabulary, ConditionOnPreviousTextFromGenerationConfig) {
     EXPECT_TRUE(model_->tokens.condition_on_previous_text);
     testing::TempDir tmp;
-    auto dir = edited_copy(tmp, "generation_config.json",
-                           [](nlohmann::json& g) { g["condition_on_prev_tokens"] = false; });
+    auto dir =
+        edited_copy(tmp, "generation_config.json", [](nlohmann::json& g) { g["condition_on_prev_tokens"] = false; });
     EXPECT_FALSE(WhisperModel::load(dir, *backend_)->tokens.condition_on_previous_text);
     edited_copy(tmp, "generation_config.json", [](nlohmann::json& g) { g["condition_on_prev_tokens"] = "no"; });
     const std::string error = load_error(dir);
@@ -114,8 +115,7 @@ TEST_F(CompactVocabulary, ConditionOnPreviousTextFromGenerationConfig) {
 TEST_F(CompactVocabulary, NumBeamsFromGenerationConfig) {
     EXPECT_EQ(model_->tokens.num_beams, 1);
     testing::TempDir tmp;
-    auto dir =
-        edited_copy(tmp, "generation_config.json", [](nlohmann::json& g) { g["num_beams"] = 5; });
+    auto dir = edited_copy(tmp, "generation_config.json", [](nlohmann::json& g) { g["num_beams"] = 5; });
     EXPECT_EQ(WhisperModel::load(dir, *backend_)->tokens.num_beams, 5);
     for (const char* bad : {"\"five\"", "0", "17", "2.5"}) {
         edited_copy(tmp, "generation_config.json",
@@ -151,10 +151,15 @@ TEST_F(CompactVocabulary, ConvertedAtOpenAisIdsItComputesTheSameLogits) {
     auto moved = [&](int id) {
         if (id < ours.eot) return id;
         if (id >= ours.timestamp_begin) return t.timestamp_begin + (id - ours.timestamp_begin);
-        for (auto [a, b] : {std::pair{ours.eot, t.eot}, {ours.sot, t.sot}, {ours.translate, t.translate},
-                            {ours.transcribe, t.transcribe}, {ours.startoflm, t.startoflm},
-                            {ours.startofprev, t.startofprev}, {ours.nospeech, t.nospeech},
-                            {ours.notimestamps, t.notimestamps}, {ours.languages.at("en"), t.language_token("en")}})
+        for (auto [a, b] : {std::pair{ours.eot, t.eot},
+                            {ours.sot, t.sot},
+                            {ours.translate, t.translate},
+                            {ours.transcribe, t.transcribe},
+                            {ours.startoflm, t.startoflm},
+                            {ours.startofprev, t.startofprev},
+                            {ours.nospeech, t.nospeech},
+                            {ours.notimestamps, t.notimestamps},
+                            {ours.languages.at("en"), t.language_token("en")}})
             if (a == id) return b;
         ADD_FAILURE() << "token " << id << " has no place";
         return 0;

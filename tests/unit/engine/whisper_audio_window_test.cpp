@@ -18,6 +18,7 @@
 #include "models/whisper/transcriber.h"
 #include "qwen3_fixture.h"
 #include "test_support.h"
+#include "whisper_on_engine.h"
 
 namespace parlance::whisper {
 namespace {
@@ -56,11 +57,11 @@ protected:
     }
 
     Transcript run(const WhisperModel& model, const std::vector<float>& pcm) {
-        WhisperRunner runner(model.config, *model.weights, *backend_, 2);
+        WhisperRunner runner(model.config, *model.weights, *backend_, 1);
         TranscribeOptions o;
         o.temperatures = {0.0};
         o.max_new_tokens = 24;
-        return transcribe(model, runner, pcm, o);
+        return testing::transcribe_on_engine(model, runner, pcm, o);
     }
 
     std::string load_error(const fs::path& dir, double seconds) {

@@ -16,7 +16,7 @@ TEST(WhisperGpuSlots, FollowTheMemoryTheCrossAttentionCachesTake) {
     Backend backend{BackendOptions{}};
     auto model = WhisperModel::load(testing::fixtures_dir() / "whisper/tiny-en/model", backend);
     const WhisperConfig c = model->config;
-    WhisperSpeechModel speech(std::move(model), backend);
+    WhisperSpeechModel speech(std::move(model), backend, generation_decode_service_factory());
     const size_t per_request = 2 * size_t(c.decoder_layers) * c.d_model * c.max_source_positions * 2;
     EXPECT_EQ(speech.gpu_cache_slots(0), 16) << "never fewer than 16";
     EXPECT_EQ(speech.gpu_cache_slots(2 * 100 * per_request), 100);

@@ -1,9 +1,11 @@
 // Golden tests: our Whisper on ggml against transformers 5.17 on three random-init checkpoints
 // (tests/fixtures/whisper, made by tools/reference/whisper_reference.py): encoder relative error
 // <= 1e-3 at f32, first-step logits, identical greedy, beam and timestamp token ids, and token
-// timestamps from cross-attention DTW identical to transformers' (word_timestamps rows).
+// timestamps from cross-attention DTW identical to transformers' (word_timestamps rows). The
+// decodes run on the generation engine, as every transcription's do.
 #include <gtest/gtest.h>
 
+#include "engine/generation_decode_service.h"
 #include "models/whisper/parity.h"
 #include "test_support.h"
 
@@ -19,7 +21,7 @@ TEST_P(WhisperParity, MatchesTransformers) {
     ASSERT_TRUE(std::filesystem::exists(dir / "reference.json")) << dir;
     ParityOptions o;
     o.backend.threads = 2;
-    auto report = run_parity(dir, o);
+    auto report = run_parity(dir, o, parlance::generation_decode_service_factory());
     int checks = 0, word_checks = 0;
     for (const auto& row : report.rows) {
         ++checks;

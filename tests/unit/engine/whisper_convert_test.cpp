@@ -9,6 +9,7 @@
 #include "audio/mel.h"
 #include "core/error.h"
 #include "core/tensor_store.h"
+#include "engine/generation_decode_service.h"
 #include "models/whisper/convert.h"
 #include "models/whisper/model.h"
 #include "models/whisper/parity.h"
@@ -19,7 +20,9 @@ namespace {
 
 using testing::TempDir;
 
-std::filesystem::path fixture(const std::string& name) { return testing::fixtures_dir() / "whisper" / name; }
+std::filesystem::path fixture(const std::string& name) {
+    return testing::fixtures_dir() / "whisper" / name;
+}
 
 class WhisperConvert : public ::testing::TestWithParam<const char*> {};
 
@@ -34,10 +37,9 @@ TEST_P(WhisperConvert, F32ConversionPassesParity) {
     ParityOptions po;
     po.backend.threads = 2;
     po.model_override = bin;
-    auto report = run_parity(fixture(GetParam()), po);
+    auto report = run_parity(fixture(GetParam()), po, generation_decode_service_factory());
     EXPECT_GE(report.rows.size(), 5u * 6u) << report.table();
-    for (const auto& row : report.rows)
-        EXPECT_TRUE(row.pass) << row.clip << " " << row.check << ": " << row.detail;
+    for (const auto& row : report.rows) EXPECT_TRUE(row.pass) << row.clip << " " << row.check << ": " << row.detail;
     std::printf("%s", report.table().c_str());
 }
 
@@ -73,10 +75,11 @@ TEST_P(WhisperConvert, TokenizerAndLayoutMatchTheCheckpoint) {
     for (int32_t id = 0; id < static_cast<int32_t>(a.vocab_size()); ++id) {
         const bool flag_differs = id < hf->tokens.timestamp_begin && a.is_special(id) != b.is_special(id);
         // The no-speech token is <|nocaptions|> in older files, <|nospeech|> in newer ones.
-        const bool alias = id == hf->tokens.nospeech && a.token_bytes(id) == "<|nocaptions|>" &&
-                           b.token_bytes(id) == "<|nospeech|>";
+        const bool alias =
+            id == hf->tokens.nospeech && a.token_bytes(id) == "<|nocaptions|>" && b.token_bytes(id) == "<|nospeech|>";
         if ((a.token_bytes(id) != b.token_bytes(id) && !alias) || flag_differs)
-            if (++mismatches < 5) ADD_FAILURE() << "token " << id << ": " << a.token_bytes(id) << " vs " << b.token_bytes(id);
+            if (++mismatches < 5)
+                ADD_FAILURE() << "token " << id << ": " << a.token_bytes(id) << " vs " << b.token_bytes(id);
     }
     EXPECT_EQ(mismatches, 0);
     for (const char* text : {"And so my fellow Americans, ask not what your country can do for you.",
@@ -154,7 +157,7 @@ TEST(WhisperConvert, F16EncoderErrorIsSmall) {
         po.model_override = bin;
         po.encoder_tolerance = 1e-2;
         po.encoder_only = true;
-        auto report = run_parity(fixture(name), po);
+        auto report = run_parity(fixture(name), po, generation_decode_service_factory());
         int encoders = 0;
         for (const auto& row : report.rows) {
             if (row.check != "encoder") continue;
