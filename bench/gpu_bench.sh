@@ -18,7 +18,8 @@
 # GB_TRANSFORMERS=0 leaves the transformers anchor out (a short call).
 # GB_CHAT=1 adds the Qwen3-1.7B layout as a chat model at GB_CHAT_LEVELS ("1 64 256"), 40 tokens a
 # request; GB_WHISPER=1 Whisper large-v3-turbo's layout at GB_WHISPER_LEVELS ("1 64"), 100 tokens a
-# 30 s window, with transformers on the same layout.
+# 30 s window, with transformers on the same layout. GB_LIVE=1 live sessions on the Qwen3-ASR 0.6B
+# layout at GB_LIVE_LEVELS ("64 256") with bench/realtime_load.py (carry .device/cuda/silero_vad_v5.onnx too).
 # GB_ROUNDS: requests per client at each level (2: 2c requests). A short load is mostly its ramp
 # (every client's first upload encoded before its decode starts) and its tail; 8 or more measures
 # the steady state the static-batch anchors are compared with.

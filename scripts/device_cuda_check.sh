@@ -79,6 +79,8 @@ if [ "$ACTION" = prepare ]; then
   [ -d "$WCPP/whisper.cpp/src" ] && tar czf "$CARRY/whisper-cpp-src.tar.gz" -C "$WCPP/whisper.cpp" src include
   # The real Qwen3 tokenizer (setup.sh's assets) for the Qwen3 checkpoints the check writes.
   tar cJf "$CARRY/qwen3tok.tar.xz" -C "${PARLANCE_ASSETS:-$HOME/.cache/parlance/assets}/qwen3" .
+  # Silero VAD v5 (setup.sh's assets) for the live sessions of gpu_bench's GB_LIVE.
+  cp "${PARLANCE_ASSETS:-$HOME/.cache/parlance/assets}/silero_vad_v5.onnx" "$CARRY/"
   # Debian packages of our small build deps, unpacked here and kept to what the build reads
   # (headers, the shared libraries we link, libz.a, .pc and CMake files, pkgconf): one sysroot
   # tarball, a third of the .debs' size (the device copy of the tree is capped at 64 MiB).
@@ -535,7 +537,34 @@ gpu_bench() {
   fi
   [ -n "${GB_CHAT:-}" ] && gpu_bench_chat
   [ -n "${GB_WHISPER:-}" ] && gpu_bench_whisper
+  [ -n "${GB_LIVE:-}" ] && gpu_bench_live
   return 0
+}
+
+# GB_LIVE=1: live sessions on the Qwen3-ASR 0.6B layout (random weights, f16 GGUF pair): at each of
+# GB_LIVE_LEVELS ("64 256") that many /v1/realtime sessions stream the bundled model's 51 s sample
+# at real time with server_vad (Silero VAD v5, carried as .device/cuda/silero_vad_v5.onnx), each
+# re-decode capped at 40 tokens; bench/realtime_load.py reports end of speech -> completed p50/p95
+# (the issue's target: p95 <= 300 ms at >= 200 sessions) and the first delta's latency.
+gpu_bench_live() {
+  local ldir="$STATE/qwen3-asr-0.6b" vad="$CARRY/silero_vad_v5.onnx" port pid
+  [ -f "$vad" ] || { echo "-- live sessions: no VAD carried ($vad; run --prepare)"; return 1; }
+  python3 -c "import aiohttp" 2>/dev/null || { echo "-- live sessions: python3 has no aiohttp"; return 1; }
+  run_w asr:layout-0.6b "$ldir" --gguf --f16 --edit '{"audio_config":{"d_model":896,"encoder_layers":18,
+"encoder_attention_heads":14,"encoder_ffn_dim":3584,"downsample_hidden_size":480,"output_dim":1024},
+"text_config":{"hidden_size":1024,"intermediate_size":3072,"num_hidden_layers":28,"num_attention_heads":16,
+"num_key_value_heads":8,"head_dim":128}}' >/dev/null || { echo "live layout: not written"; return 1; }
+  port=$((18800 + RANDOM % 500))
+  spawn_parlance serve --device cuda --port "$port" --model "$ldir" --vad-model "$vad" --max-new-tokens 40 \
+    --max-sessions 1024 --max-queue 4096 ${GB_SERVE_EXTRA:-} >"$STATE/serve_live.log" 2>&1
+  pid=$!
+  for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.5; done
+  echo "-- live sessions (Qwen3-ASR 0.6B layout, models/parlance-synth-en/samples/long.wav, 51 s at real time)"
+  busy python3 "$ROOT/bench/realtime_load.py" --url "http://127.0.0.1:$port" \
+    --file "$ROOT/models/parlance-synth-en/samples/long.wav" --sessions ${GB_LIVE_LEVELS:-64 256} 2>&1 | tail -8
+  echo "  metrics: $(curl -s "http://127.0.0.1:$port/metrics" | grep -E '^parlance_(decoder_steps_total|decode_tokens_total|encoded_pieces_total|engine_seconds_total|realtime)' | tr '\n' ' ')"
+  kill "$pid"; wait "$pid" 2>/dev/null
+  grep -E "error|refus" "$STATE/serve_live.log" | head -5
 }
 
 # GB_CHAT=1: the Qwen3-1.7B layout (random weights, f16 GGUF) as the chat model, chat completions
