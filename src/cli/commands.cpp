@@ -1,7 +1,7 @@
 // The list of subcommands, in the order --help shows them.
 #include "cli/commands.h"
 
-#include "core/graph_ops.h"
+#include "cli/runtime_environment.h"
 
 namespace parlance::cli {
 
@@ -20,7 +20,7 @@ void register_commands(CLI::App& app, GlobalOptions& globals) {
 
 void add_deterministic_flag(CLI::App* cmd) {
     cmd->add_flag_callback(
-        "--deterministic", [] { set_deterministic_gpu(true); },
+        "--deterministic", [] { apply_deterministic_gpu(); },
         "On a GPU: every result bit-identical alone and batched (each sequence attended by itself, each "
         "product one column at a time; slower under load) instead of the throughput step, whose last bits "
         "follow the batch. The CPU is always bit-identical");

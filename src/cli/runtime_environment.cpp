@@ -42,4 +42,10 @@ void apply_runtime_environment() {
     set_runtime_settings(runtime_settings_from_environment());
 }
 
+void apply_deterministic_gpu() {
+    RuntimeSettings s = runtime_settings_from_environment();
+    s.deterministic_gpu = true;
+    set_runtime_settings(s);
+}
+
 }  // namespace parlance::cli

@@ -12,5 +12,8 @@ namespace parlance::cli {
 RuntimeSettings runtime_settings_from_environment();
 // set_runtime_settings(runtime_settings_from_environment()).
 void apply_runtime_environment();
+// The environment's settings with the GPU's numerics deterministic (--deterministic): applied by
+// the flag's callback, while the command line is parsed, before the command loads anything.
+void apply_deterministic_gpu();
 
 }  // namespace parlance::cli

@@ -10,7 +10,6 @@
 #include <ggml-backend.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -99,23 +98,15 @@ bool gpu_layout(const ggml_tensor* cache_k) {
 
 }  // namespace
 
-namespace {
-std::atomic<bool> g_deterministic_gpu{false};
-}  // namespace
-
-void set_deterministic_gpu(bool deterministic) {
-    g_deterministic_gpu.store(deterministic);
-}
-
 AttentionLayout attention_layout(const ggml_tensor* cache_k) {
     if (const auto forced = forced_layout()) return *forced;
     if (in_cpu_memory(cache_k)) return AttentionLayout::Host;
-    return g_deterministic_gpu.load() ? AttentionLayout::Segmented : AttentionLayout::Padded;
+    return runtime_settings().deterministic_gpu ? AttentionLayout::Segmented : AttentionLayout::Padded;
 }
 
 bool device_products_invariant() {
     if (const auto forced = forced_layout()) return *forced == AttentionLayout::Segmented;
-    return g_deterministic_gpu.load();
+    return runtime_settings().deterministic_gpu;
 }
 
 bool encoder_flash_attention(const ggml_tensor* w) {

@@ -60,10 +60,9 @@ ggml_tensor* rope(ggml_context* ctx, ggml_tensor* x, ggml_tensor* positions, con
 // a GPU's graphs on the CPU (ctest's GpuAttentionLayoutOnCpu.*, PaddedAttentionLayoutOnCpu.*).
 enum class AttentionLayout { Host, Segmented, Padded };
 AttentionLayout attention_layout(const ggml_tensor* cache_k);
-// The GPU's numerics, chosen once at the CLI boundary before any model loads (the commands'
-// --deterministic): true keeps every result bit-identical alone and batched (Segmented attention,
-// one-column products); false (the default) is the throughput step (Padded).
-void set_deterministic_gpu(bool deterministic);
+// A device cache's layout follows RuntimeSettings::deterministic_gpu (the commands'
+// --deterministic, set once at the CLI boundary before any model loads): Segmented when set, else
+// Padded.
 // Whether a device's weight products go one column at a time (the Segmented layout's products).
 bool device_products_invariant();
 // Whether an encoder whose weights include `w` attends with flash attention (its q, k and v

@@ -12,6 +12,10 @@ struct RuntimeSettings {
     // Attention layout for every KV cache (PARLANCE_ATTENTION_LAYOUT): "" by the cache's memory
     // and --deterministic; "gpu" (Segmented) or "padded" runs a GPU's graphs on the CPU (tests).
     std::string attention_layout;
+    // The GPU's numerics (the commands' --deterministic): true keeps every result bit-identical
+    // alone and batched (Segmented attention, one-column products); false (the default) is the
+    // throughput step (Padded). The CPU is bit-identical either way.
+    bool deterministic_gpu = false;
     // The CPU kernels' instruction set (PARLANCE_CPU_KERNELS): "" the best cpuid offers, "avx2" or
     // "none" (tests and benchmarks of the narrower paths).
     std::string cpu_kernels;
