@@ -58,15 +58,21 @@ TEST(Routes, UnknownPathsShareOneLabel) {
     EXPECT_FALSE(find_route("/", false).needs_key);
 }
 
+// Until `budget` has `n` waiters (a waiter is counted once it blocks): no fixed sleep.
+void until_waiting(const AudioBudget& budget, int n) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (budget.waiting() < n && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    ASSERT_EQ(budget.waiting(), n);
+}
+
 TEST(AudioBudget, LeasesWaitForRoomAndComeBack) {
     AudioBudget budget(100);
     auto a = budget.acquire(60, nullptr);
     EXPECT_EQ(budget.used(), 60u);
     // A second lease that does not fit waits until the first is returned.
     auto waiter = std::async(std::launch::async, [&] { return budget.acquire(50, nullptr).bytes(); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    until_waiting(budget, 1);
     EXPECT_EQ(waiter.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
-    EXPECT_EQ(budget.waiting(), 1);
     a.release();
     EXPECT_EQ(waiter.get(), 50u);
     EXPECT_EQ(budget.used(), 0u);  // the waiter's lease died with its task
@@ -78,7 +84,7 @@ TEST(AudioBudget, AWaitEndsOnCancellationAndResizeTimesOut) {
     auto a = budget.acquire(90, nullptr);
     std::atomic<bool> cancelled{false};
     auto waiter = std::async(std::launch::async, [&] { budget.acquire(20, &cancelled); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    until_waiting(budget, 1);
     cancelled = true;
     try {
         waiter.get();
