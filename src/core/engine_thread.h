@@ -13,6 +13,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -91,6 +92,9 @@ public:
 
     // How many jobs wait (under mutex()).
     int waiting() const { return static_cast<int>(queue_.size()); }
+    // Seconds the thread spent in the driver's step() (under mutex()): every driver's "busy" time,
+    // one definition (starting what was admitted, the model's step, answering what finished).
+    double busy_seconds() const { return busy_seconds_; }
 
     // Asks the loop to end and joins it (idempotent; false when it was not running). drain: after
     // every submitted job; otherwise at once. Later submits are refused, also when the loop never
@@ -137,7 +141,11 @@ private:
                 d.reject(*j, std::make_exception_ptr(Error(ErrorKind::Cancelled, "the server is shutting down")));
             refused.clear();
             if (cancel) d.cancel_all();
+            const auto t0 = std::chrono::steady_clock::now();
             d.step();
+            const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            std::lock_guard<std::mutex> lock(mutex_);
+            busy_seconds_ += took;
         }
     }
     std::unique_ptr<Job> pop_front() {
@@ -156,6 +164,7 @@ private:
     std::deque<std::unique_ptr<Job>> queue_;  // sorted by (priority, arrival)
     std::deque<Priority> priorities_;         // queue_'s, in step
     uint64_t arrivals_ = 0;
+    double busy_seconds_ = 0.0;  // in step()
     bool stopping_ = false, draining_ = false;
     std::thread thread_;
 };

@@ -1,14 +1,11 @@
 // GenerationService (see generation_service.h).
 #include "engine/generation_service.h"
 
-#include <chrono>
 #include <optional>
 
 #include "core/error.h"
 
 namespace parlance {
-
-using Clock = std::chrono::steady_clock;
 
 struct GenerationJob {
     ServiceRequest r;
@@ -45,6 +42,7 @@ GenerationServiceStats GenerationService::stats() const {
     std::lock_guard<std::mutex> lock(requests_.mutex());
     GenerationServiceStats s = stats_;
     s.queued = requests_.waiting();
+    s.busy_seconds = requests_.busy_seconds();
     return s;
 }
 
@@ -137,7 +135,6 @@ void GenerationService::step() {
             job->r.request.cancelled->store(true);  // cannot happen for a prompt that fit once
         }
     }
-    const auto t0 = Clock::now();
     std::vector<GenerationResult> done;
     try {
         if (engine_.has_work()) done = engine_.step();
@@ -151,7 +148,6 @@ void GenerationService::step() {
             if (!job->error) job->error = std::current_exception();
         }
     }
-    const double busy = std::chrono::duration<double>(Clock::now() - t0).count();
     uint64_t prompt = 0, cached = 0, generated = 0, completed = 0, cancelled = 0;
     for (GenerationResult& res : done) {
         auto it = owner_.find(res.id);
@@ -205,7 +201,6 @@ void GenerationService::step() {
     stats_.step_tokens_computed = g.tokens_computed;
     stats_.draft_tokens = g.draft_tokens;
     stats_.draft_accepted = g.draft_accepted;
-    stats_.busy_seconds += busy;
     stats_.kv = g.kv;
     stats_.kv_bytes = g.kv_bytes;
 }

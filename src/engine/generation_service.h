@@ -37,7 +37,7 @@ struct GenerationServiceStats {
     uint64_t step_tokens_sampled = 0;               // over all steps: tokens sampled (the decode batch widths' sum)
     uint64_t step_tokens_computed = 0;              // over all steps: tokens through the model (prompt chunks included)
     uint64_t draft_tokens = 0, draft_accepted = 0;  // speculative decoding (prompt lookup)
-    double busy_seconds = 0.0;
+    double busy_seconds = 0.0;                      // the thread's time in its steps (EngineThread::busy_seconds)
     size_t kv_bytes = 0;
     KvCacheStats kv;
 };

@@ -86,6 +86,7 @@ public:
         std::lock_guard<std::mutex> lock(requests_.mutex());
         EngineStats s = stats_;
         s.queued = requests_.waiting();
+        s.busy_seconds = requests_.busy_seconds();
         return s;
     }
     int max_beams() const override { return 1; }
@@ -389,7 +390,6 @@ private:
             std::lock_guard<std::mutex> lock(requests_.mutex());
             embedded.swap(embedded_);
         }
-        const auto t0 = Clock::now();
         for (Encoded& e : embedded) submit_embedded(e);
         for (Job* j : admitted) {
             try {
@@ -453,7 +453,6 @@ private:
         stats_.decoder_forward_seconds = g.forward_seconds;
         stats_.decoder_compute_seconds = g.compute_seconds;
         stats_.kv = g.kv;
-        stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
     }
 
     AudioLanguageModel& model_;

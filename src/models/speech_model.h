@@ -186,7 +186,7 @@ struct EngineStats {
     uint64_t decode_tokens = 0;  // tokens generated (of finished decodes: a search counts its best hypothesis)
     uint64_t decoder_steps = 0;
     double audio_seconds = 0.0;  // of completed requests
-    double busy_seconds = 0.0;   // engine thread time spent computing
+    double busy_seconds = 0.0;   // the engine thread's time in its steps (EngineThread::busy_seconds)
     // Of it: the encoder's passes (features included) and the decoder's forward passes (graph,
     // compute, logits read back); the rest is scheduling, sampling and the requests' bookkeeping.
     // (With the encoder on its own thread, EngineOptions::overlap_encoder, its seconds are that

@@ -147,6 +147,7 @@ EngineStats WhisperEngine::stats() const {
     std::lock_guard<std::mutex> lock(requests_.mutex());
     EngineStats s = stats_;
     s.queued = requests_.waiting();
+    s.busy_seconds = requests_.busy_seconds();
     return s;
 }
 
@@ -232,7 +233,6 @@ void WhisperEngine::step() {
             fail(*j, std::current_exception());
         }
     }
-    auto t0 = Clock::now();
     try {
         step_once();
     } catch (...) {
@@ -248,7 +248,6 @@ void WhisperEngine::step() {
         stats_.decoder_steps = d.steps;
         stats_.decode_tokens = d.tokens;
         stats_.decoder_forward_seconds = d.forward_seconds;
-        stats_.busy_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
         const auto end = std::stable_partition(active_.begin(), active_.end(),
                                                [](const std::unique_ptr<Job>& j) { return !j->done; });
         std::move(end, active_.end(), std::back_inserter(finished));

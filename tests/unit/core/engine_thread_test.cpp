@@ -1,7 +1,8 @@
 // EngineThread, the engine core: its queue orders requests by (priority, arrival), bounds them and
 // refuses after a stop; its loop admits the most urgent while the driver says they fit, steps the
-// driver while it has work, and stops with a drain (every job finished) or without (the waiting
-// refused, the held cancelled), ending once the driver holds none.
+// driver while it has work (timing its steps: every driver's busy time), and stops with a drain
+// (every job finished) or without (the waiting refused, the held cancelled), ending once the
+// driver holds none.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -98,6 +99,11 @@ TEST(EngineThread, AdmitsByPriorityThenArrivalWhileJobsFitAndDrains) {
     EXPECT_EQ(d.finished, d.admitted);
     EXPECT_TRUE(d.rejected.empty());
     EXPECT_TRUE(d.cancelled.empty());
+    {
+        // Every driver's busy time is the loop's: eight steps, each sleeping at least 1 ms.
+        std::lock_guard<std::mutex> lock(t.mutex());
+        EXPECT_GE(t.busy_seconds(), 0.008);
+    }
     EXPECT_FALSE(t.stop(false)) << "a second stop has no thread to join";
     try {
         submit("late", Priority::Live);
