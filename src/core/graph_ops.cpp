@@ -26,20 +26,21 @@ ggml_tensor* rms_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, float e
     return w ? ggml_mul(ctx, y, w) : y;
 }
 
-ggml_tensor* linear(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tensor* b) {
-    ggml_tensor* y = weight_product(ctx, w, x);
+ggml_tensor* linear(ggml_context* ctx, Products products, ggml_tensor* x, ggml_tensor* w, ggml_tensor* b) {
+    ggml_tensor* y = weight_product(ctx, products, w, x);
     return b ? ggml_add(ctx, y, b) : y;
 }
 
-ggml_tensor* conv1d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int stride, int padding) {
+ggml_tensor* conv1d(ggml_context* ctx, Products products, ggml_tensor* kernel, ggml_tensor* x, int stride,
+                    int padding) {
     ggml_tensor* cols = ggml_im2col(ctx, kernel, x, stride, 0, padding, 0, 1, 0, false, GGML_TYPE_F32);
     ggml_tensor* k2 = ggml_reshape_2d(ctx, kernel, kernel->ne[0] * kernel->ne[1], kernel->ne[2]);
     ggml_tensor* c2 = ggml_reshape_2d(ctx, cols, cols->ne[0], cols->ne[1] * cols->ne[2]);
-    // Inside a BatchInvariantProducts scope (an encoder on the CPU) the multi-column kernel: f32
-    // columns (ggml's f16 path rounds them to f16) and the same bits whatever the batch. Elsewhere
-    // ggml's product whatever the number of columns: the kernel takes few columns outside the
-    // scope, and a short input (the VAD's 512-sample window) keeps the path it was qualified on.
-    if (BatchInvariantProducts::active()) return weight_product(ctx, k2, c2);
+    // BatchInvariant (an encoder on the CPU): the multi-column kernel, f32 columns (ggml's f16 path
+    // rounds them to f16) and the same bits whatever the batch. Fast: ggml's product whatever the
+    // number of columns (the kernel would take a few), so a short input (the VAD's 512-sample
+    // window) keeps the path it was qualified on.
+    if (products == Products::BatchInvariant) return weight_product(ctx, products, k2, c2);
     return f32_product(ctx, k2, c2);
 }
 
@@ -61,16 +62,17 @@ ggml_tensor* conv2d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int 
     ggml_tensor* cols = ggml_im2col(ctx, kernel, x, stride, stride, padding, padding, 1, 1, /*is_2D=*/true,
                                     half ? GGML_TYPE_F16 : GGML_TYPE_F32);
     const int64_t w_out = cols->ne[1], h_out = cols->ne[2], n = cols->ne[3];
-    ggml_tensor* y =
-        weight_product(ctx, ggml_reshape_2d(ctx, w, k, c_out), ggml_reshape_2d(ctx, cols, k, w_out * h_out * n));
+    ggml_tensor* y = weight_product(ctx, Products::Fast, ggml_reshape_2d(ctx, w, k, c_out),
+                                    ggml_reshape_2d(ctx, cols, k, w_out * h_out * n));
     // [C_out, W_out, H_out, N] -> [W_out, H_out, C_out, N]
     y = ggml_reshape_4d(ctx, y, c_out, w_out, h_out, n);
     return ggml_cont(ctx, ggml_permute(ctx, y, 2, 0, 1, 3));
 }
 
-ggml_tensor* swiglu_mlp(ggml_context* ctx, ggml_tensor* x, ggml_tensor* gate, ggml_tensor* up, ggml_tensor* down) {
-    ggml_tensor* g = ggml_silu(ctx, weight_product(ctx, gate, x));
-    return weight_product(ctx, down, ggml_mul(ctx, g, weight_product(ctx, up, x)));
+ggml_tensor* swiglu_mlp(ggml_context* ctx, Products products, ggml_tensor* x, ggml_tensor* gate, ggml_tensor* up,
+                        ggml_tensor* down) {
+    ggml_tensor* g = ggml_silu(ctx, weight_product(ctx, products, gate, x));
+    return weight_product(ctx, products, down, ggml_mul(ctx, g, weight_product(ctx, products, up, x)));
 }
 
 ggml_tensor* rope(ggml_context* ctx, ggml_tensor* x, ggml_tensor* positions, const RopeParams& p) {

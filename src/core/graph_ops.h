@@ -11,6 +11,7 @@
 
 #include "core/kv_storage.h"
 #include "core/step_batch.h"
+#include "core/weight_product.h"
 
 namespace parlance {
 
@@ -19,12 +20,13 @@ ggml_tensor* layer_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_
 // RMSNorm over ne0: x / sqrt(mean(x^2) + eps) * w (w may be null). For [hd, heads, n] it
 // normalises each head (Qwen3's QK-norm).
 ggml_tensor* rms_norm(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, float eps);
-// x·Wᵀ (+ b): w ne [in, out], x [in, n] -> [out, n], through weight_product (f32 accumulation).
-ggml_tensor* linear(ggml_context* ctx, ggml_tensor* x, ggml_tensor* w, ggml_tensor* b = nullptr);
+// x·Wᵀ (+ b): w ne [in, out], x [in, n] -> [out, n], through weight_product (f32 accumulation;
+// `products`: which, see weight_product.h).
+ggml_tensor* linear(ggml_context* ctx, Products products, ggml_tensor* x, ggml_tensor* w, ggml_tensor* b = nullptr);
 // 1-D convolution computed exactly in f32 (im2col, then one product): x ne [T, C_in, B], kernel
 // ne [K, C_in, C_out] (PyTorch's [C_out, C_in, K]) -> ne [C_out, T_out * B], T_out =
 // (T + 2 * padding - K) / stride + 1, zero padding on both sides. No bias.
-ggml_tensor* conv1d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int stride, int padding);
+ggml_tensor* conv1d(ggml_context* ctx, Products products, ggml_tensor* kernel, ggml_tensor* x, int stride, int padding);
 // 2-D convolution computed in f32 (im2col, then one product with f32 accumulation): x ne [W, H,
 // C_in, N], kernel ne [KW, KH, C_in, C_out] (PyTorch's [C_out, C_in, KH, KW]; f32 — with an f16
 // kernel ggml's CPU product rounds the columns to f16) -> ne
@@ -33,9 +35,11 @@ ggml_tensor* conv1d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int 
 // makes ggml-cuda multiply (and accumulate) in f16 — 2e-4 off at the first convolution of the
 // Qwen3-ASR encoder (docs/cuda.md, issue 19). A device's throughput step rounds the kernel and
 // the columns to f16 and still accumulates in f32 (tensor cores), where the columns' length allows.
+// Its product is Products::Fast (the encoders' convolutions keep BLAS: few inputs per output).
 ggml_tensor* conv2d(ggml_context* ctx, ggml_tensor* kernel, ggml_tensor* x, int stride, int padding);
 // down(silu(gate(x)) * up(x)) (Qwen, Llama).
-ggml_tensor* swiglu_mlp(ggml_context* ctx, ggml_tensor* x, ggml_tensor* gate, ggml_tensor* up, ggml_tensor* down);
+ggml_tensor* swiglu_mlp(ggml_context* ctx, Products products, ggml_tensor* x, ggml_tensor* gate, ggml_tensor* up,
+                        ggml_tensor* down);
 
 struct RopeParams {
     float theta = 10000.0f;   // rope_theta

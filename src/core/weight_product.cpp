@@ -629,20 +629,7 @@ void weight_product_task(ggml_tensor* dst, int ith, int nth, void* /*userdata*/)
     }
 }
 
-thread_local bool t_invariant_products = false;
-
 }  // namespace
-
-BatchInvariantProducts::BatchInvariantProducts() : previous_(t_invariant_products) {
-    t_invariant_products = true;
-}
-BatchInvariantProducts::~BatchInvariantProducts() {
-    t_invariant_products = previous_;
-}
-
-bool BatchInvariantProducts::active() {
-    return t_invariant_products;
-}
 
 bool weight_product_kernel_available() {
     return has_kernel(GGML_TYPE_F16);
@@ -698,7 +685,8 @@ ggml_tensor* f32_product(ggml_context* ctx, ggml_tensor* a, ggml_tensor* b) {
     return y;
 }
 
-ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x) {
+ggml_tensor* weight_product(ggml_context* ctx, Products products, ggml_tensor* w, ggml_tensor* x) {
+    const bool invariant = products == Products::BatchInvariant;
     auto ggml_product = [&] { return f32_product(ctx, w, x); };
     const bool host_weights = in_cpu_memory(w);
     const bool types = (w->type == GGML_TYPE_F16 || w->type == GGML_TYPE_F32 || w->type == GGML_TYPE_Q8_0) &&
@@ -707,7 +695,7 @@ ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x) {
                         x->ne[3] == 1 && x->ne[2] % w->ne[2] == 0 &&
                         (w->ne[2] > 1 || x->ne[2] == 1 || ggml_is_contiguous(x)) && x->nb[1] % sizeof(float) == 0 &&
                         x->nb[2] % sizeof(float) == 0;
-    if (!host_weights && t_invariant_products && device_products_invariant()) {
+    if (!host_weights && invariant && device_products_invariant()) {
         // A GPU's ggml_mul_mat picks its kernel by the number of columns (CUDA: a vector kernel for
         // one, tensor-core tiles for a few, cuBLAS, whose algorithm follows the shape, beyond), so a
         // column's result would depend on what else is in the step. Each column as its own matrix
@@ -724,7 +712,7 @@ ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x) {
     }
     if (!host_weights || !types || !shapes || !weight_product_kernel_available()) return ggml_product();
     const Layout l = layout_of(w, x);
-    if (!t_invariant_products && l.n_cols >= kWeightProductMaxColumns) return ggml_product();
+    if (!invariant && l.n_cols >= kWeightProductMaxColumns) return ggml_product();
     ggml_tensor* args[2] = {w, x};
     return ggml_custom_4d(ctx, GGML_TYPE_F32, w->ne[1], x->ne[1], x->ne[2], x->ne[3], args, 2, weight_product_task,
                           GGML_N_TASKS_MAX, nullptr);

@@ -11,7 +11,7 @@
 // to q8_0 blocks, int8 dot products — with each weight block read once for all columns and several
 // rows in flight; ggml reads the weights once per column). Elsewhere (GPU weights, large batches
 // that ggml hands to BLAS, other weight types, CPUs without AVX2/F16C) it is ggml_mul_mat — on a
-// GPU inside a BatchInvariantProducts scope with each column as its own one-column matrix, so the
+// GPU asked for Products::BatchInvariant with each column as its own one-column matrix, so the
 // GPU's vector kernel computes every column the same way.
 #pragma once
 
@@ -21,11 +21,22 @@
 
 namespace parlance {
 
+// Which products a graph asks for, chosen by the code that builds it and passed to every product
+// it makes (weight_product, linear, conv1d, swiglu_mlp):
+//  - Fast: the multi-column kernel for few columns, ggml's product (BLAS on the CPU, cuBLAS on a
+//    GPU) for many, whose summation order follows the shape;
+//  - BatchInvariant: a result that does not depend on what else is in the batch — graphs whose
+//    results must not, decoder steps (allocated with Backend::alloc_graph(graph,
+//    /*batch_invariant=*/true)) and the CPU encoders whose weights the kernel takes: on the CPU the
+//    kernel however many columns; on a GPU under --deterministic (device_products_invariant())
+//    each column as its own one-column product; otherwise as Fast.
+enum class Products { Fast, BatchInvariant };
+
 // ggml_mul_mat(w, x), same shapes: w ne [in, out] (f16, f32 or any ggml type), x [in, n, ...] f32
 // -> [out, n, ...] f32; or batched, w [in, out, m] (views allowed: rows need only be contiguous
 // within themselves) times x [in, n, m] -> [out, n, m], as attention's per-head products.
 // On a GPU the product accumulates in f32 (as f32_product); the CPU kernel always does.
-ggml_tensor* weight_product(ggml_context* ctx, ggml_tensor* w, ggml_tensor* x);
+ggml_tensor* weight_product(ggml_context* ctx, Products products, ggml_tensor* w, ggml_tensor* x);
 
 // ggml_mul_mat(a, b) computed by a GPU with f32 accumulation: ggml-cuda's default for f16 or bf16
 // operands is f16 operands and f16 accumulation through cuBLAS (an f16 convolution kernel made the
@@ -48,32 +59,15 @@ bool weight_product_rows(ggml_type w_type, const void* w, size_t row_bytes, int6
 // AVX-512F).
 bool weight_product_kernel_available();
 
-// Whether weight_product() multiplies `w` with the multi-column kernel inside a
-// BatchInvariantProducts scope: f16 or f32 weights in CPU memory, on a CPU with the kernel. An
-// encoder whose weights pass builds its graph in that scope (quantized weights keep ggml's
-// products there, whose BLAS path is faster for a whole window; devices their own). Decoder
-// steps take the kernel for q8_0 weights too.
+// Whether weight_product() multiplies `w` with the multi-column kernel for Products::
+// BatchInvariant: f16 or f32 weights in CPU memory, on a CPU with the kernel. An encoder whose
+// weights pass asks for BatchInvariant products (quantized weights keep ggml's products, whose
+// BLAS path is faster for a whole window; devices their own). Decoder steps take the kernel for
+// q8_0 weights too.
 bool kernel_takes_weights(const ggml_tensor* w);
 
-// Outside a BatchInvariantProducts scope, products of this many columns or more go to
-// ggml_mul_mat: ggml's CPU backend hands them to BLAS (faster for encoder windows), whose
-// summation order depends on the shape.
+// Products::Fast products of this many columns or more go to ggml_mul_mat: ggml's CPU backend
+// hands them to BLAS (faster for encoder windows), whose summation order depends on the shape.
 inline constexpr int64_t kWeightProductMaxColumns = 32;
-
-// Graphs whose results must not depend on what else is in the batch — decoder steps, allocated
-// with Backend::alloc_graph(graph, /*batch_invariant=*/true) — are built inside this scope: every
-// product weight_product() makes there takes the kernel, however many columns it has.
-class BatchInvariantProducts {
-public:
-    BatchInvariantProducts();
-    ~BatchInvariantProducts();
-    BatchInvariantProducts(const BatchInvariantProducts&) = delete;
-    BatchInvariantProducts& operator=(const BatchInvariantProducts&) = delete;
-    // Whether this thread is inside such a scope (the attention helpers follow it too).
-    static bool active();
-
-private:
-    bool previous_;
-};
 
 }  // namespace parlance

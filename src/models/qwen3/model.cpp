@@ -155,7 +155,7 @@ std::unique_ptr<Qwen3Model::StepGraph> Qwen3Model::build_step(const StepBatch& b
         step->meta, static_cast<size_t>(c_.num_layers) * (80 + paged_attention_nodes(b, kv)) + 512);
     step->shape = shape;
     ggml_context* ctx = step->gc->ctx;
-    const BatchInvariantProducts invariant;  // allocated with batch_invariant in forward()
+    const Products products = Products::BatchInvariant;  // allocated with batch_invariant in forward()
     step->in = StepTensors::create(ctx, b, kv);
     const StepTensors& in = step->in;
 
@@ -174,19 +174,19 @@ std::unique_ptr<Qwen3Model::StepGraph> Qwen3Model::build_step(const StepBatch& b
     for (int li = 0; li < c_.num_layers; ++li) {
         const Layer& l = layers_[li];
         ggml_tensor* h = rms_norm(ctx, x, l.attn_norm, c_.rms_norm_eps);
-        ggml_tensor* q = ggml_reshape_3d(ctx, linear(ctx, h, l.q), hd, H, n);
-        ggml_tensor* k = ggml_reshape_3d(ctx, linear(ctx, h, l.k), hd, Hkv, n);
-        ggml_tensor* v = ggml_reshape_3d(ctx, linear(ctx, h, l.v), hd, Hkv, n);
+        ggml_tensor* q = ggml_reshape_3d(ctx, linear(ctx, products, h, l.q), hd, H, n);
+        ggml_tensor* k = ggml_reshape_3d(ctx, linear(ctx, products, h, l.k), hd, Hkv, n);
+        ggml_tensor* v = ggml_reshape_3d(ctx, linear(ctx, products, h, l.v), hd, Hkv, n);
         q = rope(ctx, rms_norm(ctx, q, l.q_norm, c_.rms_norm_eps), in.positions, rp);
         k = rope(ctx, rms_norm(ctx, k, l.k_norm, c_.rms_norm_eps), in.positions, rp);
         ggml_tensor* att = paged_attention(ctx, q, k, v, kv, li, in, scale);
-        x = ggml_add(ctx, x, linear(ctx, att, l.o));
+        x = ggml_add(ctx, x, linear(ctx, products, att, l.o));
         h = rms_norm(ctx, x, l.mlp_norm, c_.rms_norm_eps);
-        x = ggml_add(ctx, x, swiglu_mlp(ctx, h, l.gate, l.up, l.down));
+        x = ggml_add(ctx, x, swiglu_mlp(ctx, products, h, l.gate, l.up, l.down));
     }
     x = ggml_get_rows(ctx, x, in.outputs);  // [d, n_out]
     x = rms_norm(ctx, x, final_norm_, c_.rms_norm_eps);
-    step->out = weight_product(ctx, output_, x);  // [V, n_out]
+    step->out = weight_product(ctx, products, output_, x);  // [V, n_out]
     ggml_set_output(step->out);
     ggml_build_forward_expand(step->gc->graph, step->out);
     // The throughput layout (a GPU's default; on the CPU when PARLANCE_ATTENTION_LAYOUT=padded

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <optional>
 #include <string>
 
 #include "core/backend.h"
@@ -204,12 +203,11 @@ std::vector<std::vector<float>> AudioEncoder::encode_batch(std::span<const Featu
     // (about a tenth of the encoder's time), and OpenBLAS's sgemm is no faster than the kernel at
     // a clip's hundreds of columns. (The convolutions above keep BLAS: their first has 9 inputs
     // per output.) Quantized weights keep ggml's products, devices their own.
-    std::optional<BatchInvariantProducts> kernel_products;
-    if (kernel_takes_weights(conv_out_)) kernel_products.emplace();
+    const Products products = kernel_takes_weights(conv_out_) ? Products::BatchInvariant : Products::Fast;
     // [13, freq, ch, chunks] -> per (time, chunk) the vector ch * freq + f, as transformers flattens.
     x = ggml_cont(ctx, ggml_permute(ctx, x, 2, 0, 1, 3));  // [freq, ch, 13, chunks]
     x = ggml_reshape_2d(ctx, x, x->ne[0] * x->ne[1], x->ne[2] * x->ne[3]);
-    x = linear(ctx, x, conv_out_);  // [d, 13 * chunks]
+    x = linear(ctx, products, x, conv_out_);  // [d, 13 * chunks]
     x = ggml_add(ctx, ggml_reshape_3d(ctx, x, d, per_chunk, n_chunks), pos);
     x = ggml_get_rows(ctx, ggml_reshape_2d(ctx, x, d, static_cast<int64_t>(per_chunk) * n_chunks),
                       rows_in);  // [d, tokens]
@@ -224,9 +222,9 @@ std::vector<std::vector<float>> AudioEncoder::encode_batch(std::span<const Featu
     const bool flash = encoder_flash_attention(conv_out_);
     for (const Layer& l : layers_) {
         ggml_tensor* h = layer_norm(ctx, x, l.ln1_w, l.ln1_b, c_.layer_norm_eps);
-        ggml_tensor* q = windows(linear(ctx, h, l.q_w, l.q_b));
-        ggml_tensor* k = windows(linear(ctx, h, l.k_w, l.k_b));
-        ggml_tensor* v = windows(linear(ctx, h, l.v_w, l.v_b));
+        ggml_tensor* q = windows(linear(ctx, products, h, l.q_w, l.q_b));
+        ggml_tensor* k = windows(linear(ctx, products, h, l.k_w, l.k_b));
+        ggml_tensor* v = windows(linear(ctx, products, h, l.v_w, l.v_b));
         ggml_tensor* o;  // [hd, H, win, windows]
         if (flash) {
             o = flash_block_attention(ctx, q, k, v, mask_in, scale);
@@ -240,13 +238,14 @@ std::vector<std::vector<float>> AudioEncoder::encode_batch(std::span<const Featu
         }
         o = ggml_reshape_2d(ctx, o, d, P);
         o = ggml_get_rows(ctx, o, rows_out);  // [d, tokens]
-        x = ggml_add(ctx, x, linear(ctx, o, l.o_w, l.o_b));
+        x = ggml_add(ctx, x, linear(ctx, products, o, l.o_w, l.o_b));
         h = layer_norm(ctx, x, l.ln2_w, l.ln2_b, c_.layer_norm_eps);
-        h = gelu_erf(ctx, linear(ctx, h, l.fc1_w, l.fc1_b), l.fc1_w);
-        x = ggml_add(ctx, x, linear(ctx, h, l.fc2_w, l.fc2_b));
+        h = gelu_erf(ctx, linear(ctx, products, h, l.fc1_w, l.fc1_b), l.fc1_w);
+        x = ggml_add(ctx, x, linear(ctx, products, h, l.fc2_w, l.fc2_b));
     }
     ggml_tensor* enc = layer_norm(ctx, x, ln_post_w_, ln_post_b_, c_.layer_norm_eps);
-    ggml_tensor* emb = linear(ctx, gelu_erf(ctx, linear(ctx, enc, proj1_w_, proj1_b_), proj1_w_), proj2_w_, proj2_b_);
+    ggml_tensor* emb = linear(ctx, products, gelu_erf(ctx, linear(ctx, products, enc, proj1_w_, proj1_b_), proj1_w_),
+                              proj2_w_, proj2_b_);
     ggml_set_output(enc);
     ggml_set_output(emb);
     ggml_build_forward_expand(g, enc);

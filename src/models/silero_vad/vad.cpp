@@ -172,7 +172,7 @@ std::vector<float> SileroVad::encode(const Rate& r, std::span<const float> input
     for (int i = 0; i < 4; ++i) {
         // [C, T * n] (a column per frame) -> [T, C, n] (time innermost, as the convolution reads it).
         x = ggml_cont(ctx, ggml_permute(ctx, ggml_reshape_3d(ctx, x, x->ne[0], t, n), 1, 0, 2, 3));
-        x = conv1d(ctx, r.conv_w[i], x, strides[i], 1);
+        x = conv1d(ctx, Products::Fast, r.conv_w[i], x, strides[i], 1);
         t = (t + 2 - 3) / strides[i] + 1;
         x = ggml_relu(ctx, ggml_add(ctx, x, r.conv_b[i]));
     }

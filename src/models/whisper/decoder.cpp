@@ -77,8 +77,9 @@ std::vector<CrossRun> cross_runs(const StepBatch& b) {
 // Cross-attention as products over the plain layout (devices): each run's per-head K q and
 // softmax, then V times the weights. With `captured`, the layer's softmaxed weights stay an output
 // ([T, n, H]; the alignment pass reads them).
-ggml_tensor* cross_attention_products(ggml_context* ctx, const WhisperConfig& c, const std::vector<CrossRun>& runs,
-                                      ggml_tensor* q, int li, ggml_tensor** captured) {
+ggml_tensor* cross_attention_products(ggml_context* ctx, Products products, const WhisperConfig& c,
+                                      const std::vector<CrossRun>& runs, ggml_tensor* q, int li,
+                                      ggml_tensor** captured) {
     const int H = c.decoder_heads, hd = c.decoder_head_dim();
     const int64_t T = c.max_source_positions;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -91,14 +92,14 @@ ggml_tensor* cross_attention_products(ggml_context* ctx, const WhisperConfig& c,
         qi = ggml_permute(ctx, qi, 0, 2, 1, 3);
         // The cache is f16: weight_product asks for f32 accumulation, without which ggml-cuda's
         // cuBLAS path computes in f16 (issue 19: the decoder's first step ~5e-3 off on CUDA).
-        ggml_tensor* kq = weight_product(ctx, K, qi);
+        ggml_tensor* kq = weight_product(ctx, products, K, qi);
         kq = ggml_soft_max_ext(ctx, kq, nullptr, scale, 0.0f);  // [T, n, H]
         if (captured) {
             // The whole (contiguous) tensor stays allocated; heads are read as slabs of it.
             ggml_set_output(kq);
             *captured = kq;
         }
-        ggml_tensor* o = weight_product(ctx, Vt, kq);  // [hd, n, H]
+        ggml_tensor* o = weight_product(ctx, products, Vt, kq);  // [hd, n, H]
         o = ggml_reshape_2d(ctx, ggml_cont(ctx, ggml_permute(ctx, o, 0, 2, 1, 3)), c.d_model, r.n);
         att = att ? ggml_concat(ctx, att, o, 1) : o;
     }
@@ -127,7 +128,7 @@ void decoder_graph(const WhisperConfig& c, const WhisperWeights& w, Backend& bac
 
     GraphContext g(graph_buf, decoder_nodes(c, runs.size(), batch.segments.size(), kv));
     ggml_context* ctx = g.ctx;
-    const BatchInvariantProducts invariant;  // allocated with batch_invariant below
+    const Products products = Products::BatchInvariant;  // allocated with batch_invariant below
     const StepTensors in = StepTensors::create(ctx, batch, kv);
     ggml_tensor* x =
         ggml_add(ctx, ggml_get_rows(ctx, w.tok_emb, in.tokens), ggml_get_rows(ctx, w.dec_pos, in.positions));
@@ -137,15 +138,15 @@ void decoder_graph(const WhisperConfig& c, const WhisperWeights& w, Backend& bac
         const LayerWeights& l = w.dec_layers[li];
         // Self-attention over the paged cache: one call for every sequence of the step.
         ggml_tensor* h = layer_norm(ctx, x, l.attn_ln_w, l.attn_ln_b, c.layer_norm_eps);
-        ggml_tensor* q = ggml_reshape_3d(ctx, linear(ctx, h, l.attn.q_w, l.attn.q_b), hd, H, N);
-        ggml_tensor* k = ggml_reshape_3d(ctx, linear(ctx, h, l.attn.k_w, nullptr), hd, H, N);
-        ggml_tensor* v = ggml_reshape_3d(ctx, linear(ctx, h, l.attn.v_w, l.attn.v_b), hd, H, N);
+        ggml_tensor* q = ggml_reshape_3d(ctx, linear(ctx, products, h, l.attn.q_w, l.attn.q_b), hd, H, N);
+        ggml_tensor* k = ggml_reshape_3d(ctx, linear(ctx, products, h, l.attn.k_w, nullptr), hd, H, N);
+        ggml_tensor* v = ggml_reshape_3d(ctx, linear(ctx, products, h, l.attn.v_w, l.attn.v_b), hd, H, N);
         ggml_tensor* att = paged_attention(ctx, q, k, v, kv, li, in, scale);
-        x = ggml_add(ctx, x, linear(ctx, att, l.attn.o_w, l.attn.o_b));
+        x = ggml_add(ctx, x, linear(ctx, products, att, l.attn.o_w, l.attn.o_b));
 
         // Cross-attention over each run's encoded audio.
         h = layer_norm(ctx, x, l.cross_ln_w, l.cross_ln_b, c.layer_norm_eps);
-        q = linear(ctx, h, l.cross.q_w, l.cross.q_b);
+        q = linear(ctx, products, h, l.cross.q_w, l.cross.q_b);
         if (packed) {
             // Every run of the layer in one op, over the windows packed when they were encoded.
             PackedAttentionArgs& a = packed_args[li];
@@ -162,17 +163,17 @@ void decoder_graph(const WhisperConfig& c, const WhisperWeights& w, Backend& bac
             bool layer_captured = false;
             if (capture)
                 for (const auto& lh : capture->heads) layer_captured = layer_captured || lh.first == li;
-            att = cross_attention_products(ctx, c, runs, q, li, layer_captured ? &captured[li] : nullptr);
+            att = cross_attention_products(ctx, products, c, runs, q, li, layer_captured ? &captured[li] : nullptr);
         }
-        x = ggml_add(ctx, x, linear(ctx, att, l.cross.o_w, l.cross.o_b));
+        x = ggml_add(ctx, x, linear(ctx, products, att, l.cross.o_w, l.cross.o_b));
 
         h = layer_norm(ctx, x, l.mlp_ln_w, l.mlp_ln_b, c.layer_norm_eps);
-        h = gelu_erf(ctx, linear(ctx, h, l.fc1_w, l.fc1_b), l.fc1_w);
-        x = ggml_add(ctx, x, linear(ctx, h, l.fc2_w, l.fc2_b));
+        h = gelu_erf(ctx, linear(ctx, products, h, l.fc1_w, l.fc1_b), l.fc1_w);
+        x = ggml_add(ctx, x, linear(ctx, products, h, l.fc2_w, l.fc2_b));
     }
     x = ggml_get_rows(ctx, x, in.outputs);  // [d, n_out]
     x = layer_norm(ctx, x, w.dec_ln_w, w.dec_ln_b, c.layer_norm_eps);
-    ggml_tensor* out = weight_product(ctx, w.proj_out, x);  // [vocab, n_out]
+    ggml_tensor* out = weight_product(ctx, products, w.proj_out, x);  // [vocab, n_out]
     ggml_set_output(out);
     ggml_build_forward_expand(g.graph, out);
     for (ggml_tensor* kq : captured)

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <optional>
 
 #include "core/dense_attention.h"
 #include "core/error.h"
@@ -74,16 +73,15 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
     const bool on_cpu = in_cpu_memory(w_.enc_pos);
     const bool invariant_products = !w_.enc_layers.empty() && kernel_takes_weights(w_.enc_layers.front().fc1_w);
     const bool dense_attention = on_cpu && cpu_dense_attention_available() && hd % 8 == 0;
-    std::optional<BatchInvariantProducts> invariant;
-    if (invariant_products) invariant.emplace();
+    const Products products = invariant_products ? Products::BatchInvariant : Products::Fast;
     ggml_tensor* mel = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, frames, c.n_mels, B);
     ggml_set_input(mel);
 
-    ggml_tensor* x = conv1d(ctx, w_.conv1_w, mel, 1, 1);  // [d, frames*B]
+    ggml_tensor* x = conv1d(ctx, products, w_.conv1_w, mel, 1, 1);  // [d, frames*B]
     x = gelu_erf(ctx, ggml_add(ctx, x, w_.conv1_b), w_.conv1_w);
     x = ggml_cont(ctx, ggml_transpose(ctx, ggml_reshape_3d(ctx, x, d, frames, B)));  // [frames, d, B]?
     // transpose swaps the first two dims: [d, frames, B] -> [frames, d, B]
-    x = conv1d(ctx, w_.conv2_w, x, 2, 1);  // [d, T*B]
+    x = conv1d(ctx, products, w_.conv2_w, x, 2, 1);  // [d, T*B]
     x = gelu_erf(ctx, ggml_add(ctx, x, w_.conv2_b), w_.conv2_w);
     // The first T positions: all of them, or a window shorter than the model's (--audio-window).
     ggml_tensor* pos = ggml_view_2d(ctx, w_.enc_pos, d, T, w_.enc_pos->nb[1], 0);
@@ -92,9 +90,9 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     for (const LayerWeights& l : w_.enc_layers) {
         ggml_tensor* h = layer_norm(ctx, x, l.attn_ln_w, l.attn_ln_b, c.layer_norm_eps);
-        ggml_tensor* q = linear(ctx, h, l.attn.q_w, l.attn.q_b);
-        ggml_tensor* k = linear(ctx, h, l.attn.k_w, nullptr);
-        ggml_tensor* v = linear(ctx, h, l.attn.v_w, l.attn.v_b);
+        ggml_tensor* q = linear(ctx, products, h, l.attn.q_w, l.attn.q_b);
+        ggml_tensor* k = linear(ctx, products, h, l.attn.k_w, nullptr);
+        ggml_tensor* v = linear(ctx, products, h, l.attn.v_w, l.attn.v_b);
         ggml_tensor* o;  // [hd, H, T, B]
         if (dense_attention) {
             // Reads each head's rows where the projections wrote them: no permuted copies.
@@ -121,11 +119,11 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
             o = ggml_cont(ctx, ggml_permute(ctx, f32_product(ctx, vt, kq), 0, 2, 1, 3));
         }
         o = ggml_reshape_3d(ctx, o, d, T, B);
-        x = ggml_add(ctx, x, linear(ctx, o, l.attn.o_w, l.attn.o_b));
+        x = ggml_add(ctx, x, linear(ctx, products, o, l.attn.o_w, l.attn.o_b));
 
         h = layer_norm(ctx, x, l.mlp_ln_w, l.mlp_ln_b, c.layer_norm_eps);
-        h = gelu_erf(ctx, linear(ctx, h, l.fc1_w, l.fc1_b), l.fc1_w);
-        x = ggml_add(ctx, x, linear(ctx, h, l.fc2_w, l.fc2_b));
+        h = gelu_erf(ctx, linear(ctx, products, h, l.fc1_w, l.fc1_b), l.fc1_w);
+        x = ggml_add(ctx, x, linear(ctx, products, h, l.fc2_w, l.fc2_b));
     }
     x = layer_norm(ctx, x, w_.enc_ln_w, w_.enc_ln_b, c.layer_norm_eps);  // [d, T, B]
     if (encoder_out) {
@@ -136,8 +134,8 @@ void WhisperRunner::encode(std::span<const std::vector<float>> mels, std::span<C
     // Cross-attention keys/values for every decoder layer, written into each input's cache.
     for (int li = 0; li < c.decoder_layers; ++li) {
         const LayerWeights& l = w_.dec_layers[li];
-        ggml_tensor* k = linear(ctx, x, l.cross.k_w, nullptr);      // [d, T, B]
-        ggml_tensor* v = linear(ctx, x, l.cross.v_w, l.cross.v_b);  // [d, T, B]
+        ggml_tensor* k = linear(ctx, products, x, l.cross.k_w, nullptr);      // [d, T, B]
+        ggml_tensor* v = linear(ctx, products, x, l.cross.v_w, l.cross.v_b);  // [d, T, B]
         for (int b = 0; b < B; ++b) {
             ggml_tensor* kb = ggml_view_2d(ctx, k, d, T, k->nb[1], b * k->nb[2]);
             ggml_tensor* vb = ggml_view_2d(ctx, v, d, T, v->nb[1], b * v->nb[2]);

@@ -187,20 +187,13 @@ struct CpuGraph {
         weights_buf = ggml_backend_alloc_ctx_tensors(weights_ctx, backend.primary());
         for (const auto& [t, d] : data) ggml_backend_tensor_set(t, d, 0, ggml_nbytes(t));
     }
-    // Builds with `build` (inside a batch-invariant scope when asked), computes, returns the
-    // output.
+    // Builds with `build`, allocates (batch-invariant when asked), computes, returns the output.
     std::vector<float> run(const std::function<ggml_tensor*(ggml_context*)>& build,
                            const std::function<void()>& set_inputs = {}, bool invariant = true) {
         ggml_init_params p{meta.size(), meta.data(), true};
         ggml_context* ctx = ggml_init(p);
         ggml_cgraph* g = ggml_new_graph(ctx);
-        ggml_tensor* out;
-        if (invariant) {
-            const BatchInvariantProducts scope;
-            out = build(ctx);
-        } else {
-            out = build(ctx);
-        }
+        ggml_tensor* out = build(ctx);
         ggml_set_output(out);
         ggml_build_forward_expand(g, out);
         backend.alloc_graph(g, invariant);
@@ -230,7 +223,7 @@ TEST(WeightProduct, GraphOpMatchesGgmlMulMatForMatricesAndPerHeadViews) {
             ggml_set_input(xin);
             ggml_tensor* wv = ggml_permute(ctx, w, 0, 2, 1, 3);    // [hd, rows, heads]
             ggml_tensor* xv = ggml_permute(ctx, xin, 0, 2, 1, 3);  // [hd, n, heads]
-            return ours ? weight_product(ctx, wv, xv) : ggml_mul_mat(ctx, wv, xv);
+            return ours ? weight_product(ctx, Products::BatchInvariant, wv, xv) : ggml_mul_mat(ctx, wv, xv);
         };
     };
     auto set = [&] { ggml_backend_tensor_set(xin, x.data(), 0, x.size() * sizeof(float)); };
