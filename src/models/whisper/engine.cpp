@@ -75,12 +75,8 @@ WhisperEngine::WhisperEngine(const WhisperModel& model, Backend& backend, const 
     if (!options.decode_service)
         throw Error(ErrorKind::Internal, "WhisperEngine needs the engine layer's DecodeService (EngineOptions)");
     decoder_model_ = std::make_unique<WhisperDecoder>(model, backend);
-    DecodeServiceOptions so;
-    so.kv_cache_bytes = static_cast<size_t>(kv_blocks_for(options, c)) * decoder_kv_spec(c).bytes_per_token() *
-                        WhisperRunner::kv_block_tokens();
-    so.max_sequences = cache_slots_of(options);
-    so.token_budget = c.max_target_positions;  // any window's prompt in one step
-    decoder_ = options.decode_service(*decoder_model_, backend, so);
+    decoder_ = options.decode_service(*decoder_model_, backend,
+                                      decoder_service_options(c, kv_blocks_for(options, c), cache_slots_of(options)));
     const DecodeServiceStats d = decoder_->stats();
     total_kv_blocks_ = d.kv.total_blocks;
     greedy_blocks_ = decoder_->worst_blocks(1, c.max_target_positions);

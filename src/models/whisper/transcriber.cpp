@@ -74,15 +74,21 @@ int slots_for_beams(int beams, int available) {
     return 2 * beams;
 }
 
+DecodeServiceOptions decoder_service_options(const WhisperConfig& config, int64_t kv_blocks, int max_sequences) {
+    DecodeServiceOptions so;
+    so.kv_cache_bytes =
+        static_cast<size_t>(kv_blocks) * decoder_kv_spec(config).bytes_per_token() * WhisperRunner::kv_block_tokens();
+    so.max_sequences = max_sequences;
+    so.token_budget = config.max_target_positions;
+    return so;
+}
+
 std::unique_ptr<DecodeService> transcription_service(const DecodeServiceFactory& factory, LanguageModel& decoder,
                                                      Backend& backend, const WhisperConfig& config, int beams) {
     if (!factory) throw Error(ErrorKind::Internal, "Whisper's decodes need the engine layer's DecodeService");
-    DecodeServiceOptions so;
-    so.kv_cache_bytes = static_cast<size_t>(beams) * WhisperRunner::blocks_per_hypothesis(config) *
-                        decoder_kv_spec(config).bytes_per_token() * WhisperRunner::kv_block_tokens();
-    so.max_sequences = search_sequences(beams);
-    so.token_budget = config.max_target_positions;  // any window's prompt in one step
-    return factory(decoder, backend, so);
+    return factory(decoder, backend,
+                   decoder_service_options(config, int64_t{beams} * WhisperRunner::blocks_per_hypothesis(config),
+                                           search_sequences(beams)));
 }
 
 Transcript transcribe(const WhisperModel& model, WhisperRunner& runner, DecodeService& decoder,

@@ -44,6 +44,11 @@ std::map<std::string, float> language_probabilities(std::span<const float> sot_l
 ProcessorList whisper_processors(const WhisperModel& model, int prompt_length, bool timestamps, int min_new_tokens,
                                  bool suppress_blank = true);
 
+// What a DecodeService over Whisper's decoder is made with: a KV cache of `kv_blocks` blocks (of
+// WhisperRunner::kv_block_tokens() cells), up to `max_sequences` at once, and any window's prompt
+// in one step.
+DecodeServiceOptions decoder_service_options(const WhisperConfig& config, int64_t kv_blocks, int max_sequences);
+
 // A DecodeService from `factory` (the engine layer's generation engine) over `decoder`, sized for
 // one transcription of up to `beams` beams: a full context for each hypothesis.
 std::unique_ptr<DecodeService> transcription_service(const DecodeServiceFactory& factory, LanguageModel& decoder,
