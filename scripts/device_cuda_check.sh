@@ -235,6 +235,12 @@ serve_invariance() {
   [ "$same" = 4 ]
 }
 
+# Qwen3-ASR-0.6B's full widths over the layout-0.6b fixture's config (the tests' generator's --edit).
+ASR_06B_EDIT='{"audio_config":{"d_model":896,"encoder_layers":18,
+"encoder_attention_heads":14,"encoder_ffn_dim":3584,"downsample_hidden_size":480,"output_dim":1024},
+"text_config":{"hidden_size":1024,"intermediate_size":3072,"num_hidden_layers":28,"num_attention_heads":16,
+"num_key_value_heads":8,"head_dim":128}}'
+
 # What f32 accumulation costs on the GPU (issue 19): the Qwen3-ASR 0.6B layout at full width
 # (random weights, f16 GGUF pair, as bench/qwen3_asr_bench.sh writes it) transcribes a 33 s clip with
 # a fixed number of tokens, three times with every product in f32 (ours) and three times with
@@ -242,10 +248,7 @@ serve_invariance() {
 # run's --timings line and whether the two texts agree.
 accumulation_cost() {
   local dir="$STATE/qwen3-asr-full-f16" clip="$STATE/clip33.wav" mode r
-  run_w asr:layout-0.6b "$dir" --gguf --f16 --edit '{"audio_config":{"d_model":896,"encoder_layers":18,
-"encoder_attention_heads":14,"encoder_ffn_dim":3584,"downsample_hidden_size":480,"output_dim":1024},
-"text_config":{"hidden_size":1024,"intermediate_size":3072,"num_hidden_layers":28,"num_attention_heads":16,
-"num_key_value_heads":8,"head_dim":128}}' || return 1
+  run_w asr:layout-0.6b "$dir" --gguf --f16 --edit "$ASR_06B_EDIT" || return 1
   python3 - "$ROOT/tests/fixtures/audio" "$clip" <<'PY' || return 1
 import sys, wave
 src, dst = sys.argv[1], sys.argv[2]
@@ -550,10 +553,7 @@ gpu_bench_live() {
   local ldir="$STATE/qwen3-asr-0.6b" vad="$CARRY/silero_vad_v5.onnx" port pid
   [ -f "$vad" ] || { echo "-- live sessions: no VAD carried ($vad; run --prepare)"; return 1; }
   python3 -c "import aiohttp" 2>/dev/null || { echo "-- live sessions: python3 has no aiohttp"; return 1; }
-  run_w asr:layout-0.6b "$ldir" --gguf --f16 --edit '{"audio_config":{"d_model":896,"encoder_layers":18,
-"encoder_attention_heads":14,"encoder_ffn_dim":3584,"downsample_hidden_size":480,"output_dim":1024},
-"text_config":{"hidden_size":1024,"intermediate_size":3072,"num_hidden_layers":28,"num_attention_heads":16,
-"num_key_value_heads":8,"head_dim":128}}' >/dev/null || { echo "live layout: not written"; return 1; }
+  run_w asr:layout-0.6b "$ldir" --gguf --f16 --edit "$ASR_06B_EDIT" >/dev/null || { echo "live layout: not written"; return 1; }
   port=$((18800 + RANDOM % 500))
   spawn_parlance serve --device cuda --port "$port" --model "$ldir" --vad-model "$vad" --max-new-tokens 40 \
     --max-sessions 1024 --max-queue 4096 ${GB_SERVE_EXTRA:-} >"$STATE/serve_live.log" 2>&1
